@@ -1,0 +1,144 @@
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { pinoHttp } from 'pino-http';
+import type { Config } from './config.js';
+import { createDatabase, type Db } from './db/database.js';
+import { AppError } from './errors.js';
+import { requireAdmin } from './http/admin-auth.js';
+import { errorHandler, sendProblem } from './http/problem.js';
+import { healthRoutes } from './http/routes/health.routes.js';
+import { orderRoutes } from './http/routes/order.routes.js';
+import { skuRoutes } from './http/routes/sku.routes.js';
+import { OrderPlacement } from './inventory/order-placement.js';
+import { SkuDirectory } from './inventory/sku-directory.js';
+import { StockAdmin } from './inventory/stock-admin.js';
+import { NoticeSubscriber } from './lock/notice-subscriber.js';
+import { defineLockCommands } from './lock/scripts.js';
+import { SegmentLock } from './lock/segment-lock.js';
+import { UnlockWaiters } from './lock/unlock-waiters.js';
+import type { Logger } from './logger.js';
+
+export interface Endpoints {
+  redisUrl: string;
+  databaseUrl: string;
+}
+
+/** Configuration changes may wait this many times longer than an order for the locks of every segment. */
+const ADMIN_WAIT_FACTOR = 5;
+
+/**
+ * The service: its connections, the order flow and the HTTP app around them. `start()` listens (port 0 picks a
+ * free port), `stop()` drains in-flight requests, releases held locks and closes the pools.
+ */
+export class StockService {
+  readonly db: Db;
+  readonly redis: Redis;
+  private readonly subscriberConnection: Redis;
+  readonly lock: SegmentLock;
+  private readonly waiters: UnlockWaiters;
+  private readonly directory: SkuDirectory;
+  private readonly app: express.Express;
+  private server: Server | undefined;
+  private stopping = false;
+
+  constructor(
+    private readonly config: Config,
+    private readonly log: Logger,
+    endpoints: Endpoints,
+  ) {
+    this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
+    // Orders fail fast while Redis is away (503) instead of queueing behind a reconnect.
+    this.redis = new Redis(endpoints.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+    this.subscriberConnection = new Redis(endpoints.redisUrl, { lazyConnect: true });
+    for (const connection of [this.redis, this.subscriberConnection]) {
+      connection.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+    }
+    defineLockCommands(this.redis);
+    const subscriber = new NoticeSubscriber(this.subscriberConnection);
+    this.waiters = new UnlockWaiters(subscriber);
+    this.lock = new SegmentLock(this.redis, this.waiters, config.lockTtlMs);
+    this.directory = new SkuDirectory(this.db, this.redis, subscriber);
+    const placement = new OrderPlacement(this.db, this.lock, this.waiters, this.directory, {
+      lockWaitMs: config.lockWaitMs,
+      criticalSectionDelayMs: config.criticalSectionDelayMs,
+    });
+    const admin = new StockAdmin(this.db, this.lock, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
+    this.app = this.buildApp(placement, admin);
+  }
+
+  private buildApp(placement: OrderPlacement, admin: StockAdmin): express.Express {
+    const app = express();
+    app.disable('x-powered-by');
+    app.set('etag', false);
+    app.use(
+      pinoHttp({
+        logger: this.log,
+        // Per-request lines at info would cost more than the order itself under load: log failures only.
+        customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'silent'),
+      }),
+    );
+    app.use((_req, res, next) => {
+      res.set('X-Content-Type-Options', 'nosniff');
+      if (this.stopping) {
+        res.set('Connection', 'close');
+        sendProblem(res, new AppError('shutting_down', 'this instance is shutting down; retry on another', {}, 1));
+        return;
+      }
+      next();
+    });
+    app.use(healthRoutes(() => this.isReady()));
+    app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
+    app.use(orderRoutes(placement, this.db, this.config.maxOrderQuantity));
+    app.use((req) => {
+      throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
+    });
+    app.use(errorHandler(this.log));
+    return app;
+  }
+
+  async start(port = this.config.port, host = this.config.host): Promise<number> {
+    await Promise.all([this.redis.connect(), this.subscriberConnection.connect()]);
+    await this.directory.start();
+    this.server = this.app.listen(port, host);
+    await once(this.server, 'listening');
+    // Keep-alive longer than typical proxies' idle timeout, so they close first.
+    this.server.keepAliveTimeout = 65_000;
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  async isReady(): Promise<boolean> {
+    if (this.stopping) return false;
+    const redisOk = this.redis.ping().then(
+      () => true,
+      () => false,
+    );
+    const pgOk = sql`select 1`.execute(this.db).then(
+      () => true,
+      () => false,
+    );
+    return (await redisOk) && (await pgOk);
+  }
+
+  /** Stops accepting, lets in-flight requests finish (up to the grace period), releases locks, closes pools. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    const server = this.server;
+    if (server) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), this.config.shutdownGraceMs);
+      await closed;
+      clearTimeout(grace);
+    }
+    await this.lock.releaseQuietly(this.lock.held);
+    this.waiters.close();
+    this.subscriberConnection.disconnect();
+    await this.redis.quit().catch(() => this.redis.disconnect());
+    await this.db.destroy();
+  }
+}

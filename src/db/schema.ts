@@ -1,0 +1,66 @@
+import type { ColumnType, Generated, Selectable } from 'kysely';
+
+/** int8 columns are parsed to numbers (see database.ts); every value this service stores stays below 2^53. */
+type Int8 = ColumnType<number, number, number>;
+type CreatedAt = ColumnType<Date, Date | undefined, never>;
+
+export interface SkuTable {
+  id: Generated<number>;
+  sku: string;
+  segment_count: number;
+  /** Bumped by every re-segmentation; segment rows, lock keys and ledger rows carry it. */
+  layout_version: Generated<number>;
+  /** Σ stock ever added: the initial stock plus every restock. */
+  total_stock: Int8;
+  created_at: CreatedAt;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface StockSegmentTable {
+  sku_id: number;
+  segment: number;
+  layout_version: number;
+  available: Int8;
+  /** The fencing token of the last lock holder that wrote this row; a write must carry a larger one. */
+  fence_token: ColumnType<number, number | undefined, number>;
+}
+
+export interface StockAdditionTable {
+  id: Generated<number>;
+  sku_id: number;
+  quantity: Int8;
+  reason: 'create' | 'restock';
+  created_at: CreatedAt;
+}
+
+export interface OrderTable {
+  id: string;
+  sku_id: number;
+  quantity: Int8;
+  idempotency_key: string | null;
+  request_fingerprint: string | null;
+  created_at: CreatedAt;
+}
+
+/** The ledger: one row per segment an order took stock from. */
+export interface StockDeductionTable {
+  order_id: string;
+  sku_id: number;
+  segment: number;
+  layout_version: number;
+  quantity: Int8;
+  fence_token: Int8;
+}
+
+export interface Database {
+  skus: SkuTable;
+  stock_segments: StockSegmentTable;
+  stock_additions: StockAdditionTable;
+  orders: OrderTable;
+  stock_deductions: StockDeductionTable;
+}
+
+export type SkuRow = Selectable<SkuTable>;
+export type StockSegmentRow = Selectable<StockSegmentTable>;
+export type OrderRow = Selectable<OrderTable>;
+export type StockDeductionRow = Selectable<StockDeductionTable>;

@@ -1,0 +1,74 @@
+/**
+ * Every error the service answers with, in one place. Each code is stable: clients may branch on it.
+ * docs/errors.md lists the same codes; a test keeps the two in step.
+ */
+export const errorCatalog = {
+  bad_request: { status: 400, title: 'Invalid request' },
+  invalid_json: { status: 400, title: 'Malformed JSON body' },
+  invalid_idempotency_key: { status: 400, title: 'Invalid Idempotency-Key header' },
+  unauthorized: { status: 401, title: 'Admin token required' },
+  forbidden: { status: 403, title: 'Admin token rejected' },
+  sku_not_found: { status: 404, title: 'Unknown SKU' },
+  order_not_found: { status: 404, title: 'Unknown order' },
+  route_not_found: { status: 404, title: 'No such route' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  sku_exists: { status: 409, title: 'SKU already exists' },
+  out_of_stock: { status: 409, title: 'Not enough stock' },
+  body_too_large: { status: 413, title: 'Request body too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported content type' },
+  idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused with a different request' },
+  stock_limit_exceeded: { status: 422, title: 'Stock would exceed the supported maximum' },
+  lock_busy: { status: 503, title: 'Stock is busy, retry shortly' },
+  dependency_unavailable: { status: 503, title: 'A backing service is unavailable' },
+  shutting_down: { status: 503, title: 'Service is shutting down' },
+  internal: { status: 500, title: 'Internal error' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ErrorCode = keyof typeof errorCatalog;
+
+export class AppError extends Error {
+  readonly status: number;
+  readonly title: string;
+
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    /** Extra members for the problem document, e.g. the stock seen on out_of_stock. */
+    readonly extensions: Record<string, unknown> = {},
+    /** Seconds after which a retry may succeed (503 answers). */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(detail);
+    this.status = errorCatalog[code].status;
+    this.title = errorCatalog[code].title;
+  }
+}
+
+/**
+ * The lock a writer held was lost before its write: its fenced update touched no row. Internal only: the order
+ * flow retries on it; it never reaches a client.
+ */
+export class FencedOutError extends Error {
+  constructor(readonly segments: number[]) {
+    super(`fenced write refused on segment(s) ${segments.join(',')}`);
+  }
+}
+
+const connectionErrorCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
+
+/**
+ * True for failures of Redis or Postgres themselves (down, restarting, unreachable), which answer 503 rather than
+ * 500: the request may succeed once the dependency is back.
+ */
+export function isDependencyFailure(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (connectionErrorCodes.has(code)) return true;
+    // Postgres SQLSTATE classes 08 (connection exception) and 57P (operator intervention: shutdown, restart).
+    if (/^08|^57P/.test(code)) return true;
+  }
+  return /Connection terminated|Connection is closed|enableOfflineQueue|timeout exceeded when trying to connect|Query read timeout|MaxRetriesPerRequest|LOADING|READONLY|the database system is/i.test(
+    error.message,
+  );
+}

@@ -1,0 +1,57 @@
+import { Router } from 'express';
+import type { OrderPlacement } from '../../inventory/order-placement.js';
+import type { OrderRecord } from '../../orders/order.repository.js';
+import { findOrder } from '../../orders/order.repository.js';
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { jsonBody } from '../json-body.js';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import { idempotencyKey, orderBody, orderId } from '../schemas.js';
+import { parseOr400 } from '../validate.js';
+
+export function orderRoutes(placement: OrderPlacement, db: Db, maxOrderQuantity: number): Router {
+  const router = Router();
+  const body = orderBody(maxOrderQuantity);
+
+  router
+    .route('/orders')
+    .post(...jsonBody, async (req, res) => {
+      const header = req.get('idempotency-key');
+      const key = header === undefined ? undefined : parseOrHeader400(header);
+      const { sku, quantity } = parseOr400(body, req.body, 'body');
+      const { order, replayed } = await placement.place({ sku, quantity, ...(key !== undefined && { idempotencyKey: key }) });
+      res
+        .status(replayed ? 200 : 201)
+        .location(`/orders/${order.id}`)
+        .json(orderView(order));
+    })
+    .all(methodNotAllowed('POST'));
+
+  router
+    .route('/orders/:id')
+    .get(async (req, res) => {
+      const id = parseOr400(orderId, req.params.id, 'id');
+      const order = await findOrder(db, { id });
+      if (!order) throw new AppError('order_not_found', `order '${id}' does not exist`);
+      res.json(orderView(order));
+    })
+    .all(methodNotAllowed('GET'));
+
+  return router;
+}
+
+function parseOrHeader400(header: string): string {
+  const result = idempotencyKey.safeParse(header);
+  if (!result.success) throw new AppError('invalid_idempotency_key', 'Idempotency-Key must be 1–128 visible ASCII characters');
+  return result.data;
+}
+
+function orderView(order: OrderRecord) {
+  return {
+    orderId: order.id,
+    sku: order.sku,
+    quantity: order.quantity,
+    deductions: order.deductions,
+    createdAt: order.createdAt.toISOString(),
+  };
+}

@@ -1,0 +1,181 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import type { Database, SkuRow } from '../db/schema.js';
+import type { Kysely, Transaction } from 'kysely';
+
+type Executor = Kysely<Database> | Transaction<Database>;
+
+export interface SkuStock {
+  sku: SkuRow;
+  segments: { segment: number; available: number }[];
+  sold: number;
+}
+
+export function findSku(db: Executor, sku: string): Promise<SkuRow | undefined> {
+  return db.selectFrom('skus').selectAll().where('sku', '=', sku).executeTakeFirst();
+}
+
+/** Locks the SKU row for the rest of the transaction, so configuration changes apply one at a time. */
+export function findSkuForUpdate(trx: Transaction<Database>, skuId: number): Promise<SkuRow | undefined> {
+  return trx.selectFrom('skus').selectAll().where('id', '=', skuId).forUpdate().executeTakeFirst();
+}
+
+export async function insertSku(
+  trx: Transaction<Database>,
+  values: { sku: string; segmentShares: number[]; totalStock: number },
+): Promise<SkuRow> {
+  const row = await trx
+    .insertInto('skus')
+    .values({ sku: values.sku, segment_count: values.segmentShares.length, total_stock: values.totalStock })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await insertSegments(trx, row.id, row.layout_version, values.segmentShares);
+  await recordAddition(trx, row.id, values.totalStock, 'create');
+  return row;
+}
+
+export async function insertSegments(
+  trx: Transaction<Database>,
+  skuId: number,
+  layoutVersion: number,
+  shares: number[],
+): Promise<void> {
+  await trx
+    .insertInto('stock_segments')
+    .values(shares.map((available, segment) => ({ sku_id: skuId, segment, layout_version: layoutVersion, available })))
+    .execute();
+}
+
+export async function recordAddition(
+  trx: Transaction<Database>,
+  skuId: number,
+  quantity: number,
+  reason: 'create' | 'restock',
+): Promise<void> {
+  await trx.insertInto('stock_additions').values({ sku_id: skuId, quantity, reason }).execute();
+}
+
+/** A segment's stock, read by its lock holder. Undefined when that segment is not part of this layout any more. */
+export async function readSegmentAvailable(
+  db: Executor,
+  ref: { skuId: number; layoutVersion: number; segment: number },
+): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('stock_segments')
+    .select('available')
+    .where('sku_id', '=', ref.skuId)
+    .where('segment', '=', ref.segment)
+    .where('layout_version', '=', ref.layoutVersion)
+    .executeTakeFirst();
+  return row?.available;
+}
+
+export function readSegmentsAvailable(
+  db: Executor,
+  ref: { skuId: number; layoutVersion: number; segments: number[] },
+): Promise<{ segment: number; available: number }[]> {
+  return db
+    .selectFrom('stock_segments')
+    .select(['segment', 'available'])
+    .where('sku_id', '=', ref.skuId)
+    .where('layout_version', '=', ref.layoutVersion)
+    .where('segment', 'in', ref.segments)
+    .orderBy('segment')
+    .execute();
+}
+
+export interface FencedWrite {
+  segment: number;
+  fence: number;
+}
+
+/**
+ * Writes a segment's new stock, decided by the lock holder, only if no later lock holder has written it: the row's
+ * token must be older than ours. False means the lock was lost; the caller must roll back.
+ */
+export async function writeSegmentFenced(
+  trx: Transaction<Database>,
+  ref: { skuId: number; layoutVersion: number },
+  write: FencedWrite & { available: number },
+): Promise<boolean> {
+  const result = await trx
+    .updateTable('stock_segments')
+    .set({ available: write.available, fence_token: write.fence })
+    .where('sku_id', '=', ref.skuId)
+    .where('layout_version', '=', ref.layoutVersion)
+    .where('segment', '=', write.segment)
+    .where('fence_token', '<', write.fence)
+    .executeTakeFirst();
+  return result.numUpdatedRows === 1n;
+}
+
+/** Adds stock to segments under their locks (restock); returns how many rows the fence let through. */
+export async function addToSegmentsFenced(
+  trx: Transaction<Database>,
+  ref: { skuId: number; layoutVersion: number },
+  writes: (FencedWrite & { add: number })[],
+): Promise<number> {
+  const result = await sql`
+    update stock_segments s
+       set available = s.available + w.add, fence_token = w.fence
+      from unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[],
+                  ${writes.map((w) => w.add)}::bigint[]) as w(segment, fence, add)
+     where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
+       and s.segment = w.segment and s.fence_token < w.fence`.execute(trx);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/** Removes a layout's segments under their locks (re-segmentation); returns the stock they held. */
+export async function deleteSegmentsFenced(
+  trx: Transaction<Database>,
+  ref: { skuId: number; layoutVersion: number },
+  writes: FencedWrite[],
+): Promise<{ segment: number; available: number }[]> {
+  const result = await sql<{ segment: number; available: number }>`
+    delete from stock_segments s
+     using unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[]) as w(segment, fence)
+     where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
+       and s.segment = w.segment and s.fence_token < w.fence
+    returning s.segment, s.available`.execute(trx);
+  return result.rows;
+}
+
+export async function updateSkuLayout(
+  trx: Transaction<Database>,
+  skuId: number,
+  values: { segmentCount?: number; layoutVersion?: number; totalStock?: number },
+): Promise<void> {
+  await trx
+    .updateTable('skus')
+    .set({
+      ...(values.segmentCount !== undefined && { segment_count: values.segmentCount }),
+      ...(values.layoutVersion !== undefined && { layout_version: values.layoutVersion }),
+      ...(values.totalStock !== undefined && { total_stock: values.totalStock }),
+      updated_at: new Date(),
+    })
+    .where('id', '=', skuId)
+    .execute();
+}
+
+/** The SKU with its segments and units sold, read in one snapshot so the numbers add up. */
+export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | undefined> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .execute(async (trx) => {
+      const row = await findSku(trx, sku);
+      if (!row) return undefined;
+      const segments = await trx
+        .selectFrom('stock_segments')
+        .select(['segment', 'available'])
+        .where('sku_id', '=', row.id)
+        .orderBy('segment')
+        .execute();
+      const { sold } = await trx
+        .selectFrom('stock_deductions')
+        .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('quantity'), sql<number>`0`).as('sold'))
+        .where('sku_id', '=', row.id)
+        .executeTakeFirstOrThrow();
+      return { sku: row, segments, sold: Number(sold) };
+    });
+}

@@ -1,0 +1,262 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Db } from '../db/database.js';
+import { AppError, FencedOutError } from '../errors.js';
+import { unlockNotice, type SegmentRef } from '../lock/keys.js';
+import { backoffMs, type Lease, type SegmentLock } from '../lock/segment-lock.js';
+import type { UnlockWaiters } from '../lock/unlock-waiters.js';
+import { findOrder, insertOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
+import { readSegmentAvailable, readSegmentsAvailable, writeSegmentFenced } from './inventory.repository.js';
+import { chooseSegmentsToCover, rotate, splitAcross, type SegmentStock, type SegmentTake } from './segment-math.js';
+import type { SkuDirectory, SkuEntry } from './sku-directory.js';
+
+export interface OrderRequest {
+  sku: string;
+  quantity: number;
+  idempotencyKey?: string;
+}
+
+export interface PlacedOrder {
+  order: OrderRecord;
+  /** True when an earlier request with the same Idempotency-Key already placed this order. */
+  replayed: boolean;
+}
+
+export interface OrderPlacementOptions {
+  lockWaitMs: number;
+  /** Benchmark knob: a simulated business step inside the lock. */
+  criticalSectionDelayMs: number;
+}
+
+/** Observers of the flow (metrics); every hook is optional and must not throw. */
+export interface OrderFlowHooks {
+  onSegmentVisit?(sku: string): void;
+  onLockBusy?(sku: string): void;
+  onWait?(sku: string, waitedMs: number): void;
+  onFencedOut?(sku: string): void;
+}
+
+/** Why an attempt ended without an answer: the caller starts over with a fresh view of the SKU. */
+type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lost-race' };
+
+/**
+ * The order flow: pick a random segment, try its lock without waiting, read and decide under the lock, write fenced.
+ * Moves to the next segment when one is busy or short; covers an order from several segments, locked in ascending
+ * order, when no single one suffices; refuses only when the stock it read under locks falls short.
+ */
+export class OrderPlacement {
+  constructor(
+    private readonly db: Db,
+    private readonly lock: SegmentLock,
+    private readonly waiters: UnlockWaiters,
+    private readonly directory: SkuDirectory,
+    private readonly options: OrderPlacementOptions,
+    private readonly hooks: OrderFlowHooks = {},
+  ) {}
+
+  async place(request: OrderRequest): Promise<PlacedOrder> {
+    const fingerprint = request.idempotencyKey ? fingerprintOf(request) : null;
+    if (request.idempotencyKey) {
+      const prior = await findOrder(this.db, { idempotencyKey: request.idempotencyKey });
+      if (prior) return replay(prior, fingerprint);
+    }
+    const deadline = Date.now() + this.options.lockWaitMs;
+    for (;;) {
+      const entry = await this.directory.get(request.sku);
+      const outcome = await this.attempt(entry, request, fingerprint, deadline);
+      if ('order' in outcome) return { order: outcome.order, replayed: false };
+      if (outcome.restart === 'lost-race') {
+        const winner = await findOrder(this.db, { idempotencyKey: request.idempotencyKey! });
+        if (winner) return replay(winner, fingerprint);
+      }
+      if (outcome.restart === 'layout-changed') this.directory.forget(entry.sku);
+      if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
+    }
+  }
+
+  private async attempt(
+    entry: SkuEntry,
+    request: OrderRequest,
+    fingerprint: string | null,
+    deadline: number,
+  ): Promise<{ order: OrderRecord } | Restart> {
+    const { quantity } = request;
+    /** Latest stock read under each segment's lock in this attempt; stock only shrinks, so these are upper bounds. */
+    const seen = new Map<number, number>();
+    let listening = false;
+    for (let round = 0; ; round++) {
+      if (!this.directory.isCurrent(entry)) return { restart: 'layout-changed' };
+      if (round > 0 && Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
+      const candidates = rotate(
+        range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s)),
+        Math.floor(Math.random() * entry.segmentCount),
+      );
+      const busy: number[] = [];
+      for (const segment of candidates) {
+        const known = seen.get(segment);
+        if (known !== undefined && known < quantity) continue;
+        this.hooks.onSegmentVisit?.(entry.sku);
+        const lease = await this.lock.tryAcquire(refOf(entry, segment));
+        if (!lease) {
+          this.hooks.onLockBusy?.(entry.sku);
+          busy.push(segment);
+          continue;
+        }
+        try {
+          const available = await readSegmentAvailable(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment });
+          if (available === undefined) return { restart: 'layout-changed' };
+          if (available >= quantity) {
+            return await this.commit(entry, request, fingerprint, [{ lease, available, take: quantity }]);
+          }
+          seen.set(segment, available);
+          if (available === 0) this.directory.markEmpty(entry, segment);
+        } finally {
+          // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
+          await this.lock.releaseQuietly([lease]);
+        }
+      }
+
+      const unseenBusy = busy.filter((s) => !seen.has(s));
+      const seenStock = [...seen].map(([segment, available]) => ({ segment, available }));
+      const cover = chooseSegmentsToCover(seenStock, quantity);
+      if (cover) {
+        const outcome = await this.commitAcross(entry, request, fingerprint, cover, seen, deadline);
+        if (outcome) return outcome;
+        continue;
+      }
+      if (unseenBusy.length === 0) {
+        throw outOfStock(entry.sku, quantity, sum(seen.values()));
+      }
+      if (!listening) {
+        // Listen first, then look again at once: a release between the pass above and the wait is not missed.
+        await this.waiters.prepare(entry.sku);
+        listening = true;
+        continue;
+      }
+      const notices = new Set(busy.map((segment) => unlockNotice.encode(refOf(entry, segment))));
+      const started = Date.now();
+      await this.waiters.wait(entry.sku, notices, Math.min(deadline - started, backoffMs(round)));
+      this.hooks.onWait?.(entry.sku, Date.now() - started);
+    }
+  }
+
+  /**
+   * Covers the order from several segments: their locks in ascending order (so two such orders cannot deadlock),
+   * a fresh read under all of them, one transaction. Undefined when stock moved meanwhile; `seen` is updated.
+   */
+  private async commitAcross(
+    entry: SkuEntry,
+    request: OrderRequest,
+    fingerprint: string | null,
+    segments: number[],
+    seen: Map<number, number>,
+    deadline: number,
+  ): Promise<{ order: OrderRecord } | Restart | undefined> {
+    const leases: Lease[] = [];
+    try {
+      for (const segment of segments) {
+        const lease = await this.lock.acquire(refOf(entry, segment), deadline);
+        if (!lease) throw lockBusy(this.options.lockWaitMs);
+        leases.push(lease);
+      }
+      const stock = await readSegmentsAvailable(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
+      if (stock.length !== segments.length) return { restart: 'layout-changed' };
+      for (const { segment, available } of stock) {
+        seen.set(segment, available);
+        if (available === 0) this.directory.markEmpty(entry, segment);
+      }
+      const takes = splitAcross(stock, request.quantity);
+      if (!takes) return undefined;
+      const bySegment = new Map(stock.map((s) => [s.segment, s.available]));
+      const leaseOf = new Map(leases.map((l) => [l.ref.segment, l]));
+      return await this.commit(
+        entry,
+        request,
+        fingerprint,
+        takes.map((t) => ({ lease: leaseOf.get(t.segment)!, available: bySegment.get(t.segment)!, take: t.quantity })),
+      );
+    } finally {
+      await this.lock.releaseQuietly(leases);
+    }
+  }
+
+  /** The write half of the critical section: fenced segment updates, the order and its ledger, one transaction. */
+  private async commit(
+    entry: SkuEntry,
+    request: OrderRequest,
+    fingerprint: string | null,
+    takes: { lease: Lease; available: number; take: number }[],
+  ): Promise<{ order: OrderRecord } | Restart> {
+    if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
+    const id = randomUUID();
+    const ref = { skuId: entry.id, layoutVersion: entry.layoutVersion };
+    let createdAt: Date;
+    try {
+      createdAt = await this.db.transaction().execute(async (trx) => {
+        for (const { lease, available, take } of takes) {
+          const written = await writeSegmentFenced(trx, ref, { segment: lease.ref.segment, fence: lease.fence, available: available - take });
+          if (!written) throw new FencedOutError([lease.ref.segment]);
+        }
+        return insertOrder(trx, {
+          id,
+          skuId: entry.id,
+          layoutVersion: entry.layoutVersion,
+          quantity: request.quantity,
+          idempotencyKey: request.idempotencyKey ?? null,
+          requestFingerprint: fingerprint,
+          deductions: takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take, fence: lease.fence })),
+        });
+      });
+    } catch (error) {
+      if (error instanceof FencedOutError) {
+        this.hooks.onFencedOut?.(entry.sku);
+        return { restart: 'fenced-out' };
+      }
+      if (isIdempotencyConflict(error)) return { restart: 'lost-race' };
+      throw error;
+    }
+    for (const { lease, available, take } of takes) {
+      if (available === take) this.directory.markEmpty(entry, lease.ref.segment);
+    }
+    const deductions: SegmentTake[] = takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take }));
+    return {
+      order: {
+        id,
+        sku: entry.sku,
+        quantity: request.quantity,
+        idempotencyKey: request.idempotencyKey ?? null,
+        requestFingerprint: fingerprint,
+        createdAt,
+        deductions,
+      },
+    };
+  }
+}
+
+function replay(prior: OrderRecord, fingerprint: string | null): PlacedOrder {
+  if (prior.requestFingerprint !== fingerprint) {
+    throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used for a different order request');
+  }
+  return { order: prior, replayed: true };
+}
+
+function fingerprintOf(request: OrderRequest): string {
+  return createHash('sha256').update(JSON.stringify([request.sku, request.quantity])).digest('hex');
+}
+
+function refOf(entry: SkuEntry, segment: number): SegmentRef {
+  return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
+}
+
+function outOfStock(sku: string, quantity: number, available: number): AppError {
+  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
+}
+
+export function lockBusy(waitedMs: number): AppError {
+  return new AppError('lock_busy', `every segment stayed locked for ${waitedMs} ms`, {}, 1);
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
+
+export type { SegmentStock };

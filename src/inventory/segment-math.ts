@@ -1,0 +1,56 @@
+/** Pure arithmetic of segments: how stock is spread and how an order is split. No I/O here. */
+
+/** Splits `total` into `parts` shares as evenly as possible; the first `total % parts` shares get one more. */
+export function splitEvenly(total: number, parts: number): number[] {
+  if (!Number.isSafeInteger(total) || total < 0) throw new RangeError(`total must be a safe integer ≥ 0, got ${total}`);
+  if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`parts must be an integer ≥ 1, got ${parts}`);
+  const base = Math.floor(total / parts);
+  const extra = total % parts;
+  return Array.from({ length: parts }, (_, i) => base + (i < extra ? 1 : 0));
+}
+
+/** The candidates in cyclic order starting at `startIndex`, so load spreads instead of piling on segment 0. */
+export function rotate<T>(items: readonly T[], startIndex: number): T[] {
+  if (items.length === 0) return [];
+  const start = ((startIndex % items.length) + items.length) % items.length;
+  return [...items.slice(start), ...items.slice(0, start)];
+}
+
+export interface SegmentStock {
+  segment: number;
+  available: number;
+}
+
+export interface SegmentTake {
+  segment: number;
+  quantity: number;
+}
+
+/**
+ * The fewest segments whose stock covers `quantity` (largest first), returned in ascending segment order — the order
+ * their locks must be taken in. Null when even all of them together fall short.
+ */
+export function chooseSegmentsToCover(stock: readonly SegmentStock[], quantity: number): number[] | null {
+  const chosen: number[] = [];
+  let covered = 0;
+  for (const { segment, available } of [...stock].sort((a, b) => b.available - a.available)) {
+    if (covered >= quantity) break;
+    if (available <= 0) break;
+    chosen.push(segment);
+    covered += available;
+  }
+  return covered >= quantity ? chosen.sort((a, b) => a - b) : null;
+}
+
+/** Takes `quantity` from the segments in the given order, each giving what it has; null if they fall short. */
+export function splitAcross(stock: readonly SegmentStock[], quantity: number): SegmentTake[] | null {
+  const takes: SegmentTake[] = [];
+  let remaining = quantity;
+  for (const { segment, available } of stock) {
+    if (remaining === 0) break;
+    const take = Math.min(available, remaining);
+    if (take > 0) takes.push({ segment, quantity: take });
+    remaining -= take;
+  }
+  return remaining === 0 ? takes : null;
+}

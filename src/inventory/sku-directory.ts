@@ -1,0 +1,95 @@
+import type { Redis } from 'ioredis';
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { redisKeys } from '../lock/keys.js';
+import type { NoticeSubscriber } from '../lock/notice-subscriber.js';
+import { findSku } from './inventory.repository.js';
+
+/** What an instance remembers about a SKU between orders. */
+export interface SkuEntry {
+  readonly id: number;
+  readonly sku: string;
+  readonly segmentCount: number;
+  readonly layoutVersion: number;
+  /**
+   * Segments read as 0 under their lock. Stock only grows through restock or re-segmentation, which announce
+   * themselves and drop this entry, so an empty mark stays true until then.
+   */
+  readonly emptySegments: Set<number>;
+}
+
+/**
+ * Per-instance cache of SKU layouts and known-empty segments. Entries are dropped on a "SKU changed" notice from
+ * any instance, and all of them when the notice connection comes back after a drop (notices may have been missed).
+ */
+export class SkuDirectory {
+  private readonly entries = new Map<string, SkuEntry>();
+  private readonly loading = new Map<string, Promise<SkuEntry>>();
+  /** Bumped by every forget, so a load that raced a change notice is used once but not cached. */
+  private changeCount = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly publisher: Redis,
+    private readonly subscriber: NoticeSubscriber,
+  ) {}
+
+  async start(): Promise<void> {
+    this.subscriber.onReconnect(() => {
+      this.changeCount++;
+      this.entries.clear();
+    });
+    await this.subscriber.listen(redisKeys.skuChangedChannel, (sku) => this.forget(sku));
+  }
+
+  /** The SKU's current layout; throws sku_not_found. */
+  async get(sku: string): Promise<SkuEntry> {
+    const cached = this.entries.get(sku);
+    if (cached) return cached;
+    let load = this.loading.get(sku);
+    if (!load) {
+      load = this.load(sku).finally(() => this.loading.delete(sku));
+      this.loading.set(sku, load);
+    }
+    return load;
+  }
+
+  /** True while `entry` is still what this instance believes; false once a change notice replaced it. */
+  isCurrent(entry: SkuEntry): boolean {
+    return this.entries.get(entry.sku) === entry;
+  }
+
+  markEmpty(entry: SkuEntry, segment: number): void {
+    entry.emptySegments.add(segment);
+  }
+
+  forget(sku: string): void {
+    this.changeCount++;
+    this.entries.delete(sku);
+  }
+
+  /**
+   * Tells every instance (this one included) that the SKU's stock or layout changed. Called after the change
+   * committed, so it must not fail the request: if Redis is unreachable, the other instances' notice connections
+   * drop too, and they clear their caches when it comes back.
+   */
+  async announceChange(sku: string): Promise<void> {
+    this.forget(sku);
+    await this.publisher.publish(redisKeys.skuChangedChannel, sku).catch(() => 0);
+  }
+
+  private async load(sku: string): Promise<SkuEntry> {
+    const changeCountAtStart = this.changeCount;
+    const row = await findSku(this.db, sku);
+    if (!row) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
+    const entry: SkuEntry = {
+      id: row.id,
+      sku: row.sku,
+      segmentCount: row.segment_count,
+      layoutVersion: row.layout_version,
+      emptySegments: new Set(),
+    };
+    if (this.changeCount === changeCountAtStart) this.entries.set(sku, entry);
+    return entry;
+  }
+}
