@@ -5,13 +5,13 @@ import { FileMigrationProvider, Migrator, type Kysely } from 'kysely';
 import type { Logger } from '../logger.js';
 
 // Compiled layout: dist/src/db/migrator.js → dist/migrations/.
-const migrationFolder = fileURLToPath(new URL('../../migrations/', import.meta.url));
+const compiledMigrations = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
 /**
  * Applies pending migrations. Kysely's Migrator takes a Postgres advisory lock, so instances that start together
  * apply each migration exactly once.
  */
-export async function migrateToLatest(db: Kysely<any>, log: Logger): Promise<void> {
+export async function migrateToLatest(db: Kysely<any>, log: Logger, migrationFolder = compiledMigrations): Promise<void> {
   const migrator = new Migrator({
     db,
     provider: new FileMigrationProvider({ fs, path, migrationFolder }),

@@ -1,0 +1,35 @@
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { createDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrator.js';
+import { createLogger } from '../src/logger.js';
+import type {} from './support/service.js';
+import { TestPostgres, TestRedis } from './support/servers.js';
+
+/**
+ * Starts one real Redis and one real Postgres for the whole run (or uses TEST_REDIS_URL / TEST_DATABASE_URL) and
+ * migrates the database. Tests isolate themselves by SKU name, not by server.
+ */
+export default async function setup(project: TestProject) {
+  const redis = process.env.TEST_REDIS_URL ? undefined : await TestRedis.start();
+  let postgres: TestPostgres | undefined;
+  const teardown = async () => {
+    await redis?.destroy();
+    await postgres?.destroy();
+  };
+  try {
+    postgres = process.env.TEST_DATABASE_URL ? undefined : await TestPostgres.start();
+    const db = createDatabase(process.env.TEST_DATABASE_URL ?? postgres!.url, 1);
+    // The compiled migrations, exactly as the service applies them (`npm test` builds first).
+    await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());
+  } catch (error) {
+    await teardown();
+    throw error;
+  }
+  const redisUrl = process.env.TEST_REDIS_URL ?? redis!.url;
+  const databaseUrl = process.env.TEST_DATABASE_URL ?? postgres!.url;
+
+  project.provide('redisUrl', redisUrl);
+  project.provide('databaseUrl', databaseUrl);
+  return teardown;
+}
