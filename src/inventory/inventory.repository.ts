@@ -55,28 +55,34 @@ export async function recordAddition(
   await trx.insertInto('stock_additions').values({ sku_id: skuId, quantity, reason }).execute();
 }
 
-/** A segment's stock, read by its lock holder. Undefined when that segment is not part of this layout any more. */
-export async function readSegmentAvailable(
+/** What a lock holder reads: the stock, and the token of the last writer, which its own write will insist on. */
+export interface SegmentState {
+  segment: number;
+  available: number;
+  fence: number;
+}
+
+/** A segment's state, read by its lock holder. Undefined when the segment is not part of this layout any more. */
+export async function readSegment(
   db: Executor,
   ref: { skuId: number; layoutVersion: number; segment: number },
-): Promise<number | undefined> {
-  const row = await db
+): Promise<SegmentState | undefined> {
+  return db
     .selectFrom('stock_segments')
-    .select('available')
+    .select(['segment', 'available', 'fence_token as fence'])
     .where('sku_id', '=', ref.skuId)
     .where('segment', '=', ref.segment)
     .where('layout_version', '=', ref.layoutVersion)
     .executeTakeFirst();
-  return row?.available;
 }
 
-export function readSegmentsAvailable(
+export function readSegments(
   db: Executor,
   ref: { skuId: number; layoutVersion: number; segments: number[] },
-): Promise<{ segment: number; available: number }[]> {
+): Promise<SegmentState[]> {
   return db
     .selectFrom('stock_segments')
-    .select(['segment', 'available'])
+    .select(['segment', 'available', 'fence_token as fence'])
     .where('sku_id', '=', ref.skuId)
     .where('layout_version', '=', ref.layoutVersion)
     .where('segment', 'in', ref.segments)
@@ -90,13 +96,15 @@ export interface FencedWrite {
 }
 
 /**
- * Writes a segment's new stock, decided by the lock holder, only if no later lock holder has written it: the row's
- * token must be older than ours. False means the lock was lost; the caller must roll back.
+ * Writes a segment's new stock, decided by the lock holder from what it read. Two guards: the row still carries the
+ * token seen at the read (nobody wrote in between — a holder whose lease expired after its read cannot overwrite a
+ * newer holder's write, nor can a newer holder that read before a stale write lands), and our token is newer than
+ * that one. False means the lock was lost; the caller must roll back.
  */
 export async function writeSegmentFenced(
   trx: Transaction<Database>,
   ref: { skuId: number; layoutVersion: number },
-  write: FencedWrite & { available: number },
+  write: FencedWrite & { available: number; fenceSeen: number },
 ): Promise<boolean> {
   const result = await trx
     .updateTable('stock_segments')
@@ -104,6 +112,7 @@ export async function writeSegmentFenced(
     .where('sku_id', '=', ref.skuId)
     .where('layout_version', '=', ref.layoutVersion)
     .where('segment', '=', write.segment)
+    .where('fence_token', '=', write.fenceSeen)
     .where('fence_token', '<', write.fence)
     .executeTakeFirst();
   return result.numUpdatedRows === 1n;

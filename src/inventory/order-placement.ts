@@ -6,8 +6,8 @@ import { unlockNotice, type SegmentRef } from '../lock/keys.js';
 import { backoffMs, type Lease, type SegmentLock } from '../lock/segment-lock.js';
 import type { UnlockWaiters } from '../lock/unlock-waiters.js';
 import { findOrder, insertOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
-import { readSegmentAvailable, readSegmentsAvailable, writeSegmentFenced } from './inventory.repository.js';
-import { chooseSegmentsToCover, rotate, splitAcross, type SegmentStock, type SegmentTake } from './segment-math.js';
+import { readSegment, readSegments, writeSegmentFenced, type SegmentState } from './inventory.repository.js';
+import { chooseSegmentsToCover, rotate, splitAcross, type SegmentTake } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
 export interface OrderRequest {
@@ -103,13 +103,13 @@ export class OrderPlacement {
           continue;
         }
         try {
-          const available = await readSegmentAvailable(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment });
-          if (available === undefined) return { restart: 'layout-changed' };
-          if (available >= quantity) {
-            return await this.commit(entry, request, fingerprint, [{ lease, available, take: quantity }]);
+          const state = await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment });
+          if (state === undefined) return { restart: 'layout-changed' };
+          if (state.available >= quantity) {
+            return await this.commit(entry, request, fingerprint, [{ lease, state, take: quantity }]);
           }
-          seen.set(segment, available);
-          if (available === 0) this.directory.markEmpty(entry, segment);
+          seen.set(segment, state.available);
+          if (state.available === 0) this.directory.markEmpty(entry, segment);
         } finally {
           // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
           await this.lock.releaseQuietly([lease]);
@@ -159,21 +159,21 @@ export class OrderPlacement {
         if (!lease) throw lockBusy(this.options.lockWaitMs);
         leases.push(lease);
       }
-      const stock = await readSegmentsAvailable(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
-      if (stock.length !== segments.length) return { restart: 'layout-changed' };
-      for (const { segment, available } of stock) {
+      const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
+      if (states.length !== segments.length) return { restart: 'layout-changed' };
+      for (const { segment, available } of states) {
         seen.set(segment, available);
         if (available === 0) this.directory.markEmpty(entry, segment);
       }
-      const takes = splitAcross(stock, request.quantity);
+      const takes = splitAcross(states, request.quantity);
       if (!takes) return undefined;
-      const bySegment = new Map(stock.map((s) => [s.segment, s.available]));
+      const stateOf = new Map(states.map((s) => [s.segment, s]));
       const leaseOf = new Map(leases.map((l) => [l.ref.segment, l]));
       return await this.commit(
         entry,
         request,
         fingerprint,
-        takes.map((t) => ({ lease: leaseOf.get(t.segment)!, available: bySegment.get(t.segment)!, take: t.quantity })),
+        takes.map((t) => ({ lease: leaseOf.get(t.segment)!, state: stateOf.get(t.segment)!, take: t.quantity })),
       );
     } finally {
       await this.lock.releaseQuietly(leases);
@@ -185,7 +185,7 @@ export class OrderPlacement {
     entry: SkuEntry,
     request: OrderRequest,
     fingerprint: string | null,
-    takes: { lease: Lease; available: number; take: number }[],
+    takes: { lease: Lease; state: SegmentState; take: number }[],
   ): Promise<{ order: OrderRecord } | Restart> {
     if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
     const id = randomUUID();
@@ -193,9 +193,14 @@ export class OrderPlacement {
     let createdAt: Date;
     try {
       createdAt = await this.db.transaction().execute(async (trx) => {
-        for (const { lease, available, take } of takes) {
-          const written = await writeSegmentFenced(trx, ref, { segment: lease.ref.segment, fence: lease.fence, available: available - take });
-          if (!written) throw new FencedOutError([lease.ref.segment]);
+        for (const { lease, state, take } of takes) {
+          const written = await writeSegmentFenced(trx, ref, {
+            segment: state.segment,
+            fence: lease.fence,
+            fenceSeen: state.fence,
+            available: state.available - take,
+          });
+          if (!written) throw new FencedOutError([state.segment]);
         }
         return insertOrder(trx, {
           id,
@@ -215,8 +220,8 @@ export class OrderPlacement {
       if (isIdempotencyConflict(error)) return { restart: 'lost-race' };
       throw error;
     }
-    for (const { lease, available, take } of takes) {
-      if (available === take) this.directory.markEmpty(entry, lease.ref.segment);
+    for (const { state, take } of takes) {
+      if (state.available === take) this.directory.markEmpty(entry, state.segment);
     }
     const deductions: SegmentTake[] = takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take }));
     return {
@@ -259,4 +264,3 @@ export function lockBusy(waitedMs: number): AppError {
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 
-export type { SegmentStock };
