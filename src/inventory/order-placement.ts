@@ -69,7 +69,7 @@ export class OrderPlacement {
         const winner = await findOrder(this.db, { idempotencyKey: request.idempotencyKey! });
         if (winner) return replay(winner, fingerprint);
       }
-      if (outcome.restart === 'layout-changed') this.directory.forget(entry.sku);
+      if (outcome.restart === 'layout-changed') this.directory.invalidate(entry);
       if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
     }
   }
@@ -85,7 +85,7 @@ export class OrderPlacement {
     const seen = new Map<number, number>();
     let listening = false;
     for (let round = 0; ; round++) {
-      if (!this.directory.isCurrent(entry)) return { restart: 'layout-changed' };
+      if (entry.stale) return { restart: 'layout-changed' };
       if (round > 0 && Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
       const candidates = rotate(
         range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s)),

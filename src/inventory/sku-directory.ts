@@ -16,6 +16,8 @@ export interface SkuEntry {
    * themselves and drop this entry, so an empty mark stays true until then.
    */
   readonly emptySegments: Set<number>;
+  /** Set once a change notice or a failed read showed this layout is outdated. */
+  stale: boolean;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface SkuEntry {
 export class SkuDirectory {
   private readonly entries = new Map<string, SkuEntry>();
   private readonly loading = new Map<string, Promise<SkuEntry>>();
-  /** Bumped by every forget, so a load that raced a change notice is used once but not cached. */
+  /** Bumped by every change notice, so a load that raced one is marked stale at once rather than cached. */
   private changeCount = 0;
 
   constructor(
@@ -36,8 +38,7 @@ export class SkuDirectory {
 
   async start(): Promise<void> {
     this.subscriber.onReconnect(() => {
-      this.changeCount++;
-      this.entries.clear();
+      for (const sku of [...this.entries.keys()]) this.forget(sku);
     });
     await this.subscriber.listen(redisKeys.skuChangedChannel, (sku) => this.forget(sku));
   }
@@ -54,18 +55,21 @@ export class SkuDirectory {
     return load;
   }
 
-  /** True while `entry` is still what this instance believes; false once a change notice replaced it. */
-  isCurrent(entry: SkuEntry): boolean {
-    return this.entries.get(entry.sku) === entry;
+  /** Drops `entry` after a read found its layout gone; a newer entry someone else already loaded stays. */
+  invalidate(entry: SkuEntry): void {
+    entry.stale = true;
+    if (this.entries.get(entry.sku) === entry) this.entries.delete(entry.sku);
   }
 
   markEmpty(entry: SkuEntry, segment: number): void {
     entry.emptySegments.add(segment);
   }
 
+  /** A change notice: whatever this instance knew about the SKU is outdated. */
   forget(sku: string): void {
     this.changeCount++;
-    this.entries.delete(sku);
+    const entry = this.entries.get(sku);
+    if (entry) this.invalidate(entry);
   }
 
   /**
@@ -88,8 +92,9 @@ export class SkuDirectory {
       segmentCount: row.segment_count,
       layoutVersion: row.layout_version,
       emptySegments: new Set(),
+      stale: this.changeCount !== changeCountAtStart,
     };
-    if (this.changeCount === changeCountAtStart) this.entries.set(sku, entry);
+    if (!entry.stale) this.entries.set(sku, entry);
     return entry;
   }
 }

@@ -128,7 +128,7 @@ export class StockAdmin {
           await this.directory.announceChange(sku);
           return;
         }
-        this.directory.forget(sku);
+        this.directory.invalidate(entry);
       } finally {
         await this.lock.releaseQuietly(leases);
       }
