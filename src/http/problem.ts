@@ -50,6 +50,12 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       sendProblem(res, new AppError(parserCode, detail));
       return;
     }
+    // Other client errors raised inside express itself, e.g. a path with malformed percent-encoding.
+    const status = typeof error?.status === 'number' ? error.status : undefined;
+    if (status !== undefined && status >= 400 && status < 500) {
+      sendProblem(res, new AppError('bad_request', 'the request could not be parsed'));
+      return;
+    }
     if (isDependencyFailure(error)) {
       log.warn({ err: error, url: req.originalUrl }, 'dependency unavailable');
       sendProblem(res, new AppError('dependency_unavailable', 'Redis or Postgres did not answer; retry shortly', {}, 1));
