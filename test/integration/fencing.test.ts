@@ -1,0 +1,96 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type Db } from '../../src/db/database.js';
+import { readSegment, writeSegmentFenced } from '../../src/inventory/inventory.repository.js';
+import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
+import { defineLockCommands } from '../../src/lock/scripts.js';
+import { SegmentLock } from '../../src/lock/segment-lock.js';
+import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
+import { auditSku } from '../support/invariants.js';
+import { call, startService, testEndpoints, uniqueSku } from '../support/service.js';
+
+describe('fencing: a holder whose lease expired cannot write stale stock', () => {
+  let db: Db;
+  let redis: Redis;
+  let subscriber: Redis;
+  let lock: SegmentLock;
+  beforeAll(() => {
+    const { redisUrl, databaseUrl } = testEndpoints();
+    db = createDatabase(databaseUrl, 4);
+    redis = new Redis(redisUrl);
+    subscriber = new Redis(redisUrl);
+    defineLockCommands(redis);
+    lock = new SegmentLock(redis, new UnlockWaiters(new NoticeSubscriber(subscriber)), 50);
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    subscriber.disconnect();
+    await db.destroy();
+  });
+
+  /** A one-segment SKU created through the service's own path, so the row looks exactly like production's. */
+  const oneSegmentSku = async (stock: number) => {
+    const svc = await startService();
+    const sku = uniqueSku('fence');
+    await call(svc.url, 'POST', '/skus', { sku, stock, segments: 1 });
+    await svc.stop();
+    const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+    return { sku, ref: { sku, layoutVersion: 1, segment: 0 }, row: { skuId: id, layoutVersion: 1, segment: 0 } };
+  };
+
+  const deduct = (row: { skuId: number; layoutVersion: number }, state: { segment: number; available: number; fence: number }, fence: number, take: number) =>
+    db.transaction().execute((trx) =>
+      writeSegmentFenced(trx, row, { segment: state.segment, fence, fenceSeen: state.fence, available: state.available - take }),
+    );
+
+  it('refuses the stale holder once a newer holder has written', async () => {
+    const { ref, row, sku } = await oneSegmentSku(10);
+    const stale = (await lock.tryAcquire(ref))!;
+    const staleRead = (await readSegment(db, row))!;
+    await sleep(80); // the lease (50 ms) runs out while the holder "stalls"
+    const fresh = (await lock.tryAcquire(ref))!;
+    expect(fresh).not.toBeNull();
+    expect(fresh.fence).toBeGreaterThan(stale.fence);
+    const freshRead = (await readSegment(db, row))!;
+    expect(await deduct(row, freshRead, fresh.fence, 3)).toBe(true);
+    expect(await deduct(row, staleRead, stale.fence, 4)).toBe(false);
+    expect(await lock.release(stale)).toBe(false);
+    expect(await lock.release(fresh)).toBe(true);
+    expect((await auditSku(db, sku)).available).toBe(7);
+  });
+
+  it('refuses the newer holder whose read a stale write overtook, so no update is lost', async () => {
+    const { ref, row, sku } = await oneSegmentSku(10);
+    const stale = (await lock.tryAcquire(ref))!;
+    const staleRead = (await readSegment(db, row))!;
+    await sleep(80);
+    const fresh = (await lock.tryAcquire(ref))!;
+    const freshRead = (await readSegment(db, row))!;
+    // The stale write lands first: its read is still current, so it is a correct read-decide-write…
+    expect(await deduct(row, staleRead, stale.fence, 4)).toBe(true);
+    // …but the newer holder's read no longer is: it must read again rather than overwrite 6 with 7.
+    expect(await deduct(row, freshRead, fresh.fence, 3)).toBe(false);
+    const reread = (await readSegment(db, row))!;
+    expect(reread.available).toBe(6);
+    expect(await deduct(row, reread, fresh.fence, 3)).toBe(true);
+    await lock.release(fresh);
+    expect((await auditSku(db, sku)).available).toBe(3);
+  });
+
+  it('keeps the books exact when every holder outlives its lease (TTL shorter than the critical section)', async () => {
+    const svc = await startService({ LOCK_TTL_MS: '40', CRITICAL_SECTION_DELAY_MS: '120', LOCK_WAIT_MS: '8000' });
+    const sku = uniqueSku('stall');
+    await call(svc.url, 'POST', '/skus', { sku, stock: 6, segments: 1 });
+    const answers = await Promise.all(Array.from({ length: 10 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })));
+    await svc.stop();
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.every((s) => [201, 409, 503].includes(s)), statuses.join()).toBe(true);
+    const audit = await auditSku(db, sku);
+    const acknowledged = statuses.filter((s) => s === 201).length;
+    expect(audit.sold).toBe(acknowledged);
+    expect(audit.available + audit.sold).toBe(6);
+    expect(audit.ordersLedgerMismatch).toBe(0);
+    expect(audit.ledgerOrders).toBe(acknowledged);
+  });
+});
