@@ -95,29 +95,6 @@ export interface FencedWrite {
   fence: number;
 }
 
-/**
- * Writes a segment's new stock, decided by the lock holder from what it read. Two guards: the row still carries the
- * token seen at the read (nobody wrote in between — a holder whose lease expired after its read cannot overwrite a
- * newer holder's write, nor can a newer holder that read before a stale write lands), and our token is newer than
- * that one. False means the lock was lost; the caller must roll back.
- */
-export async function writeSegmentFenced(
-  trx: Transaction<Database>,
-  ref: { skuId: number; layoutVersion: number },
-  write: FencedWrite & { available: number; fenceSeen: number },
-): Promise<boolean> {
-  const result = await trx
-    .updateTable('stock_segments')
-    .set({ available: write.available, fence_token: write.fence })
-    .where('sku_id', '=', ref.skuId)
-    .where('layout_version', '=', ref.layoutVersion)
-    .where('segment', '=', write.segment)
-    .where('fence_token', '=', write.fenceSeen)
-    .where('fence_token', '<', write.fence)
-    .executeTakeFirst();
-  return result.numUpdatedRows === 1n;
-}
-
 /** Adds stock to segments under their locks (restock); returns how many rows the fence let through. */
 export async function addToSegmentsFenced(
   trx: Transaction<Database>,

@@ -5,8 +5,9 @@ import { AppError, FencedOutError } from '../errors.js';
 import { unlockNotice, type SegmentRef } from '../lock/keys.js';
 import { backoffMs, type Lease, type SegmentLock } from '../lock/segment-lock.js';
 import type { UnlockWaiters } from '../lock/unlock-waiters.js';
-import { findOrder, insertOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
-import { readSegment, readSegments, writeSegmentFenced, type SegmentState } from './inventory.repository.js';
+import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
+import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
+import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
 import { chooseSegmentsToCover, rotate, splitAcross, type SegmentTake } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
@@ -189,29 +190,27 @@ export class OrderPlacement {
   ): Promise<{ order: OrderRecord } | Restart> {
     if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
     const id = randomUUID();
-    const ref = { skuId: entry.id, layoutVersion: entry.layoutVersion };
+    const commit: DeductionCommit = {
+      orderId: id,
+      skuId: entry.id,
+      layoutVersion: entry.layoutVersion,
+      quantity: request.quantity,
+      idempotencyKey: request.idempotencyKey ?? null,
+      requestFingerprint: fingerprint,
+      deductions: takes.map(({ lease, state, take }) => ({
+        segment: state.segment,
+        availableSeen: state.available,
+        fenceSeen: state.fence,
+        fence: lease.fence,
+        quantity: take,
+      })),
+    };
     let createdAt: Date;
     try {
-      createdAt = await this.db.transaction().execute(async (trx) => {
-        for (const { lease, state, take } of takes) {
-          const written = await writeSegmentFenced(trx, ref, {
-            segment: state.segment,
-            fence: lease.fence,
-            fenceSeen: state.fence,
-            available: state.available - take,
-          });
-          if (!written) throw new FencedOutError([state.segment]);
-        }
-        return insertOrder(trx, {
-          id,
-          skuId: entry.id,
-          layoutVersion: entry.layoutVersion,
-          quantity: request.quantity,
-          idempotencyKey: request.idempotencyKey ?? null,
-          requestFingerprint: fingerprint,
-          deductions: takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take, fence: lease.fence })),
-        });
-      });
+      createdAt =
+        takes.length === 1
+          ? requireAllWritten(await commitDeduction(this.db, commit), commit)
+          : await this.db.transaction().execute(async (trx) => requireAllWritten(await commitDeduction(trx, commit), commit));
     } catch (error) {
       if (error instanceof FencedOutError) {
         this.hooks.onFencedOut?.(entry.sku);
@@ -236,6 +235,12 @@ export class OrderPlacement {
       },
     };
   }
+}
+
+/** The order's creation time; throws (rolling back a surrounding transaction) when a fenced write was refused. */
+function requireAllWritten(result: { written: number; createdAt: Date | null }, commit: DeductionCommit): Date {
+  if (result.createdAt === null) throw new FencedOutError(commit.deductions.map((d) => d.segment));
+  return result.createdAt;
 }
 
 function replay(prior: OrderRecord, fingerprint: string | null): PlacedOrder {

@@ -13,45 +13,6 @@ export interface OrderRecord {
   deductions: { segment: number; quantity: number }[];
 }
 
-export interface NewOrder {
-  id: string;
-  skuId: number;
-  layoutVersion: number;
-  quantity: number;
-  idempotencyKey: string | null;
-  requestFingerprint: string | null;
-  deductions: { segment: number; quantity: number; fence: number }[];
-}
-
-/** Inserts the order and its ledger rows; the caller's transaction also holds the fenced segment writes. */
-export async function insertOrder(trx: Transaction<Database>, order: NewOrder): Promise<Date> {
-  const { created_at } = await trx
-    .insertInto('orders')
-    .values({
-      id: order.id,
-      sku_id: order.skuId,
-      quantity: order.quantity,
-      idempotency_key: order.idempotencyKey,
-      request_fingerprint: order.requestFingerprint,
-    })
-    .returning('created_at')
-    .executeTakeFirstOrThrow();
-  await trx
-    .insertInto('stock_deductions')
-    .values(
-      order.deductions.map((d) => ({
-        order_id: order.id,
-        sku_id: order.skuId,
-        segment: d.segment,
-        layout_version: order.layoutVersion,
-        quantity: d.quantity,
-        fence_token: d.fence,
-      })),
-    )
-    .execute();
-  return created_at;
-}
-
 export function isIdempotencyConflict(error: unknown): boolean {
   const pgError = error as { code?: string; constraint?: string };
   return pgError.code === '23505' && pgError.constraint === 'orders_idempotency_key_key';

@@ -2,7 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { readSegment, writeSegmentFenced } from '../../src/inventory/inventory.repository.js';
+import { randomUUID } from 'node:crypto';
+import { commitDeduction } from '../../src/inventory/deduction.repository.js';
+import { readSegment } from '../../src/inventory/inventory.repository.js';
 import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
 import { SegmentLock } from '../../src/lock/segment-lock.js';
@@ -39,10 +41,24 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     return { sku, ref: { sku, layoutVersion: 1, segment: 0 }, row: { skuId: id, layoutVersion: 1, segment: 0 } };
   };
 
-  const deduct = (row: { skuId: number; layoutVersion: number }, state: { segment: number; available: number; fence: number }, fence: number, take: number) =>
-    db.transaction().execute((trx) =>
-      writeSegmentFenced(trx, row, { segment: state.segment, fence, fenceSeen: state.fence, available: state.available - take }),
-    );
+  /** The service's own commit statement; true when the fence let the write (and so the order) through. */
+  const deduct = async (
+    row: { skuId: number; layoutVersion: number },
+    state: { segment: number; available: number; fence: number },
+    fence: number,
+    quantity: number,
+  ) => {
+    const result = await commitDeduction(db, {
+      orderId: randomUUID(),
+      ...row,
+      quantity,
+      idempotencyKey: null,
+      requestFingerprint: null,
+      deductions: [{ segment: state.segment, availableSeen: state.available, fenceSeen: state.fence, fence, quantity }],
+    });
+    expect(result.createdAt !== null).toBe(result.written === 1);
+    return result.written === 1;
+  };
 
   it('refuses the stale holder once a newer holder has written', async () => {
     const { ref, row, sku } = await oneSegmentSku(10);

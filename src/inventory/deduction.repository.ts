@@ -1,0 +1,63 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+
+export interface SegmentDeduction {
+  segment: number;
+  /** Stock the lock holder read, and the token of the row's last writer at that read. */
+  availableSeen: number;
+  fenceSeen: number;
+  /** The holder's own fencing token. */
+  fence: number;
+  quantity: number;
+}
+
+export interface DeductionCommit {
+  orderId: string;
+  skuId: number;
+  layoutVersion: number;
+  quantity: number;
+  idempotencyKey: string | null;
+  requestFingerprint: string | null;
+  deductions: SegmentDeduction[];
+}
+
+/**
+ * The write half of the critical section in one statement: each segment's new stock — computed here from what the
+ * holder read, not `available - q` in SQL — written only where the row still carries the token seen at the read and
+ * ours is newer (the fencing guard), then the order and its ledger rows, inserted only if every segment write went
+ * through. One round trip; a single statement is atomic by itself, and the caller wraps several segments in a
+ * transaction so that a partial write can be rolled back.
+ *
+ * Returns how many segment rows were written, and the order's creation time when it was inserted.
+ */
+export async function commitDeduction(
+  db: Kysely<Database> | Transaction<Database>,
+  commit: DeductionCommit,
+): Promise<{ written: number; createdAt: Date | null }> {
+  const d = commit.deductions;
+  const segments = d.map((x) => x.segment);
+  const fences = d.map((x) => x.fence);
+  const { rows } = await sql<{ written: number; created_at: Date | null }>`
+    with written as (
+      update stock_segments s
+         set available = w.available, fence_token = w.fence
+        from unnest(${segments}::int[], ${d.map((x) => x.availableSeen - x.quantity)}::bigint[],
+                    ${fences}::bigint[], ${d.map((x) => x.fenceSeen)}::bigint[]) as w(segment, available, fence, seen)
+       where s.sku_id = ${commit.skuId} and s.layout_version = ${commit.layoutVersion} and s.segment = w.segment
+         and s.fence_token = w.seen and s.fence_token < w.fence
+      returning s.segment
+    ), placed as (
+      insert into orders (id, sku_id, quantity, idempotency_key, request_fingerprint)
+      select ${commit.orderId}::uuid, ${commit.skuId}, ${commit.quantity}, ${commit.idempotencyKey}, ${commit.requestFingerprint}
+       where (select count(*) from written) = ${d.length}
+      returning id, created_at
+    ), ledger as (
+      insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+      select placed.id, ${commit.skuId}, x.segment, ${commit.layoutVersion}, x.quantity, x.fence
+        from placed, unnest(${segments}::int[], ${d.map((x) => x.quantity)}::bigint[], ${fences}::bigint[])
+                     as x(segment, quantity, fence)
+    )
+    select (select count(*) from written)::int as written, (select created_at from placed) as created_at`.execute(db);
+  const row = rows[0]!;
+  return { written: row.written, createdAt: row.created_at };
+}

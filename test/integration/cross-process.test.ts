@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type Db } from '../../src/db/database.js';
+import { auditSku } from '../support/invariants.js';
+import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
+
+describe('several service processes on one Redis and one Postgres', () => {
+  let instances: ServiceProcess[];
+  let db: Db;
+  beforeAll(async () => {
+    // A generous wait budget: this 2-core machine also runs the load generator; 503s would only blur the count.
+    instances = await Promise.all([1, 2, 3].map(() => ServiceProcess.spawn({ LOCK_WAIT_MS: '15000' })));
+    db = createDatabase(testEndpoints().databaseUrl, 2);
+  });
+  afterAll(async () => {
+    await Promise.all(instances.map((i) => i.stop()));
+    await db.destroy();
+  });
+
+  it('sells exactly the stock to 1,200 concurrent orders, each acknowledged order in the ledger', async () => {
+    const sku = uniqueSku('xproc');
+    const stock = 1000;
+    expect((await call(instances[0]!.url, 'POST', '/skus', { sku, stock, segments: 16 })).status).toBe(201);
+
+    const answers = await Promise.all(
+      Array.from({ length: 1200 }, (_, i) =>
+        call(instances[i % instances.length]!.url, 'POST', '/orders', { sku, quantity: (i % 3) + 1 }),
+      ),
+    );
+
+    const byStatus = new Map<number, number>();
+    for (const a of answers) byStatus.set(a.status, (byStatus.get(a.status) ?? 0) + 1);
+    expect([...byStatus.keys()].sort(), JSON.stringify([...byStatus])).toEqual([201, 409]);
+
+    const placed = answers.filter((a) => a.status === 201).map((a) => a.body);
+    const soldByAnswers = placed.reduce((total, o) => total + o.quantity, 0);
+    const audit = await auditSku(db, sku);
+    // Demand (2,400 units) far exceeds supply: every unit is sold, none twice.
+    expect(audit.sold).toBe(stock);
+    expect(soldByAnswers).toBe(stock);
+    expect(audit.available).toBe(0);
+    expect(audit.negativeSegments).toBe(0);
+    expect(audit.ordersLedgerMismatch).toBe(0);
+    expect(audit.ledgerOrders).toBe(placed.length);
+
+    const ledger = await db
+      .selectFrom('stock_deductions')
+      .select(['order_id', (eb) => eb.fn.sum<number>('quantity').as('quantity')])
+      .where('order_id', 'in', placed.map((o) => o.orderId))
+      .groupBy('order_id')
+      .execute();
+    const ledgerByOrder = new Map(ledger.map((row) => [row.order_id, Number(row.quantity)]));
+    for (const order of placed) expect(ledgerByOrder.get(order.orderId)).toBe(order.quantity);
+
+    const view = await call(instances[2]!.url, 'GET', `/skus/${sku}`);
+    expect(view.body).toMatchObject({ stock, available: 0, sold: stock });
+  });
+});
