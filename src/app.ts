@@ -61,7 +61,8 @@ export class StockService {
     const subscriber = new NoticeSubscriber(this.subscriberConnection);
     this.waiters = new UnlockWaiters(subscriber);
     this.lock = new SegmentLock(this.redis, this.waiters, config.lockTtlMs);
-    this.directory = new SkuDirectory(this.db, this.redis, subscriber);
+    // Callers waiting on a layout that just went stale look again at once.
+    this.directory = new SkuDirectory(this.db, this.redis, subscriber, (sku) => this.waiters.wakeAll(sku));
     const placement = new OrderPlacement(this.db, this.lock, this.waiters, this.directory, {
       lockWaitMs: config.lockWaitMs,
       criticalSectionDelayMs: config.criticalSectionDelayMs,

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
 import { AppError, FencedOutError } from '../errors.js';
 import { unlockNotice, type SegmentRef } from '../lock/keys.js';
-import { backoffMs, type Lease, type SegmentLock } from '../lock/segment-lock.js';
+import type { Lease, SegmentLock } from '../lock/segment-lock.js';
 import type { UnlockWaiters } from '../lock/unlock-waiters.js';
 import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
 import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
@@ -84,18 +84,31 @@ export class OrderPlacement {
     const { quantity } = request;
     /** Latest stock read under each segment's lock in this attempt; stock only shrinks, so these are upper bounds. */
     const seen = new Map<number, number>();
+    const since = Date.now();
+    // When this process holds every segment and others of its callers already wait, a newcomer queues behind them
+    // instead of overtaking (the single-lock case stays first come, first served).
+    let queueFirst =
+      this.waiters.hasWaiters(entry.sku) &&
+      range(entry.segmentCount).every((s) => entry.emptySegments.has(s) || this.lock.isHeldHere(refOf(entry, s)));
     let listening = false;
+    let queued: boolean;
+    /** The segment whose release woke this caller: tried first in the next pass. */
+    let wokenFor: number | undefined;
     for (let round = 0; ; round++) {
       if (entry.stale) return { restart: 'layout-changed' };
       if (round > 0 && Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
-      const candidates = rotate(
-        range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s)),
-        Math.floor(Math.random() * entry.segmentCount),
-      );
+      const mark = this.waiters.mark();
+      const available = range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s));
+      const start = wokenFor !== undefined ? available.indexOf(wokenFor) : -1;
+      const candidates = rotate(available, start >= 0 ? start : Math.floor(Math.random() * available.length));
       const busy: number[] = [];
       for (const segment of candidates) {
         const known = seen.get(segment);
         if (known !== undefined && known < quantity) continue;
+        if (queueFirst) {
+          busy.push(segment);
+          continue;
+        }
         this.hooks.onSegmentVisit?.(entry.sku);
         const lease = await this.lock.tryAcquire(refOf(entry, segment));
         if (!lease) {
@@ -110,12 +123,14 @@ export class OrderPlacement {
             return await this.commit(entry, request, fingerprint, [{ lease, state, take: quantity }]);
           }
           seen.set(segment, state.available);
-          if (state.available === 0) this.directory.markEmpty(entry, segment);
+          if (state.available === 0) this.markEmpty(entry, segment);
         } finally {
           // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
           await this.lock.releaseQuietly([lease]);
         }
       }
+      queued = queueFirst;
+      queueFirst = false;
 
       const unseenBusy = busy.filter((s) => !seen.has(s));
       const seenStock = [...seen].map(([segment, available]) => ({ segment, available }));
@@ -129,14 +144,19 @@ export class OrderPlacement {
         throw outOfStock(entry.sku, quantity, sum(seen.values()));
       }
       if (!listening) {
-        // Listen first, then look again at once: a release between the pass above and the wait is not missed.
         await this.waiters.prepare(entry.sku);
         listening = true;
-        continue;
+        // A release between the pass above and subscribing would be missed: look once more before waiting.
+        if (!queued) continue;
       }
-      const notices = new Set(busy.map((segment) => unlockNotice.encode(refOf(entry, segment))));
+      const segmentOfNotice = new Map(busy.map((segment) => [unlockNotice.encode(refOf(entry, segment)), segment]));
       const started = Date.now();
-      await this.waiters.wait(entry.sku, notices, Math.min(deadline - started, backoffMs(round)));
+      const notice = await this.waiters.wait(entry.sku, new Set(segmentOfNotice.keys()), {
+        since,
+        timeoutMs: deadline - started,
+        mark,
+      });
+      wokenFor = notice === undefined ? undefined : segmentOfNotice.get(notice);
       this.hooks.onWait?.(entry.sku, Date.now() - started);
     }
   }
@@ -164,7 +184,7 @@ export class OrderPlacement {
       if (states.length !== segments.length) return { restart: 'layout-changed' };
       for (const { segment, available } of states) {
         seen.set(segment, available);
-        if (available === 0) this.directory.markEmpty(entry, segment);
+        if (available === 0) this.markEmpty(entry, segment);
       }
       const takes = splitAcross(states, request.quantity);
       if (!takes) return undefined;
@@ -178,6 +198,16 @@ export class OrderPlacement {
       );
     } finally {
       await this.lock.releaseQuietly(leases);
+    }
+  }
+
+  /**
+   * An empty segment is skipped from now on, so no later release of it would wake those waiting for it: wake them
+   * all now, to look elsewhere or conclude the stock is gone.
+   */
+  private markEmpty(entry: SkuEntry, segment: number): void {
+    if (this.directory.markEmpty(entry, segment)) {
+      this.waiters.wakeAll(entry.sku, unlockNotice.encode(refOf(entry, segment)));
     }
   }
 
@@ -220,7 +250,7 @@ export class OrderPlacement {
       throw error;
     }
     for (const { state, take } of takes) {
-      if (state.available === take) this.directory.markEmpty(entry, state.segment);
+      if (state.available === take) this.markEmpty(entry, state.segment);
     }
     const deductions: SegmentTake[] = takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take }));
     return {

@@ -34,6 +34,8 @@ export class SkuDirectory {
     private readonly db: Db,
     private readonly publisher: Redis,
     private readonly subscriber: NoticeSubscriber,
+    /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
+    private readonly onStale: (sku: string) => void = () => {},
   ) {}
 
   async start(): Promise<void> {
@@ -59,10 +61,14 @@ export class SkuDirectory {
   invalidate(entry: SkuEntry): void {
     entry.stale = true;
     if (this.entries.get(entry.sku) === entry) this.entries.delete(entry.sku);
+    this.onStale(entry.sku);
   }
 
-  markEmpty(entry: SkuEntry, segment: number): void {
+  /** Remembers a segment read as 0 under its lock; false when it was known already. */
+  markEmpty(entry: SkuEntry, segment: number): boolean {
+    if (entry.emptySegments.has(segment)) return false;
     entry.emptySegments.add(segment);
+    return true;
   }
 
   /** A change notice: whatever this instance knew about the SKU is outdated. */

@@ -16,14 +16,18 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
   let db: Db;
   let redis: Redis;
   let subscriber: Redis;
-  let lock: SegmentLock;
+  /** Two holders as two processes would be: each with its own lock client (a process never races itself). */
+  let staleHolder: SegmentLock;
+  let freshHolder: SegmentLock;
   beforeAll(() => {
     const { redisUrl, databaseUrl } = testEndpoints();
     db = createDatabase(databaseUrl, 4);
     redis = new Redis(redisUrl);
     subscriber = new Redis(redisUrl);
     defineLockCommands(redis);
-    lock = new SegmentLock(redis, new UnlockWaiters(new NoticeSubscriber(subscriber)), 50);
+    const waiters = () => new UnlockWaiters(new NoticeSubscriber(subscriber));
+    staleHolder = new SegmentLock(redis, waiters(), 50);
+    freshHolder = new SegmentLock(redis, waiters(), 50);
   });
   afterAll(async () => {
     redis.disconnect();
@@ -62,26 +66,26 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
 
   it('refuses the stale holder once a newer holder has written', async () => {
     const { ref, row, sku } = await oneSegmentSku(10);
-    const stale = (await lock.tryAcquire(ref))!;
+    const stale = (await staleHolder.tryAcquire(ref))!;
     const staleRead = (await readSegment(db, row))!;
     await sleep(80); // the lease (50 ms) runs out while the holder "stalls"
-    const fresh = (await lock.tryAcquire(ref))!;
+    const fresh = (await freshHolder.tryAcquire(ref))!;
     expect(fresh).not.toBeNull();
     expect(fresh.fence).toBeGreaterThan(stale.fence);
     const freshRead = (await readSegment(db, row))!;
     expect(await deduct(row, freshRead, fresh.fence, 3)).toBe(true);
     expect(await deduct(row, staleRead, stale.fence, 4)).toBe(false);
-    expect(await lock.release(stale)).toBe(false);
-    expect(await lock.release(fresh)).toBe(true);
+    expect(await staleHolder.release(stale)).toBe(false);
+    expect(await freshHolder.release(fresh)).toBe(true);
     expect((await auditSku(db, sku)).available).toBe(7);
   });
 
   it('refuses the newer holder whose read a stale write overtook, so no update is lost', async () => {
     const { ref, row, sku } = await oneSegmentSku(10);
-    const stale = (await lock.tryAcquire(ref))!;
+    const stale = (await staleHolder.tryAcquire(ref))!;
     const staleRead = (await readSegment(db, row))!;
     await sleep(80);
-    const fresh = (await lock.tryAcquire(ref))!;
+    const fresh = (await freshHolder.tryAcquire(ref))!;
     const freshRead = (await readSegment(db, row))!;
     // The stale write lands first: its read is still current, so it is a correct read-decide-write…
     expect(await deduct(row, staleRead, stale.fence, 4)).toBe(true);
@@ -90,7 +94,7 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     const reread = (await readSegment(db, row))!;
     expect(reread.available).toBe(6);
     expect(await deduct(row, reread, fresh.fence, 3)).toBe(true);
-    await lock.release(fresh);
+    await freshHolder.release(fresh);
     expect((await auditSku(db, sku)).available).toBe(3);
   });
 
