@@ -2,6 +2,7 @@ import { StockService } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { migrateToLatest } from './db/migrator.js';
 import { MissingDependencyError } from './dev/embedded-redis.js';
+import { DataDirInUseError } from './dev/leftover-process.js';
 import { resolveEndpoints } from './dev/endpoints.js';
 import { createLogger, type Logger } from './logger.js';
 
@@ -59,7 +60,7 @@ function listenHost(config: Config, log: Logger): string {
 }
 
 main().catch((error: unknown) => {
-  if (error instanceof MissingDependencyError) console.error(error.message);
+  if (error instanceof MissingDependencyError || error instanceof DataDirInUseError) console.error(error.message);
   else console.error(error);
   process.exit(1);
 });

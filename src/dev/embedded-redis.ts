@@ -1,9 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
 import { freePort } from './free-port.js';
+import { stopOrphanedServer } from './leftover-process.js';
 
 export class MissingDependencyError extends Error {}
 
@@ -29,7 +30,7 @@ export async function startEmbeddedRedis(dataDir: string, log: Logger): Promise<
   const dir = path.join(dataDir, 'redis');
   mkdirSync(dir, { recursive: true });
   const pidFile = path.join(dir, 'redis.pid');
-  await stopLeftover(pidFile);
+  await stopOrphanedServer(pidFile, 'redis-server');
 
   const port = await freePort();
   const child = spawn(
@@ -60,24 +61,4 @@ export async function startEmbeddedRedis(dataDir: string, log: Logger): Promise<
       await exited;
     },
   };
-}
-
-async function stopLeftover(pidFile: string): Promise<void> {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(pidFile, 'utf8').trim());
-  } catch {
-    return;
-  }
-  if (!Number.isInteger(pid) || pid <= 0 || !isRedisProcess(pid)) return;
-  process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 100 && isRedisProcess(pid); i++) await new Promise((r) => setTimeout(r, 50));
-}
-
-function isRedisProcess(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('redis-server');
-  } catch {
-    return false;
-  }
 }

