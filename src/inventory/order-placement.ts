@@ -8,6 +8,7 @@ import type { UnlockWaiters } from '../lock/unlock-waiters.js';
 import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
 import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
 import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
+import { SegmentMemory } from './segment-memory.js';
 import { chooseSegmentsToCover, rotate, splitAcross, type SegmentTake } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
@@ -46,6 +47,8 @@ type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lost-race' };
  * order, when no single one suffices; refuses only when the stock it read under locks falls short.
  */
 export class OrderPlacement {
+  private readonly memory = new SegmentMemory();
+
   constructor(
     private readonly db: Db,
     private readonly lock: SegmentLock,
@@ -117,8 +120,11 @@ export class OrderPlacement {
           continue;
         }
         try {
-          const state = await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment });
+          const state =
+            this.memory.recall(lease) ??
+            (await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment }));
           if (state === undefined) return { restart: 'layout-changed' };
+          this.memory.remember(lease, state);
           if (state.available >= quantity) {
             return await this.commit(entry, request, fingerprint, [{ lease, state, take: quantity }]);
           }
@@ -182,6 +188,7 @@ export class OrderPlacement {
       }
       const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
       if (states.length !== segments.length) return { restart: 'layout-changed' };
+      leases.forEach((lease, i) => this.memory.remember(lease, states[i]!));
       for (const { segment, available } of states) {
         seen.set(segment, available);
         if (available === 0) this.markEmpty(entry, segment);
@@ -242,6 +249,7 @@ export class OrderPlacement {
           ? requireAllWritten(await commitDeduction(this.db, commit), commit)
           : await this.db.transaction().execute(async (trx) => requireAllWritten(await commitDeduction(trx, commit), commit));
     } catch (error) {
+      for (const { lease } of takes) this.memory.forget(lease);
       if (error instanceof FencedOutError) {
         this.hooks.onFencedOut?.(entry.sku);
         return { restart: 'fenced-out' };
@@ -249,7 +257,8 @@ export class OrderPlacement {
       if (isIdempotencyConflict(error)) return { restart: 'lost-race' };
       throw error;
     }
-    for (const { state, take } of takes) {
+    for (const { lease, state, take } of takes) {
+      this.memory.remember(lease, { segment: state.segment, available: state.available - take, fence: lease.fence });
       if (state.available === take) this.markEmpty(entry, state.segment);
     }
     const deductions: SegmentTake[] = takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take }));

@@ -77,6 +77,24 @@ describe('placing orders', () => {
     expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 2 })).status).toBe(201);
   });
 
+  it('keeps exact books when two instances take turns on one segment (remembered state never outlives a turn)', async () => {
+    const other = await startService();
+    try {
+      const sku = await createSku(50, 1);
+      const sequence = [svc, svc, other, svc, other, other, svc, other, svc];
+      for (const [i, instance] of sequence.entries()) {
+        const placed = await call(instance.url, 'POST', '/orders', { sku, quantity: i + 1 });
+        expect(placed.status).toBe(201);
+      }
+      const audit = await auditSku(svc.service.db, sku);
+      expect(audit).toMatchObject({ sold: 45, available: 5, ordersLedgerMismatch: 0 });
+      const last = await call(other.url, 'POST', '/orders', { sku, quantity: 6 });
+      expect(last.body).toMatchObject({ code: 'out_of_stock', available: 5 });
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('answers 404 for an unknown SKU and an unknown order', async () => {
     const missing = await call(svc.url, 'POST', '/orders', { sku: uniqueSku('nope'), quantity: 1 });
     expect(missing.status).toBe(404);

@@ -1,0 +1,36 @@
+import { redisKeys } from '../lock/keys.js';
+import type { Lease } from '../lock/segment-lock.js';
+import type { SegmentState } from './inventory.repository.js';
+
+/** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
+const MAX_ENTRIES = 100_000;
+
+/**
+ * What this process last saw of each segment, and under which fencing token. Tokens are issued one by one per
+ * segment, so when this process's next acquisition gets the very next token, nobody else held the lock in between
+ * and the remembered state is still the row's state: the holder can skip reading it back from Postgres.
+ *
+ * Never a matter of safety: the commit insists on the row still carrying the token it was read with, so a stale
+ * memory costs one refused write and a fresh read, never a wrong one.
+ */
+export class SegmentMemory {
+  private readonly known = new Map<string, { fence: number; state: SegmentState }>();
+
+  /** The segment's state if nobody else held its lock since this process last saw it. */
+  recall(lease: Lease): SegmentState | undefined {
+    const entry = this.known.get(redisKeys.segmentLock(lease.ref));
+    return entry && entry.fence === lease.fence - 1 ? entry.state : undefined;
+  }
+
+  /** The state as the holder of `lease` last saw or wrote it. */
+  remember(lease: Lease, state: SegmentState): void {
+    const key = redisKeys.segmentLock(lease.ref);
+    if (this.known.size >= MAX_ENTRIES && !this.known.has(key)) this.known.clear();
+    this.known.set(key, { fence: lease.fence, state });
+  }
+
+  /** After a failed or uncertain write: the row may or may not hold what we meant to write. */
+  forget(lease: Lease): void {
+    this.known.delete(redisKeys.segmentLock(lease.ref));
+  }
+}
