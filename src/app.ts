@@ -10,7 +10,7 @@ import { createDatabase, type Db } from './db/database.js';
 import { AppError } from './errors.js';
 import { requireAdmin } from './http/admin-auth.js';
 import { errorHandler, sendProblem } from './http/problem.js';
-import { healthRoutes } from './http/routes/health.routes.js';
+import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
 import { OrderPlacement } from './inventory/order-placement.js';
@@ -82,6 +82,8 @@ export class StockService {
         customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'silent'),
       }),
     );
+    // Health first: liveness stays 200 while draining, readiness says why not.
+    app.use(healthRoutes(() => this.unreadiness()));
     app.use((_req, res, next) => {
       res.set('X-Content-Type-Options', 'nosniff');
       if (this.stopping) {
@@ -91,7 +93,6 @@ export class StockService {
       }
       next();
     });
-    app.use(healthRoutes(() => this.isReady()));
     app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
     app.use(orderRoutes(placement, this.db, this.config.maxOrderQuantity));
     app.use((req) => {
@@ -111,8 +112,8 @@ export class StockService {
     return (this.server.address() as AddressInfo).port;
   }
 
-  async isReady(): Promise<boolean> {
-    if (this.stopping) return false;
+  async unreadiness(): Promise<Unreadiness> {
+    if (this.stopping) return 'shutting_down';
     const redisOk = this.redis.ping().then(
       () => true,
       () => false,
@@ -121,7 +122,7 @@ export class StockService {
       () => true,
       () => false,
     );
-    return (await redisOk) && (await pgOk);
+    return (await redisOk) && (await pgOk) ? null : 'dependency_unavailable';
   }
 
   /** Stops accepting, lets in-flight requests finish (up to the grace period), releases locks, closes pools. */

@@ -1,14 +1,27 @@
 import { Router } from 'express';
+import { AppError } from '../../errors.js';
+import { sendProblem } from '../problem.js';
 
-/** Liveness answers while the process runs; readiness only while Redis and Postgres both answer. */
-export function healthRoutes(isReady: () => Promise<boolean>): Router {
+/** Why an instance cannot take traffic, or null when it can. */
+export type Unreadiness = 'shutting_down' | 'dependency_unavailable' | null;
+
+/**
+ * Liveness answers 200 while the process runs, draining included; readiness only while Redis and Postgres both
+ * answer and the instance is not shutting down (else a problem document, so balancers and people see why).
+ */
+export function healthRoutes(unreadiness: () => Promise<Unreadiness>): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
   router.get('/readyz', async (_req, res) => {
-    const ready = await isReady();
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable' });
+    const reason = await unreadiness();
+    if (reason === null) {
+      res.json({ status: 'ready' });
+      return;
+    }
+    const detail = reason === 'shutting_down' ? 'this instance is draining' : 'Redis or Postgres does not answer';
+    sendProblem(res, new AppError(reason, detail, {}, 1));
   });
   return router;
 }
