@@ -1,0 +1,112 @@
+import type { Redis } from 'ioredis';
+import { sleepUntilWoken } from '../lock-client.js';
+import { NoticeSubscriber } from '../notice-subscriber.js';
+
+interface ReleaseWaiter {
+  message: string;
+  wake: () => void;
+}
+
+export interface Handoff {
+  fence: number;
+  leaseMs: number;
+  receivedAt: number;
+}
+
+/** A queued waiter's mailbox: a hand-off may arrive while the waiter is between two polls, so it is kept. */
+export class HandoffSlot {
+  handoff: Handoff | undefined;
+  private wake: (() => void) | undefined;
+
+  deliver(handoff: Handoff): void {
+    this.handoff ??= handoff;
+    this.wake?.();
+  }
+
+  async wait(ms: number, signal?: AbortSignal): Promise<Handoff | undefined> {
+    if (this.handoff) return this.handoff;
+    const sleep = sleepUntilWoken(ms, signal);
+    this.wake = sleep.wake;
+    try {
+      await sleep.promise;
+    } finally {
+      this.wake = undefined;
+    }
+    return this.handoff;
+  }
+}
+
+/**
+ * Release and hand-off notices for one process, over one subscriber connection. A release notice wakes only the
+ * longest-waiting local waiter for that lock (only one can win it); a hand-off notice goes to the waiter it names.
+ * Channels stay subscribed for the client's life; ioredis re-subscribes after a reconnect, and every wait is bounded,
+ * so a notice lost meanwhile costs one poll interval, never a stuck waiter.
+ */
+export class RedisLockNotices {
+  private readonly subscriber: NoticeSubscriber;
+  private readonly subscribed = new Map<string, Promise<void>>();
+  private readonly releaseWaiters = new Map<string, ReleaseWaiter[]>();
+  private readonly slots = new Map<string, HandoffSlot>();
+
+  constructor(readonly connection: Redis) {
+    this.subscriber = new NoticeSubscriber(connection);
+  }
+
+  /** Resolves once subscribed: attempts made afterwards cannot miss the notice of a release that follows them. */
+  listenForReleases(channel: string): Promise<void> {
+    return this.subscribe(channel, (message) => this.releaseWaiters.get(channel)?.find((w) => w.message === message)?.wake());
+  }
+
+  listenForHandoffs(channel: string): Promise<void> {
+    return this.subscribe(channel, (message) => {
+      const [waiter, fence, leaseMs, ...name] = message.split('\n');
+      this.deliverHandoff(waiter!, name.join('\n'), Number(fence), Number(leaseMs));
+    });
+  }
+
+  async waitForRelease(channel: string, message: string, ms: number, signal?: AbortSignal): Promise<void> {
+    const sleep = sleepUntilWoken(ms, signal);
+    const queue = this.releaseWaiters.get(channel) ?? [];
+    this.releaseWaiters.set(channel, queue);
+    const waiter = { message, wake: sleep.wake };
+    queue.push(waiter);
+    try {
+      await sleep.promise;
+    } finally {
+      queue.splice(queue.indexOf(waiter), 1);
+      if (queue.length === 0) this.releaseWaiters.delete(channel);
+    }
+  }
+
+  openSlot(owner: string, name: string): HandoffSlot {
+    const slot = new HandoffSlot();
+    this.slots.set(slotId(owner, name), slot);
+    return slot;
+  }
+
+  closeSlot(owner: string, name: string, slot: HandoffSlot): void {
+    if (this.slots.get(slotId(owner, name)) === slot) this.slots.delete(slotId(owner, name));
+  }
+
+  /** From a notice, or straight from the reply of a local release that handed the lock on. */
+  deliverHandoff(owner: string, name: string, fence: number, leaseMs: number): void {
+    this.slots.get(slotId(owner, name))?.deliver({ fence, leaseMs, receivedAt: Date.now() });
+  }
+
+  close(): void {
+    this.connection.disconnect();
+  }
+
+  private subscribe(channel: string, handler: (message: string) => void): Promise<void> {
+    let subscribed = this.subscribed.get(channel);
+    if (!subscribed) {
+      subscribed = this.subscriber.listen(channel, handler);
+      // A failed subscription is retried by the next waiter.
+      subscribed.catch(() => this.subscribed.delete(channel));
+      this.subscribed.set(channel, subscribed);
+    }
+    return subscribed;
+  }
+}
+
+const slotId = (owner: string, name: string) => `${owner}\n${name}`;

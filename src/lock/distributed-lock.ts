@@ -1,0 +1,84 @@
+/**
+ * The distributed lock, one interface over several stores (Redis, Redlock over N Redis nodes, Postgres, ZooKeeper).
+ *
+ * - `acquire` waits (within a budget, abortable), `tryAcquire` does not; both return a {@link LockLease}.
+ * - Every successful acquisition carries a fencing token that strictly increases per key, across releases, expiries
+ *   and restarts of the store, and across backends (tokens are microseconds since the epoch, or one more than the
+ *   last token where that is larger). Writers pass it to the data store, which refuses a write carrying a token
+ *   older than one it has already seen: that, not the lock alone, is what keeps data safe when a lease runs out.
+ * - Reentrant per logical owner: inside one {@link runAsLockOwner} scope (or `using`), acquiring a held key again
+ *   succeeds with the same token and raises the hold count; the lock is released when the count returns to 0.
+ *   Outside every scope each acquisition is its own owner.
+ * - While a lease is held a watchdog extends it every TTL/3; when an extension finds the lock gone, or the store stays
+ *   unreachable past the lease, `lease.signal` aborts with a {@link LockLostError}.
+ */
+import type { LockLostError } from './errors.js';
+
+export { runAsLockOwner, currentLockOwner } from './owner-context.js';
+
+export type LockBackendKind = 'redis' | 'redlock' | 'postgres' | 'zookeeper';
+
+export interface AcquireOptions {
+  /** Lease length; the watchdog renews it while held. Defaults to the backend's TTL. */
+  ttlMs?: number;
+  /** How long `acquire` may wait. Defaults to the backend's wait budget. */
+  waitMs?: number;
+  /** Aborts the wait (not a held lease): `acquire` rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** First come, first served across processes (Redis: a queue with hand-off; ZooKeeper: always). */
+  fair?: boolean;
+  /** Renew the lease every TTL/3 while held (default true). Without it the lease simply expires after its TTL. */
+  watchdog?: boolean;
+  /** False: a fresh owner for this acquisition even inside an owner scope, so it never re-enters. Default true. */
+  reentrant?: boolean;
+}
+
+export interface LockLease {
+  readonly key: string;
+  /** Strictly increasing per key: pass it with every write the lock protects. */
+  readonly fence: number;
+  /** The owner id stored with the lock. */
+  readonly owner: string;
+  /** Hold count after this acquisition (1 for a first acquisition, more when re-entered). */
+  readonly depth: number;
+  /** Aborts with a {@link LockLostError} when the lock can no longer be proven held. */
+  readonly signal: AbortSignal;
+}
+
+export interface LockCapabilities {
+  /** `fair: true` is honoured. */
+  readonly fair: boolean;
+  /** Waiters are woken by a release notice rather than only by polling. */
+  readonly releaseNotices: boolean;
+}
+
+export interface DistributedLock {
+  readonly kind: LockBackendKind;
+  readonly capabilities: LockCapabilities;
+
+  /** Waits for the lock. Rejects with LockTimeoutError when the budget is spent, or the signal's reason. */
+  acquire(key: string, options?: AcquireOptions): Promise<LockLease>;
+
+  /** One attempt, no waiting: null when someone else holds the lock. */
+  tryAcquire(key: string, options?: Omit<AcquireOptions, 'waitMs' | 'signal'>): Promise<LockLease | null>;
+
+  /**
+   * Drops one hold. Rejects with NotLockOwnerError, changing nothing, when the caller is not the owner: a lease taken
+   * in another owner scope, a lease already released, or a lock that expired and was taken over.
+   */
+  release(lease: LockLease): Promise<void>;
+
+  /** Renews the lease (to `ttlMs`, default its TTL). Rejects with LockLostError when the lock is gone. */
+  extend(lease: LockLease, ttlMs?: number): Promise<void>;
+
+  /**
+   * Acquires, runs `fn` as the lock's owner (nested `using` calls re-enter), releases. If the lock was lost while
+   * `fn` ran, rejects with that LockLostError even when `fn` resolved: its effects were not exclusive.
+   */
+  using<T>(key: string, fn: (lease: LockLease) => Promise<T>, options?: AcquireOptions): Promise<T>;
+
+  /** Releases what this client still holds, stops its timers and closes the connections it owns. */
+  close(): Promise<void>;
+}
+
+export type { LockLostError };

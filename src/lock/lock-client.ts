@@ -1,0 +1,332 @@
+import type { AcquireOptions, DistributedLock, LockBackendKind, LockCapabilities, LockLease } from './distributed-lock.js';
+import { LockLostError, LockTimeoutError, NotLockOwnerError, UnsupportedLockOptionError } from './errors.js';
+import { currentLockOwner, newOwnerId, runAsLockOwner } from './owner-context.js';
+
+/** What a store hands back for a granted lock. */
+export interface StoreGrant<H = unknown> {
+  fence: number;
+  /** The lease the store actually gave (ZooKeeper: the negotiated session timeout). */
+  leaseMs: number;
+  /** When the granting request left this process: validity is counted from there, never from the reply. */
+  requestedAt: number;
+  /** Store-specific state a hold keeps, e.g. its ZooKeeper node. */
+  handle?: H;
+}
+
+export interface WaitBudget {
+  /** Epoch ms after which the wait gives up. */
+  deadline: number;
+  signal?: AbortSignal;
+  fair: boolean;
+}
+
+export type StoreRelease = 'released' | 'still-held' | 'not-owner';
+
+/** One owner's hold of one key, shared by every lease of a reentrant acquisition. */
+export class Hold<H = unknown> {
+  depth = 1;
+  released = false;
+  lost = false;
+  validUntil: number;
+  readonly controller = new AbortController();
+  expiryTimer: NodeJS.Timeout | undefined;
+  renewTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly key: string,
+    readonly owner: string,
+    readonly fence: number,
+    public leaseMs: number,
+    readonly handle: H | undefined,
+    /** Taken inside an owner scope: only that scope may release it. */
+    readonly scoped: boolean,
+    readonly watchdog: boolean,
+    requestedAt: number,
+  ) {
+    this.validUntil = requestedAt + leaseMs - clockDrift(leaseMs);
+  }
+
+  get done(): boolean {
+    return this.released || this.lost;
+  }
+}
+
+class HeldLease<H> implements LockLease {
+  released = false;
+
+  constructor(
+    readonly client: LockClient<H>,
+    readonly hold: Hold<H>,
+    readonly depth: number,
+  ) {}
+
+  get key() {
+    return this.hold.key;
+  }
+  get fence() {
+    return this.hold.fence;
+  }
+  get owner() {
+    return this.hold.owner;
+  }
+  get signal() {
+    return this.hold.controller.signal;
+  }
+}
+
+export interface LockClientOptions {
+  /** Default lease (default 10 s). */
+  ttlMs?: number;
+  /** Default wait budget of `acquire` (default 2 s). */
+  waitMs?: number;
+  /** Default for AcquireOptions.watchdog (default true). */
+  watchdog?: boolean;
+}
+
+/**
+ * What every backend shares: owner scopes and reentrancy, leases and their signals, the watchdog, `using`. A backend
+ * supplies the store operations; counting stores (Redis, Postgres) keep the hold count themselves, the others
+ * (Redlock, ZooKeeper) keep one store entry per hold and let this class count re-entries.
+ */
+export abstract class LockClient<H = unknown> implements DistributedLock {
+  abstract readonly kind: LockBackendKind;
+  abstract readonly capabilities: LockCapabilities;
+  protected readonly defaults: Required<LockClientOptions>;
+  private readonly holds = new Map<string, Hold<H>>();
+  /** Part of every owner id: two clients are two owners even inside one owner scope, like two Redisson clients. */
+  private readonly clientId = newOwnerId();
+  private closed = false;
+
+  constructor(options: LockClientOptions = {}) {
+    this.defaults = { ttlMs: options.ttlMs ?? 10_000, waitMs: options.waitMs ?? 2_000, watchdog: options.watchdog ?? true };
+  }
+
+  /** One attempt. `fair`: never overtake a queued waiter. */
+  protected abstract tryStore(key: string, owner: string, ttlMs: number, fair: boolean): Promise<StoreGrant<H> | null>;
+  /** Attempts until granted (a grant) or the budget is spent (null); rejects with the signal's reason on abort. */
+  protected abstract waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<H> | null>;
+  /** One more hold by its owner: counting stores count it, others check the lock is still there. False: gone. */
+  protected abstract reenterStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
+  /** Drops one hold (`final`: the owner's last one, as this process counts). */
+  protected abstract releaseStore(hold: Hold<H>, final: boolean): Promise<StoreRelease>;
+  /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
+  protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
+  protected abstract closeStore(): Promise<void>;
+
+  async acquire(key: string, options: AcquireOptions = {}): Promise<LockLease> {
+    options.signal?.throwIfAborted();
+    const { owner, scoped } = this.ownerFor(options);
+    const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
+    const reentered = await this.reenter(key, owner, ttlMs);
+    if (reentered) return reentered;
+    this.checkOptions(key, options);
+    const waitMs = options.waitMs ?? this.defaults.waitMs;
+    const grant = await this.waitStore(key, owner, ttlMs, { deadline: Date.now() + waitMs, signal: options.signal, fair: !!options.fair });
+    if (!grant) throw new LockTimeoutError(key, waitMs);
+    return this.hold(key, owner, scoped, grant, options);
+  }
+
+  async tryAcquire(key: string, options: Omit<AcquireOptions, 'waitMs' | 'signal'> = {}): Promise<LockLease | null> {
+    const { owner, scoped } = this.ownerFor(options);
+    const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
+    const reentered = await this.reenter(key, owner, ttlMs);
+    if (reentered) return reentered;
+    this.checkOptions(key, options);
+    const grant = await this.tryStore(key, owner, ttlMs, !!options.fair);
+    return grant ? this.hold(key, owner, scoped, grant, options) : null;
+  }
+
+  async release(lease: LockLease): Promise<void> {
+    if (!(lease instanceof HeldLease) || lease.client !== this) {
+      throw new NotLockOwnerError(lease.key, 'the lease was not issued by this client');
+    }
+    const held = lease as HeldLease<H>;
+    const hold = held.hold;
+    if (held.released) throw new NotLockOwnerError(hold.key, 'this lease was already released');
+    if (hold.scoped && `${this.clientId}:${currentLockOwner()}` !== hold.owner) {
+      throw new NotLockOwnerError(hold.key, 'it was taken by another owner scope');
+    }
+    held.released = true;
+    const final = hold.depth <= 1;
+    hold.depth--;
+    if (final) this.retire(hold);
+    const outcome = await this.releaseStore(hold, final);
+    if (outcome === 'not-owner') {
+      this.lose(hold, 'it expired or was taken over before the release');
+      throw new NotLockOwnerError(hold.key, 'it expired or was taken over');
+    }
+    if (outcome === 'released' && !final) this.lose(hold, 'the store released it with holds still open');
+  }
+
+  async extend(lease: LockLease, ttlMs?: number): Promise<void> {
+    const hold = this.holdOf(lease);
+    if (hold.lost) throw hold.controller.signal.reason as LockLostError;
+    const leaseMs = ttlMs ?? hold.leaseMs;
+    const requestedAt = Date.now();
+    if (!(await this.extendStore(hold, leaseMs))) {
+      this.lose(hold, 'an extension found it gone');
+      throw hold.controller.signal.reason as LockLostError;
+    }
+    hold.leaseMs = leaseMs;
+    this.confirmed(hold, requestedAt);
+  }
+
+  using<T>(key: string, fn: (lease: LockLease) => Promise<T>, options?: AcquireOptions): Promise<T> {
+    return runAsLockOwner(async () => {
+      const lease = await this.acquire(key, options);
+      let result: T;
+      try {
+        result = await fn(lease);
+      } catch (error) {
+        await this.release(lease).catch(() => {});
+        throw error;
+      }
+      if (lease.signal.aborted) {
+        await this.release(lease).catch(() => {});
+        throw lease.signal.reason;
+      }
+      await this.release(lease);
+      return result;
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const holds = [...this.holds.values()];
+    for (const hold of holds) this.retire(hold);
+    await Promise.allSettled(holds.map((hold) => this.releaseStore(hold, true)));
+    await this.closeStore();
+  }
+
+  /** Holds this client keeps renewing, for diagnostics and tests. */
+  get heldCount(): number {
+    return this.holds.size;
+  }
+
+  /** Fires every hold's signal: for stores that learn of a loss wholesale (an expired ZooKeeper session). */
+  protected loseAll(reason: string, match: (hold: Hold<H>) => boolean = () => true): void {
+    for (const hold of [...this.holds.values()]) if (match(hold)) this.lose(hold, reason);
+  }
+
+  private ownerFor(options: Pick<AcquireOptions, 'reentrant'>): { owner: string; scoped: boolean } {
+    const scope = options.reentrant === false ? undefined : currentLockOwner();
+    return scope ? { owner: `${this.clientId}:${scope}`, scoped: true } : { owner: `${this.clientId}:${newOwnerId()}`, scoped: false };
+  }
+
+  private checkOptions(key: string, options: AcquireOptions): void {
+    if (options.fair && !this.capabilities.fair) throw new UnsupportedLockOptionError(key, this.kind, 'fair');
+  }
+
+  private async reenter(key: string, owner: string, ttlMs: number): Promise<LockLease | null> {
+    const hold = this.holds.get(holdId(owner, key));
+    if (!hold || hold.done) return null;
+    if (!(await this.reenterStore(hold, ttlMs))) {
+      this.lose(hold, 'it was gone when its owner re-entered');
+      throw hold.controller.signal.reason as LockLostError;
+    }
+    hold.depth++;
+    return new HeldLease(this, hold, hold.depth);
+  }
+
+  private hold(key: string, owner: string, scoped: boolean, grant: StoreGrant<H>, options: AcquireOptions): LockLease {
+    const hold = new Hold<H>(key, owner, grant.fence, grant.leaseMs, grant.handle, scoped, options.watchdog ?? this.defaults.watchdog, grant.requestedAt);
+    this.holds.set(holdId(owner, key), hold);
+    this.armExpiry(hold);
+    if (hold.watchdog) this.scheduleRenewal(hold);
+    return new HeldLease(this, hold, 1);
+  }
+
+  private holdOf(lease: LockLease): Hold<H> {
+    if (!(lease instanceof HeldLease) || lease.client !== this || lease.released) {
+      throw new NotLockOwnerError(lease.key, 'the lease is not a live lease of this client');
+    }
+    return (lease as HeldLease<H>).hold;
+  }
+
+  private confirmed(hold: Hold<H>, requestedAt: number): void {
+    hold.validUntil = requestedAt + hold.leaseMs - clockDrift(hold.leaseMs);
+    this.armExpiry(hold);
+  }
+
+  /** Past the last confirmed expiry nobody can say the lock is still ours: tell the holder. */
+  private armExpiry(hold: Hold<H>): void {
+    clearTimeout(hold.expiryTimer);
+    hold.expiryTimer = setTimeout(
+      () => this.lose(hold, `no renewal was confirmed within its ${hold.leaseMs} ms lease`),
+      Math.max(0, hold.validUntil - Date.now()),
+    );
+    hold.expiryTimer.unref();
+  }
+
+  private scheduleRenewal(hold: Hold<H>): void {
+    hold.renewTimer = setTimeout(() => void this.renew(hold), Math.max(1, Math.floor(hold.leaseMs / 3)));
+    hold.renewTimer.unref();
+  }
+
+  private async renew(hold: Hold<H>): Promise<void> {
+    if (hold.done) return;
+    const requestedAt = Date.now();
+    let renewed: boolean | undefined;
+    try {
+      renewed = await this.extendStore(hold, hold.leaseMs);
+    } catch {
+      // Unknown: try again next round; the expiry timer fires if the store stays silent past the lease.
+      renewed = undefined;
+    }
+    if (hold.done) return;
+    if (renewed === false) return this.lose(hold, 'the watchdog found it gone');
+    if (renewed) this.confirmed(hold, requestedAt);
+    this.scheduleRenewal(hold);
+  }
+
+  private retire(hold: Hold<H>): void {
+    hold.released = true;
+    this.stopTimers(hold);
+    if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
+  }
+
+  private lose(hold: Hold<H>, reason: string): void {
+    if (hold.lost) return;
+    hold.lost = true;
+    this.stopTimers(hold);
+    if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
+    hold.controller.abort(new LockLostError(hold.key, reason));
+  }
+
+  private stopTimers(hold: Hold<H>): void {
+    clearTimeout(hold.expiryTimer);
+    clearTimeout(hold.renewTimer);
+  }
+}
+
+const holdId = (owner: string, key: string) => `${owner}\u0000${key}`;
+
+/** Redlock's allowance for clocks running at different rates: 1 % of the lease plus 2 ms. */
+export function clockDrift(leaseMs: number): number {
+  return Math.floor(leaseMs * 0.01) + 2;
+}
+
+/**
+ * Sleeps until `wake` is called, `ms` pass, or `signal` aborts (then rejects with its reason). The returned `wake`
+ * may be handed to a notice listener before the sleep starts.
+ */
+export function sleepUntilWoken(ms: number, signal?: AbortSignal): { promise: Promise<void>; wake: () => void } {
+  let wake!: () => void;
+  const promise = new Promise<void>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    wake = done;
+  });
+  return { promise, wake };
+}

@@ -1,0 +1,92 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
+import { RedlockLock } from '../../src/lock/backends/redlock.js';
+import { LockUnavailableError } from '../../src/lock/errors.js';
+import { TestRedis } from '../support/servers.js';
+import { describeLockContract } from './contract.js';
+
+const keyspace = namedLockKeyspace();
+
+describeLockContract('redlock (3 nodes)', { ttlMs: 600, ttlLease: true }, async () => {
+  const nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+  const admins = nodes.map((node) => new Redis(node.url));
+  const urls = nodes.map((node) => node.url);
+  return {
+    create: (options) => new RedlockLock({ ...options, urls }),
+    recipe: { module: 'dist/src/lock/backends/redlock.js', className: 'RedlockLock', options: { urls } },
+    steal: async (key) => {
+      await Promise.all(admins.map((admin) => admin.del(keyspace.lock(key))));
+    },
+    restartStore: async () => {
+      for (const node of nodes) {
+        await node.stop();
+        await node.resume();
+      }
+    },
+    teardown: async () => {
+      for (const admin of admins) admin.disconnect();
+      await Promise.all(nodes.map((node) => node.destroy()));
+    },
+  };
+});
+
+describe('redlock: quorum', () => {
+  let nodes: TestRedis[];
+  let admins: Redis[];
+  let lock: RedlockLock;
+  beforeAll(async () => {
+    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+    admins = nodes.map((node) => new Redis(node.url, { maxRetriesPerRequest: 1 }));
+    admins.forEach((admin) => admin.on('error', () => {}));
+    lock = new RedlockLock({ urls: nodes.map((n) => n.url), ttlMs: 5_000, nodeTimeoutMs: 200 });
+  });
+  afterAll(async () => {
+    await lock.close();
+    for (const admin of admins) admin.disconnect();
+    await Promise.all(nodes.map((node) => node.destroy()));
+  });
+
+  it('records the chosen token on every granting node and releases on all of them', async () => {
+    const key = `quorum-all-${Date.now()}`;
+    const lease = (await lock.tryAcquire(key))!;
+    for (const admin of admins) {
+      expect(await admin.hget(keyspace.lock(key), 'fence')).toBe(String(lease.fence));
+      expect(Number(await admin.get(keyspace.fence(key)))).toBe(lease.fence);
+    }
+    await lock.release(lease);
+    for (const admin of admins) expect(await admin.exists(keyspace.lock(key))).toBe(0);
+  });
+
+  it('acquires with one of three nodes down and refuses, clearly, with two down', async () => {
+    const key = `quorum-down-${Date.now()}`;
+    await nodes[0]!.stop();
+    const lease = (await lock.tryAcquire(key))!;
+    expect(lease).not.toBeNull();
+    await lock.release(lease);
+
+    await nodes[1]!.stop();
+    await expect(lock.tryAcquire(key)).rejects.toBeInstanceOf(LockUnavailableError);
+    await expect(lock.acquire(key, { waitMs: 500 })).rejects.toBeInstanceOf(LockUnavailableError);
+
+    await nodes[0]!.resume();
+    await nodes[1]!.resume();
+    // The nodes came back empty; the token still grows (it is floored by the clock).
+    let again = null;
+    for (let i = 0; i < 50 && !again; i++) again = await lock.tryAcquire(key).catch(() => null);
+    expect(again!.fence).toBeGreaterThan(lease.fence);
+    await lock.release(again!);
+  });
+
+  it('does not grant a lock a majority holds for someone else, even if one node is free', async () => {
+    const key = `quorum-split-${Date.now()}`;
+    const other = new RedlockLock({ urls: nodes.map((n) => n.url), ttlMs: 5_000 });
+    const held = (await other.tryAcquire(key))!;
+    await admins[2]!.del(keyspace.lock(key));
+    expect(await lock.tryAcquire(key)).toBeNull();
+    // The failed attempt left nothing behind on the free node.
+    expect(await admins[2]!.exists(keyspace.lock(key))).toBe(0);
+    await other.release(held);
+    await other.close();
+  });
+});
