@@ -2,11 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockScriptCode } from '../../src/lock/backends/redis-commands.js';
-import { namedLockKeyspace, segmentLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
+import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
-import { redisKeys, unlockNotice } from '../../src/lock/keys.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
-import { segmentLockName } from '../../src/lock/segment-lock-names.js';
 import { TestRedis } from '../support/servers.js';
 import { describeLockContract } from './contract.js';
 
@@ -158,22 +156,4 @@ describe('redis lock: scripts and fair queue', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
-  it('puts segment locks on the keys and unlock notices the order flow already uses', () => {
-    const ref = { sku: 'sku-1', layoutVersion: 3, segment: 7 };
-    const lockName = segmentLockName(ref);
-    expect(segmentLockKeyspace.lock(lockName)).toBe(redisKeys.segmentLock(ref));
-    expect(segmentLockKeyspace.fence(lockName)).toBe(redisKeys.segmentFence(ref));
-    expect(segmentLockKeyspace.releaseNotice(lockName)).toEqual({ channel: redisKeys.unlockChannel('sku-1'), message: unlockNotice.encode(ref) });
-  });
-
-  it('continues the fencing counter of the earlier segment lock script, so stored tokens stay below new ones', async () => {
-    const ref = { sku: `legacy-${name()}`, layoutVersion: 1, segment: 0 };
-    const legacy = await redis.acquireLock(redisKeys.segmentLock(ref), redisKeys.segmentFence(ref), 'old', 10_000);
-    await redis.releaseLock(redisKeys.segmentLock(ref), 'old', redisKeys.unlockChannel(ref.sku), 'x');
-    const lock = new RedisLock({ redis, keyspace: segmentLockKeyspace });
-    const lease = (await lock.tryAcquire(segmentLockName(ref)))!;
-    expect(lease.fence).toBeGreaterThan(legacy);
-    await lock.release(lease);
-    await lock.close();
-  });
 });
