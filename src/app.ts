@@ -21,6 +21,15 @@ import { defineLockCommands } from './lock/scripts.js';
 import { SegmentLock } from './lock/segment-lock.js';
 import { UnlockWaiters } from './lock/unlock-waiters.js';
 import type { Logger } from './logger.js';
+import { benchRoutes } from './bench/bench.routes.js';
+import { BenchSkus } from './bench/bench-skus.js';
+import { LockFreeBaselines } from './bench/lock-free-baselines.js';
+import { OversellDemo } from './bench/oversell-demo.js';
+import { MeteredOrderPlacement } from './metrics/metered-order-placement.js';
+import { MeteredSegmentLock } from './metrics/metered-segment-lock.js';
+import { metricsRoutes } from './metrics/metrics.routes.js';
+import { readAvailableBySku } from './metrics/metrics.repository.js';
+import { ServiceMetrics } from './metrics/service-metrics.js';
 
 export interface Endpoints {
   redisUrl: string;
@@ -39,6 +48,7 @@ export class StockService {
   readonly redis: Redis;
   private readonly subscriberConnection: Redis;
   readonly lock: SegmentLock;
+  readonly metrics: ServiceMetrics;
   private readonly waiters: UnlockWaiters;
   private readonly directory: SkuDirectory;
   private readonly app: express.Express;
@@ -60,13 +70,19 @@ export class StockService {
     defineLockCommands(this.redis);
     const subscriber = new NoticeSubscriber(this.subscriberConnection);
     this.waiters = new UnlockWaiters(subscriber);
-    this.lock = new SegmentLock(this.redis, this.waiters, config.lockTtlMs);
+    this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
+    this.lock = new MeteredSegmentLock(this.metrics, this.redis, this.waiters, config.lockTtlMs);
     // Callers waiting on a layout that just went stale look again at once.
     this.directory = new SkuDirectory(this.db, this.redis, subscriber, (sku) => this.waiters.wakeAll(sku));
-    const placement = new OrderPlacement(this.db, this.lock, this.waiters, this.directory, {
-      lockWaitMs: config.lockWaitMs,
-      criticalSectionDelayMs: config.criticalSectionDelayMs,
-    });
+    const placement = new MeteredOrderPlacement(
+      this.metrics,
+      this.db,
+      this.lock,
+      this.waiters,
+      this.directory,
+      { lockWaitMs: config.lockWaitMs, criticalSectionDelayMs: config.criticalSectionDelayMs },
+      this.metrics.orderFlowHooks,
+    );
     const admin = new StockAdmin(this.db, this.lock, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
     this.app = this.buildApp(placement, admin);
   }
@@ -93,13 +109,30 @@ export class StockService {
       }
       next();
     });
+    app.use(metricsRoutes(this.metrics));
     app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
     app.use(orderRoutes(placement, this.db, this.config.maxOrderQuantity));
+    if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
     });
     app.use(errorHandler(this.log));
     return app;
+  }
+
+  /** Only with BENCH_ROUTES=1: the load test's ceiling, oversell demonstration and lock-free baselines. */
+  private benchRoutes(): express.Router {
+    this.log.warn('BENCH_ROUTES is on: /bench/* serves unlocked sales for benchmarks; never enable it in production');
+    const skus = new BenchSkus(this.db);
+    return benchRoutes({
+      demo: new OversellDemo(this.db, this.lock, skus, {
+        lockWaitMs: this.config.lockWaitMs,
+        criticalSectionDelayMs: this.config.criticalSectionDelayMs,
+      }),
+      baselines: new LockFreeBaselines(this.db, this.redis, skus),
+      requireAdmin: requireAdmin(this.config.adminToken),
+      maxOrderQuantity: this.config.maxOrderQuantity,
+    });
   }
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {

@@ -20,6 +20,9 @@ const configSchema = z.object({
   // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
   CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
+  // Benchmark knob: mounts /bench/* (the HTTP ceiling, the unlocked oversell demonstration, lock-free baselines).
+  // Only an explicit 1 or true turns it on; never set it in production.
+  BENCH_ROUTES: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('0')),
 });
 
 export type Config = Readonly<{
@@ -36,6 +39,7 @@ export type Config = Readonly<{
   pgPoolSize: number;
   criticalSectionDelayMs: number;
   shutdownGraceMs: number;
+  benchRoutes: boolean;
 }>;
 
 export class ConfigError extends Error {}
@@ -62,5 +66,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pgPoolSize: e.PG_POOL_SIZE,
     criticalSectionDelayMs: e.CRITICAL_SECTION_DELAY_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    benchRoutes: e.BENCH_ROUTES === '1' || e.BENCH_ROUTES === 'true',
   });
 }

@@ -1,0 +1,181 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import cluster from 'node:cluster';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AppError, isDependencyFailure } from '../errors.js';
+import type { OrderFlowHooks } from '../inventory/order-placement.js';
+
+/** What one order did on its way through the flow; lives in async-local storage for the order's duration. */
+interface OrderTrace {
+  lockAttempts: number;
+  waitedMs: number;
+}
+
+export interface SkuAvailable {
+  sku: string;
+  available: number;
+}
+
+export interface ServiceMetricsOptions {
+  /** Current stock per SKU, read at scrape time so the gauge is never stale. */
+  readAvailable: () => Promise<SkuAvailable[]>;
+}
+
+/** Fixed outcomes besides error codes; an order ends in exactly one. */
+export type OrderOutcome = 'placed' | 'replayed' | AppError['code'];
+
+/**
+ * The service's Prometheus metrics, in a registry of its own (several services may share one process in tests).
+ * Order-level figures (segments tried, time parked) are gathered per order through the flow's hooks.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private readonly traces = new AsyncLocalStorage<OrderTrace>();
+
+  private readonly orders = new Counter({
+    name: 'stock_orders_total',
+    help: 'Order requests by outcome: placed, replayed (idempotent repeat) or the error code answered.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly orderDuration = new Histogram({
+    name: 'stock_order_duration_seconds',
+    help: 'Time spent placing an order, from the first lock attempt to the answer, by outcome.',
+    labelNames: ['outcome'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    registers: [this.registry],
+  });
+
+  private readonly segmentVisits = new Histogram({
+    name: 'stock_order_segment_visits',
+    help: 'Segment locks an order tried before it was answered (1 = the first segment it picked served it).',
+    buckets: [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256],
+    registers: [this.registry],
+  });
+
+  private readonly lockWait = new Histogram({
+    name: 'stock_lock_wait_seconds',
+    help: 'Time an order spent parked waiting for a segment lock to be released (0 when it never waited).',
+    buckets: [0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    registers: [this.registry],
+  });
+
+  private readonly lockAttempts = new Counter({
+    name: 'stock_lock_attempts_total',
+    help: 'Attempts by orders to take a segment lock without waiting.',
+    registers: [this.registry],
+  });
+
+  private readonly lockBusy = new Counter({
+    name: 'stock_lock_busy_total',
+    help: 'Attempts by orders that found the segment lock held by someone else (contention).',
+    registers: [this.registry],
+  });
+
+  private readonly lockWaits = new Counter({
+    name: 'stock_lock_waits_total',
+    help: 'Times an order parked because every candidate segment was locked.',
+    registers: [this.registry],
+  });
+
+  private readonly fencedOut = new Counter({
+    name: 'stock_fenced_out_total',
+    help: 'Writes refused because the lock was lost before the write (the order was retried).',
+    registers: [this.registry],
+  });
+
+  private readonly lockAcquisitions = new Counter({
+    name: 'stock_lock_acquisitions_total',
+    help: 'Segment locks taken, by orders and configuration changes alike.',
+    registers: [this.registry],
+  });
+
+  private readonly lockHold = new Histogram({
+    name: 'stock_lock_hold_seconds',
+    help: 'Time a segment lock was held, from the acquisition answer to the release call.',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+
+  /** Orders being placed right now; a load test waits for 0 so that one round's stragglers stay out of the next. */
+  private readonly ordersInProgress = new Gauge({
+    name: 'stock_orders_in_progress',
+    help: 'Order placements started and not yet answered.',
+    registers: [this.registry],
+  });
+
+  constructor(options: ServiceMetricsOptions) {
+    new Gauge({
+      name: 'stock_sku_available',
+      help: 'Units available per SKU (Σ of its segments), read from Postgres at scrape time; newest 1,000 SKUs.',
+      labelNames: ['sku'] as const,
+      registers: [this.registry],
+      // Every instance reads the same database: across cluster workers take one answer, not their sum.
+      aggregator: 'first',
+      async collect() {
+        this.reset();
+        for (const { sku, available } of await options.readAvailable()) this.set({ sku }, available);
+      },
+    });
+    collectDefaultMetrics({ register: this.registry });
+    if (cluster.isWorker) {
+      // Lets a cluster primary aggregate the workers' metrics; the constructor installs the worker's answerer.
+      AggregatorRegistry.setRegistries(this.registry);
+      new AggregatorRegistry();
+    }
+  }
+
+  /** Hooks for the order flow: they feed the counters and the current order's trace. */
+  readonly orderFlowHooks: OrderFlowHooks = {
+    onSegmentVisit: () => {
+      this.lockAttempts.inc();
+      const trace = this.traces.getStore();
+      if (trace) trace.lockAttempts++;
+    },
+    onLockBusy: () => this.lockBusy.inc(),
+    onWait: (_sku, waitedMs) => {
+      this.lockWaits.inc();
+      const trace = this.traces.getStore();
+      if (trace) trace.waitedMs += waitedMs;
+    },
+    onFencedOut: () => this.fencedOut.inc(),
+  };
+
+  /** Runs one order placement, recording its outcome, duration, segments tried and time parked. */
+  async observeOrder<T>(place: () => Promise<T>, outcomeOf: (result: T) => OrderOutcome): Promise<T> {
+    const trace: OrderTrace = { lockAttempts: 0, waitedMs: 0 };
+    const started = performance.now();
+    this.ordersInProgress.inc();
+    let outcome: OrderOutcome = 'internal';
+    try {
+      const result = await this.traces.run(trace, place);
+      outcome = outcomeOf(result);
+      return result;
+    } catch (error) {
+      outcome = outcomeOfError(error);
+      throw error;
+    } finally {
+      this.ordersInProgress.dec();
+      this.orders.inc({ outcome });
+      this.orderDuration.observe({ outcome }, (performance.now() - started) / 1000);
+      // Replays and refusals before any lock (unknown SKU, sold out) tried no segment: they say nothing of locking.
+      if (trace.lockAttempts > 0) {
+        this.segmentVisits.observe(trace.lockAttempts);
+        this.lockWait.observe(trace.waitedMs / 1000);
+      }
+    }
+  }
+
+  lockAcquired(): void {
+    this.lockAcquisitions.inc();
+  }
+
+  lockReleased(heldMs: number): void {
+    this.lockHold.observe(heldMs / 1000);
+  }
+}
+
+function outcomeOfError(error: unknown): OrderOutcome {
+  if (error instanceof AppError) return error.code;
+  return isDependencyFailure(error) ? 'dependency_unavailable' : 'internal';
+}

@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+
+/** One sample of the Prometheus text, or undefined when the series is absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('GET /metrics', () => {
+  let svc: RunningService;
+  beforeAll(async () => {
+    svc = await startService();
+  });
+  afterAll(() => svc.stop());
+
+  it('counts a real order by outcome, with its lock figures and the SKU’s stock', async () => {
+    const sku = uniqueSku('metrics');
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 10, segments: 2 })).status).toBe(201);
+    const before = (await call(svc.url, 'GET', '/metrics')).body as string;
+
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 3 })).status).toBe(201);
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 100 })).status).toBe(409);
+
+    const scraped = await call(svc.url, 'GET', '/metrics');
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = scraped.body as string;
+    const grew = (series: string) => (sample(text, series) ?? 0) - (sample(before, series) ?? 0);
+    expect(grew('stock_orders_total{outcome="placed"}')).toBe(1);
+    expect(grew('stock_orders_total{outcome="out_of_stock"}')).toBe(1);
+    expect(grew('stock_lock_attempts_total')).toBeGreaterThanOrEqual(2);
+    expect(grew('stock_lock_acquisitions_total')).toBeGreaterThanOrEqual(2);
+    expect(grew('stock_lock_hold_seconds_count')).toBeGreaterThanOrEqual(2);
+    expect(grew('stock_order_segment_visits_count')).toBe(2);
+    expect(grew('stock_lock_wait_seconds_count')).toBe(2);
+    expect(sample(text, 'stock_orders_in_progress')).toBe(0);
+    expect(sample(text, `stock_sku_available{sku="${sku}"}`)).toBe(7);
+    expect(sample(text, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('answers only GET', async () => {
+    const answer = await call(svc.url, 'POST', '/metrics', {});
+    expect(answer.status).toBe(405);
+    expect(answer.headers.get('allow')).toBe('GET');
+  });
+});
