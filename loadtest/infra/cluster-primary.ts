@@ -1,0 +1,66 @@
+/**
+ * Runs CLUSTER_WORKERS copies of the service (dist/src/main.js) with Node's cluster module, all listening on PORT:
+ * several instances behind one port, sharing Redis and Postgres. Serves the workers' aggregated metrics on
+ * CLUSTER_METRICS_PORT, and prints one JSON line `{"ready":true,"workers":[pid,…]}` once every worker listens.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { AggregatorRegistry } from 'prom-client';
+
+const workerCount = Number(process.env.CLUSTER_WORKERS ?? 2);
+const metricsPort = Number(process.env.CLUSTER_METRICS_PORT ?? 0);
+if (!Number.isInteger(workerCount) || workerCount < 1) throw new Error('CLUSTER_WORKERS must be a positive integer');
+
+cluster.setupPrimary({
+  exec: fileURLToPath(new URL('../../src/main.js', import.meta.url)),
+  execArgv: JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[],
+});
+const aggregator = new AggregatorRegistry();
+const workers: Worker[] = [];
+const listening = new Set<number>();
+let stopping = false;
+
+cluster.on('listening', (worker) => {
+  listening.add(worker.id);
+  if (listening.size === workerCount) {
+    console.log(JSON.stringify({ ready: true, workers: workers.map((w) => w.process.pid) }));
+  }
+});
+cluster.on('exit', (worker, code, signal) => {
+  if (stopping) return;
+  console.error(`worker ${worker.process.pid} exited (code ${code}, signal ${signal}); stopping the cluster`);
+  void stop(1);
+});
+
+const metricsServer = createServer((req, res) => {
+  if (req.url !== '/metrics') {
+    res.writeHead(404).end();
+    return;
+  }
+  aggregator.clusterMetrics().then(
+    (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
+    (error: Error) => res.writeHead(500).end(error.message),
+  );
+});
+metricsServer.listen(metricsPort, '127.0.0.1');
+
+for (let i = 0; i < workerCount; i++) workers.push(cluster.fork());
+
+async function stop(exitCode: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  metricsServer.close();
+  // Each worker drains and releases its locks on SIGTERM, as a lone service does.
+  await Promise.all(
+    workers.filter((w) => !w.isDead()).map(async (w) => {
+      const exited = once(w, 'exit');
+      w.process.kill('SIGTERM');
+      await exited;
+    }),
+  );
+  process.exit(exitCode);
+}
+process.on('SIGTERM', () => void stop(0));
+process.on('SIGINT', () => void stop(0));

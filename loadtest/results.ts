@@ -1,0 +1,140 @@
+import type { RoundResult } from './runner/round.js';
+
+/** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
+export interface RunResults {
+  meta: RunMeta;
+  ceiling: CeilingCase[];
+  segments: SalesCase[];
+  cluster: SalesCase[];
+  oversell: OversellCase[];
+  soldOut: SoldOutCase[];
+  lockFree: SalesCase[];
+  memory: SalesCase[];
+  /** Scenarios not run, and why (e.g. a remote target cannot be given a business step). */
+  skipped: { scenario: string; reason: string }[];
+  /** Services that died during a case (the case was repeated on a fresh service). */
+  incidents: string[];
+}
+
+export interface RunMeta {
+  startedAt: string;
+  finishedAt: string;
+  mode: 'quick' | 'full';
+  command: string;
+  gitCommit: string;
+  node: string;
+  os: string;
+  cpus: { count: number; model: string };
+  memoryBytes: number;
+  target: string;
+  backing: string;
+  settings: RunSettings;
+}
+
+export interface RunSettings {
+  connections: number;
+  segmentCounts: number[];
+  warmupSeconds: number;
+  measureSeconds: number;
+  businessStepMs: number;
+  clusterInstances: number;
+  clusterSegmentCounts: number[];
+  memoryConnections: number;
+  quantity: number;
+  timeoutSeconds: number;
+  /** Upper bound on a measured round's requests, whatever the warm-up rate. */
+  maxRequestsPerRound: number;
+  /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
+  oversellStock: number;
+}
+
+export type Profile = 'real' | 'business-step';
+
+export interface CeilingCase {
+  id: string;
+  label: string;
+  instances: number;
+  measured: RoundResult;
+  warmup: RoundResult;
+  perSecond: number;
+}
+
+export interface SalesCase {
+  id: string;
+  label: string;
+  /** What sells: the product's POST /orders, or a benchmark route. */
+  path: string;
+  profile: Profile;
+  instances: number;
+  segments: number;
+  connections: number;
+  quantity: number;
+  warmup: RoundResult;
+  measured: RoundResult;
+  /** Successful orders (201) per second in the steady window. */
+  ordersPerSecond: number;
+  lock: LockStats | null;
+  books: Books;
+  warmupBooks: Books;
+  memory: MemoryStats | null;
+}
+
+export interface LockStats {
+  /** Orders answered during the measured round, by outcome (placed, out_of_stock, lock_busy, …). */
+  outcomes: Record<string, number>;
+  lockAttemptsPerOrder: number;
+  busyPerOrder: number;
+  waitsPerOrder: number;
+  /** 99th percentile of segments tried per order (histogram bucket bound). */
+  segmentVisitsP99: number;
+  meanLockWaitMs: number;
+  /** Upper bound of the bucket holding the 99th percentile of the per-order wait. */
+  lockWaitP99Ms: number;
+  meanHoldMs: number;
+  acquisitionsPerSecond: number;
+  /** Share of the round's time the locks were held: Σ hold / (duration × segments). */
+  lockUtilisation: number;
+  fencedOut: number;
+}
+
+export interface Books {
+  ok: boolean;
+  checks: { name: string; ok: boolean; detail: string }[];
+  stock: number;
+  available: number;
+  sold: number;
+  /** Σ quantities of 201 answers the load generator saw (exact for measured rounds). */
+  answeredUnits: number;
+  /** Units sold beyond what the stock went down by (lost updates): sold + available − stock. */
+  oversold: number;
+}
+
+export interface MemoryStats {
+  /** Highest RSS sampled per instance during the measured round. */
+  maxRssBytes: number;
+  /** Peak RSS per instance since it started (VmHWM). */
+  peakRssBytes: number;
+}
+
+export interface OversellCase {
+  id: string;
+  label: string;
+  guard: string;
+  path: string;
+  instances: number;
+  stock: number;
+  requests: number;
+  round: RoundResult;
+  books: Books;
+}
+
+export interface SoldOutCase {
+  id: string;
+  label: string;
+  segments: number;
+  measured: RoundResult;
+  warmup: RoundResult;
+  refusalsPerSecond: number;
+  lockAttemptsPerRequest: number | null;
+  restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
+}

@@ -1,0 +1,91 @@
+import { sql } from 'kysely';
+import type { Db } from '../../src/db/database.js';
+import type { StockApi } from '../client/stock-api.js';
+import type { Books } from '../results.js';
+
+export interface BooksQuestion {
+  sku: string;
+  /** Σ quantities of the 201 answers the load generator received. */
+  answeredUnits: number;
+  /**
+   * Exact: every request was answered, so sold must equal answeredUnits. A warm-up round is cut off by time and
+   * may leave a few requests unanswered that the service still completed: sold may exceed answeredUnits by those.
+   */
+  exact: boolean;
+  unansweredAtMost?: number;
+  /** Where the stock lives: the SKU's segments (the product) or the Redis baseline's counter. */
+  stockIn?: 'segments' | 'redis-counter';
+}
+
+interface Audit {
+  totalStock: number;
+  additions: number;
+  available: number;
+  sold: number;
+  negativeSegments: number;
+  ordersWithoutLedger: number;
+  ordersLedgerMismatch: number;
+}
+
+/** Checks a SKU's books through the API and, when reachable, straight in Postgres. */
+export async function checkBooks(api: StockApi, db: Db | null, question: BooksQuestion): Promise<Books> {
+  const checks: Books['checks'] = [];
+  const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+  const view = await api.sku(question.sku);
+  let available = view.available;
+  if (question.stockIn === 'redis-counter') {
+    available = (await api.redisCounter(question.sku)) ?? view.available;
+  } else {
+    const negative = view.segmentStock.filter((s) => s.available < 0);
+    check('no segment below 0 (API)', negative.length === 0, `${negative.length} negative of ${view.segmentStock.length}`);
+  }
+  const sold = view.sold;
+  if (question.exact) {
+    check('units sold = Σ 201 quantities (API)', sold === question.answeredUnits, `sold ${sold}, answered ${question.answeredUnits}`);
+  } else {
+    const slack = question.unansweredAtMost ?? 0;
+    const ok = sold >= question.answeredUnits && sold - question.answeredUnits <= slack;
+    check('units sold ≥ Σ 201 quantities, by at most the unanswered requests (API)', ok, `sold ${sold}, answered ${question.answeredUnits}, unanswered ≤ ${slack}`);
+  }
+  check('available + sold = stock (API)', available + sold === view.stock, `${available} + ${sold} vs ${view.stock}`);
+
+  if (db) {
+    const audit = await auditSku(db, question.sku);
+    const auditAvailable = question.stockIn === 'redis-counter' ? available : audit.available;
+    check('Σ ledger = units sold (Postgres)', audit.sold === sold, `ledger ${audit.sold}, API ${sold}`);
+    check('available + ledger = stock (Postgres)', auditAvailable + audit.sold === audit.totalStock, `${auditAvailable} + ${audit.sold} vs ${audit.totalStock}`);
+    check('stock = Σ additions (Postgres)', audit.additions === audit.totalStock, `${audit.additions} vs ${audit.totalStock}`);
+    if (question.stockIn !== 'redis-counter') {
+      check('no segment below 0 (Postgres)', audit.negativeSegments === 0, `${audit.negativeSegments} negative`);
+    }
+    check('every order has its ledger rows (Postgres)', audit.ordersWithoutLedger === 0 && audit.ordersLedgerMismatch === 0,
+      `${audit.ordersWithoutLedger} without, ${audit.ordersLedgerMismatch} mismatched`);
+  }
+  return {
+    ok: checks.every((c) => c.ok),
+    checks,
+    stock: view.stock,
+    available,
+    sold,
+    answeredUnits: question.answeredUnits,
+    oversold: Math.max(0, sold + available - view.stock),
+  };
+}
+
+async function auditSku(db: Db, sku: string): Promise<Audit> {
+  const { rows } = await sql<Audit>`
+    select s.total_stock as "totalStock",
+           (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
+           (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
+           (select coalesce(sum(quantity), 0) from stock_deductions where sku_id = s.id)::bigint as "sold",
+           (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
+           (select count(*) from orders o where o.sku_id = s.id
+              and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
+           (select count(*) from orders o where o.sku_id = s.id
+              and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
+             as "ordersLedgerMismatch"
+      from skus s where s.sku = ${sku}`.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error(`SKU ${sku} is not in Postgres`);
+  return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as Audit;
+}
