@@ -181,7 +181,7 @@ async function main(): Promise<void> {
       };
     }
 
-    const ctx = new RunContext(settings, progress, db);
+    const ctx = new RunContext(settings, progress, db, backing?.processMarkers ?? null);
     const results = await runAll(ctx, targets, selected);
     const run: RunResults = {
       meta: {

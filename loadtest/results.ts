@@ -1,3 +1,4 @@
+import type { CpuUsage } from './infra/cpu-usage.js';
 import type { RoundResult } from './runner/round.js';
 
 /** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
@@ -57,6 +58,7 @@ export interface CeilingCase {
   measured: RoundResult;
   warmup: RoundResult;
   perSecond: number;
+  cpu: CpuUsage | null;
 }
 
 export interface SalesCase {
@@ -77,6 +79,8 @@ export interface SalesCase {
   books: Books;
   warmupBooks: Books;
   memory: MemoryStats | null;
+  /** Where the CPU time went during the measured round (local targets only). */
+  cpu: CpuUsage | null;
 }
 
 export interface LockStats {
@@ -136,5 +140,6 @@ export interface SoldOutCase {
   warmup: RoundResult;
   refusalsPerSecond: number;
   lockAttemptsPerRequest: number | null;
+  cpu: CpuUsage | null;
   restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
 }

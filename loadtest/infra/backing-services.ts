@@ -10,6 +10,8 @@ export interface BackingServices {
   databaseUrl: string;
   /** How they were obtained, for the report. */
   description: string;
+  /** What identifies the run's own server processes, when the run started them (for CPU accounting). */
+  processMarkers: { postgres?: string; redis?: string };
   stop(): Promise<void>;
 }
 
@@ -30,12 +32,15 @@ export async function startBackingServices(env: NodeJS.ProcessEnv = process.env)
   };
   try {
     const notes: string[] = [];
+    const processMarkers: BackingServices['processMarkers'] = {};
     let redisUrl = env.REDIS_URL;
     if (redisUrl) notes.push('Redis from REDIS_URL');
     else {
       const redis = await startEmbeddedRedis(dir, log);
       started.push(redis);
       redisUrl = redis.url;
+      // redis-server shows only its address in its process title.
+      processMarkers.redis = new URL(redis.url).host;
       notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
     }
     let databaseUrl = env.DATABASE_URL;
@@ -44,9 +49,10 @@ export async function startBackingServices(env: NodeJS.ProcessEnv = process.env)
       const postgres = await startEmbeddedPostgres(dir, log);
       started.push(postgres);
       databaseUrl = postgres.url;
+      processMarkers.postgres = dir;
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
-    return { redisUrl, databaseUrl, description: notes.join('; '), stop };
+    return { redisUrl, databaseUrl, description: notes.join('; '), processMarkers, stop };
   } catch (error) {
     await stop();
     throw error;

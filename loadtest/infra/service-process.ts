@@ -18,6 +18,8 @@ export interface ServiceTarget {
   adminToken: string | undefined;
   /** Process ids of the service instances, when they run on this machine. */
   pids(): number[];
+  /** Every process of the service: the instances and, for a cluster, its primary. */
+  allPids(): number[];
   /** False once a service this run started has exited; a remote one is assumed to live. */
   alive(): boolean;
   diagnostics(): string;
@@ -104,6 +106,10 @@ export class LocalService implements ServiceTarget {
     return this.instancePids;
   }
 
+  allPids(): number[] {
+    return [...new Set([this.child.pid!, ...this.instancePids])];
+  }
+
   alive(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
@@ -170,6 +176,10 @@ export class RemoteService implements ServiceTarget {
   }
 
   pids(): number[] {
+    return [];
+  }
+
+  allPids(): number[] {
     return [];
   }
 

@@ -23,6 +23,19 @@ export class RunFigures {
     return first && last ? last.perSecond / first.perSecond : NaN;
   }
 
+  /**
+   * Service CPU per echo answer in the single-instance ceiling rounds: the cost of the bare HTTP stack. Unlike
+   * rates, CPU per answer barely moves when other processes load the machine, so it is the steadier yardstick.
+   */
+  get ceilingServiceMsPerAnswer(): number {
+    const values = this.ceilings.filter((c) => c.cpu && c.perSecond > 0).map((c) => (c.cpu!.cores.service / c.perSecond) * 1000);
+    return values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN;
+  }
+
+  serviceMsPerAnswer(perSecond: number, cpu: { cores: { service: number } } | null): number {
+    return cpu && perSecond > 0 ? (cpu.cores.service / perSecond) * 1000 : NaN;
+  }
+
   profile(profile: 'real' | 'business-step'): SalesCase[] {
     return this.run.segments.filter((c) => c.profile === profile).sort((a, b) => a.segments - b.segments);
   }

@@ -49,7 +49,8 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     target: `real critical section: ${n} segments ≥ 60 % of the HTTP ceiling`,
     measured:
       realHeadline && Number.isFinite(f.ceiling)
-        ? `${int(realHeadline.ordersPerSecond)}/s of ${int(f.ceiling)}/s = ${pct(realHeadline.ordersPerSecond / f.ceiling)}`
+        ? `${int(realHeadline.ordersPerSecond)}/s of ${int(f.ceiling)}/s = ${pct(realHeadline.ordersPerSecond / f.ceiling)}` +
+          cpuView(f, f.serviceMsPerAnswer(realHeadline.ordersPerSecond, realHeadline.cpu))
         : 'not measured',
     met: realHeadline && Number.isFinite(f.ceiling) ? realHeadline.ordersPerSecond >= 0.6 * f.ceiling : null,
   });
@@ -83,7 +84,8 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     measured: soldOut
       ? `${int(soldOut.refusalsPerSecond)} × 409/s = ${pct(soldOut.refusalsPerSecond / f.ceiling)} of the ceiling; ` +
         `${num(soldOut.lockAttemptsPerRequest ?? NaN, 3)} lock attempts per request; first order after restock: ` +
-        `${soldOut.restock.firstOrderStatus} in ${ms(soldOut.restock.firstOrderMs)} ms`
+        `${soldOut.restock.firstOrderStatus} in ${ms(soldOut.restock.firstOrderMs)} ms` +
+        cpuView(f, f.serviceMsPerAnswer(soldOut.refusalsPerSecond, soldOut.cpu))
       : 'not measured',
     met: soldOut
       ? soldOut.refusalsPerSecond >= 0.9 * f.ceiling && soldOut.restock.firstOrderStatus === 201 && (soldOut.lockAttemptsPerRequest ?? 0) === 0
@@ -120,6 +122,13 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     met: run.oversell.length ? unguarded.every((c) => c.books.oversold > 0) && guarded.every((c) => c.books.ok && c.books.oversold === 0) : null,
   });
   return out;
+}
+
+/** The same comparison by service CPU per answer, which other load on the machine disturbs far less than rates. */
+function cpuView(f: RunFigures, serviceMs: number): string {
+  const echo = f.ceilingServiceMsPerAnswer;
+  if (!Number.isFinite(serviceMs) || !Number.isFinite(echo)) return '';
+  return `; by service CPU: ${ms(serviceMs)} ms per answer vs ${ms(echo)} ms per echo (${pct(echo / serviceMs)} of the ceiling’s efficiency)`;
 }
 
 /** Cases that must not oversell: the Redis lock anywhere, a local mutex inside one process. */

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { CpuUsage } from '../infra/cpu-usage.js';
 import type { RunResults, SalesCase } from '../results.js';
 import { renderCharts } from './charts.js';
 import { RunFigures } from './figures.js';
@@ -204,6 +205,33 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
   }
 
+  const cpuRows = cpuCases(run, f);
+  if (cpuRows.length) {
+    p(
+      '## Where the CPU went',
+      `CPU used during each measured round, in cores (CPU seconds per second; the machine has ${meta.cpus.count}), from /proc: the service process(es), ` +
+        'Postgres (postmaster and backends), Redis, the load generator (this process), and everything else on the machine. ' +
+        '*ms per answer* = CPU time of that process group ÷ answers of the expected status.',
+    );
+    p(
+      table(
+        ['Case', 'Answers/s', 'Machine busy', 'Service', 'Postgres', 'Redis', 'Load generator', 'Other processes', 'Service ms / answer', 'Postgres ms / answer'],
+        cpuRows.map(({ label, perSecond, cpu }) => [
+          label,
+          int(perSecond),
+          pct(cpu.machineBusy),
+          num(cpu.cores.service),
+          num(cpu.cores.postgres),
+          num(cpu.cores.redis),
+          num(cpu.cores['load generator']),
+          num(cpu.cores.others),
+          perSecond > 0 ? ms((cpu.cores.service / perSecond) * 1000) : '–',
+          perSecond > 0 ? ms((cpu.cores.postgres / perSecond) * 1000) : '–',
+        ]),
+      ),
+    );
+  }
+
   if (run.skipped.length) p('## Not measured in this run', ...run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`));
   if (run.incidents.length) {
     p('## Incidents', 'A service process ended during a case; the case was repeated from the start on a fresh process, and only that repetition is reported.', ...run.incidents.map((x) => `- ${x}`));
@@ -211,6 +239,19 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
 
   p('## Analysis', ANALYSIS_BEGIN, analysis, ANALYSIS_END);
   return `${out.join('\n').trimEnd()}\n`;
+}
+
+function cpuCases(run: RunResults, f: RunFigures): { label: string; perSecond: number; cpu: CpuUsage }[] {
+  const rows: { label: string; perSecond: number; cpu: CpuUsage | null }[] = [
+    ...run.ceiling.map((c) => ({ label: c.label, perSecond: c.perSecond, cpu: c.cpu })),
+    ...[...f.profile('real'), ...f.profile('business-step'), ...run.cluster, ...run.lockFree, ...run.memory].map((c) => ({
+      label: c.label,
+      perSecond: c.ordersPerSecond,
+      cpu: c.cpu,
+    })),
+    ...run.soldOut.map((c) => ({ label: c.label, perSecond: c.refusalsPerSecond, cpu: c.cpu })),
+  ];
+  return rows.filter((r): r is { label: string; perSecond: number; cpu: CpuUsage } => r.cpu !== null);
 }
 
 function salesTable(cases: SalesCase[], f: RunFigures, ofCeiling: (n: number) => string, showInstances = false): string {

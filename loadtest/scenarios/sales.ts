@@ -60,6 +60,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   await api.createSku(sku, Math.max(10_000, amount * quantity * STOCK_HEADROOM), spec.segments);
   const memory = new MemorySampler(spec.service.pids());
   const before = spec.lockMetrics ? await MetricsSnapshot.scrape(spec.service.metricsUrl) : null;
+  const cpu = ctx.meterCpu(spec.service);
   const measured = await runRound(
     {
       title: spec.label,
@@ -74,6 +75,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     201,
     ctx.progress,
   );
+  const cpuUsage = cpu();
   const after = before ? await MetricsSnapshot.scrape(spec.service.metricsUrl) : null;
   const memoryStats = memory.stop();
 
@@ -102,6 +104,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     books,
     warmupBooks,
     memory: memoryStats,
+    cpu: cpuUsage,
   };
 }
 
@@ -154,8 +157,9 @@ export async function measureCeiling(
     );
   const warmup = await round({ durationSeconds: settings.warmupSeconds }, `${spec.label} · warm-up`);
   await settle(spec.service, settings.timeoutSeconds);
+  const cpu = ctx.meterCpu(spec.service);
   const measured = await round({ amount: measuredAmount(ctx, warmup, settings.connections, 200) }, spec.label);
-  return { id: spec.id, label: spec.label, instances: spec.instances, warmup, measured, perSecond: measured.ratePerSecond[200] ?? 0 };
+  return { id: spec.id, label: spec.label, instances: spec.instances, warmup, measured, perSecond: measured.ratePerSecond[200] ?? 0, cpu: cpu() };
 }
 
 /**

@@ -32,11 +32,13 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
   const warmup = await runRound({ ...spec, title: `${label} · warm-up`, durationSeconds: ctx.settings.warmupSeconds }, 409, ctx.progress);
   await settle(service, ctx.settings.timeoutSeconds);
   const before = await MetricsSnapshot.scrape(service.metricsUrl);
+  const cpu = ctx.meterCpu(service);
   const measured = await runRound(
     { ...spec, title: label, amount: measuredAmount(ctx, warmup, ctx.settings.connections, 409) },
     409,
     ctx.progress,
   );
+  const cpuUsage = cpu();
   const after = await MetricsSnapshot.scrape(service.metricsUrl);
   const attempts = after.sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
 
@@ -52,6 +54,7 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
     measured,
     refusalsPerSecond: measured.ratePerSecond[409] ?? 0,
     lockAttemptsPerRequest: measured.responses > 0 ? attempts / measured.responses : null,
+    cpu: cpuUsage,
     restock: { quantity: RESTOCK, firstOrderStatus: first.status, firstOrderMs, availableAfter: restocked.available },
   };
 }
