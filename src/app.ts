@@ -10,6 +10,7 @@ import { createDatabase, type Db } from './db/database.js';
 import { AppError } from './errors.js';
 import { requireAdmin } from './http/admin-auth.js';
 import { errorHandler, sendProblem } from './http/problem.js';
+import { orderRateLimit, securityHeaders } from './http/security.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
@@ -91,6 +92,7 @@ export class StockService {
     const app = express();
     app.disable('x-powered-by');
     app.set('etag', false);
+    if (this.config.trustProxyHops > 0) app.set('trust proxy', this.config.trustProxyHops);
     app.use(
       pinoHttp({
         logger: this.log,
@@ -98,6 +100,7 @@ export class StockService {
         customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'silent'),
       }),
     );
+    app.use(securityHeaders());
     // Health first: liveness stays 200 while draining, readiness says why not.
     app.use(healthRoutes(() => this.unreadiness()));
     app.use((_req, res, next) => {
@@ -111,6 +114,8 @@ export class StockService {
     });
     app.use(metricsRoutes(this.metrics));
     app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
+    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
+    if (limitOrders) app.post('/orders', limitOrders);
     app.use(orderRoutes(placement, this.db, this.config.maxOrderQuantity));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {

@@ -23,6 +23,10 @@ const configSchema = z.object({
   // Benchmark knob: mounts /bench/* (the HTTP ceiling, the unlocked oversell demonstration, lock-free baselines).
   // Only an explicit 1 or true turns it on; never set it in production.
   BENCH_ROUTES: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('0')),
+  // Orders one client may place per minute on one instance; 0 (the default) turns the limit off, as load tests need.
+  RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  // Proxies in front of the service whose X-Forwarded-For to believe, so the rate limit sees clients, not the proxy.
+  TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
 });
 
 export type Config = Readonly<{
@@ -40,6 +44,8 @@ export type Config = Readonly<{
   criticalSectionDelayMs: number;
   shutdownGraceMs: number;
   benchRoutes: boolean;
+  rateLimitOrdersPerMinute: number;
+  trustProxyHops: number;
 }>;
 
 export class ConfigError extends Error {}
@@ -67,5 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     criticalSectionDelayMs: e.CRITICAL_SECTION_DELAY_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     benchRoutes: e.BENCH_ROUTES === '1' || e.BENCH_ROUTES === 'true',
+    rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,
+    trustProxyHops: e.TRUST_PROXY_HOPS,
   });
 }

@@ -1,0 +1,184 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type Db } from '../../src/db/database.js';
+import { auditSku } from '../support/invariants.js';
+import { TestRedis } from '../support/servers.js';
+import { call, ServiceProcess, startService, testEndpoints, uniqueSku, type RunningService } from '../support/service.js';
+
+const ADMIN_TOKEN = `sec-admin-${randomBytes(12).toString('hex')}`;
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+describe('security headers', () => {
+  let svc: RunningService;
+  beforeAll(async () => {
+    svc = await startService({ ADMIN_TOKEN });
+  });
+  afterAll(() => svc.stop());
+
+  it('are on every answer: successes, problems and unknown routes alike', async () => {
+    for (const [method, path] of [
+      ['GET', '/healthz'],
+      ['GET', '/skus/no-such-sku'],
+      ['POST', '/orders'],
+      ['GET', '/nowhere'],
+    ] as const) {
+      const answer = await call(svc.url, method, path);
+      const h = answer.headers;
+      expect(h.get('content-security-policy'), path).toContain("default-src 'none'");
+      expect(h.get('content-security-policy'), path).toContain("frame-ancestors 'none'");
+      expect(h.get('x-frame-options'), path).toBe('DENY');
+      expect(h.get('x-content-type-options'), path).toBe('nosniff');
+      expect(h.get('referrer-policy'), path).toBe('no-referrer');
+      expect(h.get('strict-transport-security'), path).toMatch(/max-age=\d+/);
+      expect(h.get('cross-origin-resource-policy'), path).toBe('same-origin');
+      expect(h.get('x-powered-by'), path).toBeNull();
+    }
+  });
+});
+
+describe('admin routes and the order route', () => {
+  let svc: RunningService;
+  let sku: string;
+  beforeAll(async () => {
+    svc = await startService({ ADMIN_TOKEN });
+    sku = uniqueSku('sec');
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 40, segments: 4 }, admin)).status).toBe(201);
+  });
+  afterAll(() => svc.stop());
+
+  it('refuse every admin change without the right token (401 missing, 403 wrong), and change nothing', async () => {
+    const before = await auditSku(svc.service.db, sku);
+    const changes = [
+      ['POST', '/skus', { sku: uniqueSku('sec'), stock: 10, segments: 2 }],
+      ['PUT', `/skus/${sku}/segments`, { segments: 8 }],
+      ['POST', `/skus/${sku}/restock`, { quantity: 1000 }],
+    ] as const;
+    for (const [method, path, body] of changes) {
+      expect((await call(svc.url, method, path, body)).status).toBe(401);
+      expect((await call(svc.url, method, path, body, { authorization: `Bearer ${ADMIN_TOKEN}x` })).status).toBe(403);
+      expect((await call(svc.url, method, path, body, { authorization: `Basic ${ADMIN_TOKEN}` })).status).toBe(401);
+      expect((await call(svc.url, method, path, body, { 'x-admin-token': ADMIN_TOKEN })).status).toBe(401);
+    }
+    expect(await auditSku(svc.service.db, sku)).toEqual(before);
+    expect((await call(svc.url, 'GET', `/skus/${sku}`)).body.segments).toBe(4);
+  });
+
+  it('lets the order route change no SKU configuration, whatever fields it is sent', async () => {
+    const before = await auditSku(svc.service.db, sku);
+    for (const extra of [{ segments: 1 }, { stock: 1_000_000 }, { available: 999 }, { restock: 5 }]) {
+      const answer = await call(svc.url, 'POST', '/orders', { sku, quantity: 1, ...extra }, admin);
+      expect(answer.status).toBe(400);
+      expect(answer.body.code).toBe('bad_request');
+    }
+    expect(await auditSku(svc.service.db, sku)).toEqual(before);
+    expect((await call(svc.url, 'GET', `/skus/${sku}`)).body.segments).toBe(4);
+  });
+});
+
+describe('per-client rate limit on order placement', () => {
+  it('is off by default: a burst of orders from one client is never limited', async () => {
+    const svc = await startService();
+    try {
+      const sku = uniqueSku('rl-off');
+      await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 4 });
+      const statuses = await Promise.all(Array.from({ length: 60 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })));
+      expect(statuses.map((a) => a.status).filter((s) => s === 429)).toEqual([]);
+      expect(statuses[0]!.headers.get('ratelimit')).toBeNull();
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('when configured, answers 429 with Retry-After once a client exceeds it, counting only POST /orders', async () => {
+    const svc = await startService({ RATE_LIMIT_ORDERS_PER_MINUTE: '5' });
+    try {
+      const sku = uniqueSku('rl-on');
+      await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 4 });
+      for (let i = 0; i < 5; i++) {
+        const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+        expect(placed.status).toBe(201);
+        expect(placed.headers.get('ratelimit-policy')).toMatch(/q=5/);
+      }
+      const limited = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(limited.body).toMatchObject({ status: 429, code: 'rate_limited', title: expect.any(String) });
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      // Reading is not limited, nor is the rest of the API.
+      expect((await call(svc.url, 'GET', `/skus/${sku}`)).status).toBe(200);
+      expect((await call(svc.url, 'POST', `/skus/${sku}/restock`, { quantity: 1 })).status).toBe(200);
+      // The refused order was not placed.
+      expect((await auditSku(svc.service.db, sku)).sold).toBe(5);
+    } finally {
+      await svc.stop();
+    }
+  });
+});
+
+describe('secrets and internals', () => {
+  const password = `pw-${randomBytes(12).toString('hex')}`;
+  const role = `sec_${randomBytes(4).toString('hex')}`;
+  let db: Db;
+  let redis: TestRedis;
+  let secretDatabaseUrl: string;
+
+  beforeAll(async () => {
+    const { databaseUrl } = testEndpoints();
+    db = createDatabase(databaseUrl, 1);
+    // A role of its own, so the password in the service's DATABASE_URL is one no other test or log could contain.
+    await sql`create role ${sql.id(role)} login password ${sql.lit(password)}`.execute(db);
+    await sql`grant select, insert, update, delete on all tables in schema public to ${sql.id(role)}`.execute(db);
+    await sql`grant usage on all sequences in schema public to ${sql.id(role)}`.execute(db);
+    const url = new URL(databaseUrl);
+    url.username = role;
+    url.password = password;
+    secretDatabaseUrl = url.toString();
+    redis = await TestRedis.start();
+  });
+  afterAll(async () => {
+    await redis?.destroy();
+    await sql`drop owned by ${sql.id(role)}`.execute(db).catch(() => {});
+    await sql`drop role if exists ${sql.id(role)}`.execute(db).catch(() => {});
+    await db?.destroy();
+  });
+
+  it('never logs the admin token or the database password, nor puts internals in answers, even when Redis is gone', async () => {
+    const service = await ServiceProcess.spawn({ REDIS_URL: redis.url, DATABASE_URL: secretDatabaseUrl, ADMIN_TOKEN, LOG_LEVEL: 'trace' });
+    try {
+      const sku = uniqueSku('sec-log');
+      expect((await call(service.url, 'POST', '/skus', { sku, stock: 10, segments: 2 }, admin)).status).toBe(201);
+      expect((await call(service.url, 'POST', '/skus', { sku: 'x', stock: 1, segments: 1 }, { authorization: 'Bearer wrong-token-123' })).status).toBe(403);
+      await redis.stop();
+      const answers = [
+        await call(service.url, 'POST', '/orders', { sku, quantity: 1 }, admin),
+        await call(service.url, 'POST', '/orders', { sku, quantity: 2 }, { ...admin, 'idempotency-key': uniqueSku('key') }),
+        await call(service.url, 'GET', '/readyz', undefined, admin),
+      ];
+      for (const answer of answers) {
+        expect(answer.status).toBe(503);
+        expect(answer.body.code).toBe('dependency_unavailable');
+        expect(JSON.stringify(answer.body)).not.toMatch(/ECONNREFUSED|writeable|ioredis|127\.0\.0\.1|\bat .*\.js:\d+/);
+      }
+    } finally {
+      await service.stop();
+      await redis.resume();
+    }
+    const log = service.output.join('\n');
+    // The failures above were logged, with their request headers, and the secrets were not.
+    expect(log).toMatch(/"level":50/);
+    expect(log).toContain('[redacted]');
+    expect(log).not.toContain(ADMIN_TOKEN);
+    expect(log).not.toContain(password);
+  });
+
+  it('names an invalid variable at start without echoing its value', async () => {
+    const failed = ServiceProcess.spawn({ DATABASE_URL: `mysql://admin:${password}@127.0.0.1/stock`, ADMIN_TOKEN });
+    const error = await failed.then(
+      () => undefined,
+      (e: Error) => e.message,
+    );
+    expect(error).toContain('DATABASE_URL');
+    expect(error).not.toContain(password);
+  });
+});
