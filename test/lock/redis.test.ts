@@ -63,13 +63,13 @@ describe('redis lock: scripts and fair queue', () => {
     const lock = name();
     const [fence, count] = await acquire(lock, 'a');
     expect(count).toBe(1);
-    expect(await acquire(lock, 'a')).toEqual([fence, 2]);
+    expect(await acquire(lock, 'a')).toEqual([fence, 2, fence]);
     expect(await redis.hgetall(ks.lock(lock))).toEqual({ owner: 'a', count: '2', fence: String(fence) });
     expect((await acquire(lock, 'b'))[0]).toBe(LockScriptCode.Held);
     expect(await release(lock, 'b')).toEqual([LockScriptCode.NotOwner]);
     expect(await redis.hget(ks.lock(lock), 'count')).toBe('2');
     expect(await release(lock, 'a')).toEqual([1]);
-    expect(await release(lock, 'a')).toEqual([0]);
+    expect(await release(lock, 'a')).toEqual([0, 1]); // 'b' tried meanwhile
     expect(await redis.exists(ks.lock(lock))).toBe(0);
   });
 
@@ -98,7 +98,7 @@ describe('redis lock: scripts and fair queue', () => {
     await listener.unsubscribe(ks.grantChannel);
     // A newcomer's try is refused even though w2 is only queued, not holding.
     expect((await acquire(lock, 'newcomer'))[0]).toBe(LockScriptCode.Held);
-    expect(await acquire(lock, 'w1', 'poll')).toEqual([reply[2], 1]);
+    expect(await acquire(lock, 'w1', 'poll')).toEqual([reply[2], 1, reply[2]]);
     const next = await release(lock, 'w1');
     expect(next[1]).toBe('w2');
     expect(next[2]).toBeGreaterThan(reply[2]!);
@@ -156,4 +156,35 @@ describe('redis lock: scripts and fair queue', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+
+  it('passes the lock among the waiters of one client with consecutive tokens, then frees it for other clients', async () => {
+    const lock = name();
+    const local = new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true, maxLocalHandoffs: 4 });
+    const remote = new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true });
+    const fences: number[] = [];
+    const first = (await local.tryAcquire(lock))!;
+    fences.push(first.fence);
+    // Twenty local waiters and one other process queue up behind the holder.
+    const locals = Array.from({ length: 20 }, () =>
+      local.using(lock, async (lease) => {
+        fences.push(lease.fence);
+      }, { waitMs: 10_000 }),
+    );
+    await sleep(50);
+    let remoteFence = 0;
+    const other = remote.using(lock, async (lease) => {
+      remoteFence = lease.fence;
+      fences.push(lease.fence);
+    }, { waitMs: 10_000 });
+    await sleep(50);
+    await local.release(first);
+    await Promise.all([...locals, other]);
+    for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1]!);
+    // The first tenure: the holder and four hand-overs with the next reserved tokens, no Redis round trip between them.
+    expect(fences.slice(0, 5)).toEqual([0, 1, 2, 3, 4].map((i) => first.fence + i));
+    // After four hand-overs the lock was freed in Redis, and this client held back: the other process got it next.
+    expect(fences.indexOf(remoteFence)).toBe(5);
+    expect(remoteFence).toBeGreaterThan(first.fence + 4);
+    await Promise.all([local.close(), remote.close()]);
+  });
 });

@@ -15,7 +15,8 @@ declare module 'ioredis' {
       waiterLeaseMs: number,
       grantChannel: string,
       name: string,
-    ): Result<[number, number], Context>;
+      reserveTokens?: number,
+    ): Result<[number, number, number?], Context>;
     lockRelease(
       lock: string,
       fence: string,
@@ -28,7 +29,7 @@ declare module 'ioredis' {
       grantChannel: string,
       name: string,
       dropAll: '0' | '1',
-    ): Result<[number] | [number, string, number], Context>;
+    ): Result<[number] | [number, number] | [number, string, number], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
     lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
   }

@@ -64,18 +64,17 @@ export class RedisLockNotices {
     });
   }
 
-  async waitForRelease(channel: string, message: string, ms: number, signal?: AbortSignal): Promise<void> {
-    const sleep = sleepUntilWoken(ms, signal);
-    const queue = this.releaseWaiters.get(channel) ?? [];
-    this.releaseWaiters.set(channel, queue);
-    const waiter = { message, wake: sleep.wake };
+  /** Calls `wake` on the next notice for this lock meant for this waiter; returns the unsubscribe. */
+  onRelease(notice: { channel: string; message: string }, wake: () => void): () => void {
+    const queue = this.releaseWaiters.get(notice.channel) ?? [];
+    this.releaseWaiters.set(notice.channel, queue);
+    const waiter = { message: notice.message, wake };
     queue.push(waiter);
-    try {
-      await sleep.promise;
-    } finally {
-      queue.splice(queue.indexOf(waiter), 1);
-      if (queue.length === 0) this.releaseWaiters.delete(channel);
-    }
+    return () => {
+      const index = queue.indexOf(waiter);
+      if (index >= 0) queue.splice(index, 1);
+      if (queue.length === 0 && this.releaseWaiters.get(notice.channel) === queue) this.releaseWaiters.delete(notice.channel);
+    };
   }
 
   openSlot(owner: string, name: string): HandoffSlot {

@@ -15,9 +15,12 @@
     ARGV[4] waiter lease in milliseconds
     ARGV[5] channel for hand-off notices
     ARGV[6] lock name (carried in hand-off notices: "waiter\nfence\nleaseMs\nname")
+    ARGV[7] tokens to reserve for a new hold (default 1): the holder may pass the lock on within its own process
+            with the next ones, and every token issued afterwards is larger than all of them
 
   Output:
-    {fence, count}  held: a new hold (count 1), a re-entry (count > 1), or a hand-off claimed by 'poll'
+    {fence, count, last}  held: a new hold (count 1), a re-entry (count > 1), or a hand-off claimed by 'poll';
+                          `last` is the last token reserved for the holder (= fence unless ARGV[7] > 1)
     {-1, pttl}      held by another owner (or just handed to the head of the queue); pttl: its remaining lease
 
   Fencing tokens are max(last + 1, server time in microseconds): strictly increasing per lock, still increasing
@@ -26,6 +29,7 @@
 local lockKey, fenceKey, queueKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, leaseMs, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local waiterLeaseMs, grantChannel, name = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local reserve = tonumber(ARGV[7] or '1')
 
 local time = redis.call('TIME')
 local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -60,24 +64,33 @@ if holder == owner then
   if mode == 'poll' then
     -- The lock was handed to this waiter: claim it as it stands, without counting a second hold.
     if redis.call('PTTL', lockKey) < leaseMs then redis.call('PEXPIRE', lockKey, leaseMs) end
-    return {tonumber(redis.call('HGET', lockKey, 'fence')), tonumber(redis.call('HGET', lockKey, 'count'))}
+    local fence = tonumber(redis.call('HGET', lockKey, 'fence'))
+    return {fence, tonumber(redis.call('HGET', lockKey, 'count')), fence}
   end
   local count = redis.call('HINCRBY', lockKey, 'count', 1)
   if redis.call('PTTL', lockKey) < leaseMs then redis.call('PEXPIRE', lockKey, leaseMs) end
-  return {tonumber(redis.call('HGET', lockKey, 'fence')), count}
+  local fence = tonumber(redis.call('HGET', lockKey, 'fence'))
+  return {fence, count, fence}
 end
 
 if not holder then
   local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
   if not head or head == owner then
     if head then leaveQueue(head) end
-    return {take(owner), 1}
+    local fence = take(owner)
+    if reserve > 1 then
+      redis.call('SET', fenceKey, string.format('%.0f', fence + reserve - 1), 'PX', 604800000)
+    end
+    return {fence, 1, fence + reserve - 1}
   end
   -- Free, but someone is first in line: it is theirs.
   leaveQueue(head)
   local fence = take(head)
   redis.call('PUBLISH', grantChannel, head .. '\n' .. string.format('%.0f', fence) .. '\n' .. leaseMs .. '\n' .. name)
 end
+
+-- Tell the holder someone else wanted it: a holder passing the lock around its own process then yields on release.
+if holder then redis.call('HSET', lockKey, 'contended', 1) end
 
 if mode ~= 'try' then
   if not redis.call('ZSCORE', queueKey, owner) then

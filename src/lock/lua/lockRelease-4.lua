@@ -18,7 +18,8 @@
   Output:
     {-2}                  not the owner (expired, taken over, never held): nothing changed
     {count}               still held, count > 0 holds left
-    {0}                   released; unlock notice published
+    {0, contended}        released; unlock notice published. contended = 1 when another owner tried to take the lock
+                          while it was held (it is waiting, or was)
     {0, waiter, fence}    released and handed to `waiter` with a new fencing token; hand-off notice published
 ]]
 local lockKey, fenceKey, queueKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -37,6 +38,7 @@ if not all then
   local count = redis.call('HINCRBY', lockKey, 'count', -1)
   if count > 0 then return {count} end
 end
+local contended = redis.call('HGET', lockKey, 'contended') and 1 or 0
 redis.call('DEL', lockKey)
 
 local time = redis.call('TIME')
@@ -48,7 +50,7 @@ end
 local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
 if not head then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
-  return {0}
+  return {0, contended}
 end
 leaveQueue(head)
 local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])

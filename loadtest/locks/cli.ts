@@ -1,0 +1,78 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Command } from 'commander';
+import { contenderNames, createContender, type ContenderName } from './contenders.js';
+import { PrivateRedis } from './private-redis.js';
+import { checkTargets, markdownReport } from './report.js';
+import { runCell, type CellResult } from './run-cell.js';
+
+const list = (value: string) => value.split(',').map((v) => v.trim()).filter(Boolean);
+const numbers = (value: string) => list(value).map(Number);
+
+const program = new Command()
+  .name('loadtest:locks')
+  .description('This lock against redlock (v5) and redis-semaphore (Mutex), on one Redis, in one run.')
+  .option('--redis-url <url>', 'a loopback Redis to use (default: a private redis-server started for the run)')
+  .option('--workers <n>', 'concurrent workers', '50')
+  .option('--keys <list>', 'numbers of keys K', '1,20')
+  .option('--holds <list>', 'hold times H in ms', '0,20')
+  .option('--locks <list>', `contenders (${contenderNames.join(', ')})`, contenderNames.join(','))
+  .option('--duration <s>', 'measured seconds per cell', '6')
+  .option('--warmup <s>', 'unmeasured seconds before each cell', '1')
+  .option('--out <dir>', 'where the JSON and Markdown results go', 'loadtest/locks/results')
+  .parse();
+
+const opts = program.opts<{ redisUrl?: string; workers: string; keys: string; holds: string; locks: string; duration: string; warmup: string; out: string }>();
+
+const url = opts.redisUrl ?? '';
+if (url && !/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) {
+  console.error('--redis-url must point at a loopback address');
+  process.exit(1);
+}
+const locks = list(opts.locks) as ContenderName[];
+for (const name of locks) {
+  if (!contenderNames.includes(name)) {
+    console.error(`unknown lock '${name}' (choose from ${contenderNames.join(', ')})`);
+    process.exit(1);
+  }
+}
+
+const server = url ? undefined : await PrivateRedis.start();
+const redisUrl = url || server!.url;
+const runId = Date.now().toString(36);
+const workers = Number(opts.workers);
+const results: CellResult[] = [];
+try {
+  for (const keys of numbers(opts.keys)) {
+    for (const holdMs of numbers(opts.holds)) {
+      for (const name of locks) {
+        const contender = createContender(name, redisUrl, runId);
+        const result = await runCell(contender, {
+          workers,
+          keys,
+          holdMs,
+          warmupMs: Number(opts.warmup) * 1000,
+          durationMs: Number(opts.duration) * 1000,
+        });
+        await contender.close();
+        results.push(result);
+        console.log(
+          `K=${keys} H=${holdMs}ms ${name.padEnd(16)} ${result.sectionsPerSecond.toFixed(0).padStart(6)}/s  max wait ${result.maxWaitMs.toFixed(0)} ms  p99 ${result.p99WaitMs.toFixed(0)} ms  errors ${result.errors}`,
+        );
+      }
+    }
+  }
+} finally {
+  await server?.stop();
+}
+
+const checks = checkTargets(results, workers);
+const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${workers} workers · ${opts.duration} s measured per cell after ${opts.warmup} s warm-up · one Redis, one process`;
+const report = markdownReport(results, checks, context);
+mkdirSync(opts.out, { recursive: true });
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+writeFileSync(path.join(opts.out, `locks-${stamp}.json`), JSON.stringify({ context, results, checks }, null, 2));
+writeFileSync(path.join(opts.out, `locks-${stamp}.md`), report + '\n');
+console.log(`\n${report}`);
+process.exit(0);
