@@ -1,0 +1,79 @@
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultBench } from '../support/fault-bench.js';
+import { lockOwners } from '../support/fault-books.js';
+
+const STOCK = 1_500;
+// Long leases: a lock the draining instance failed to release would still be there to see.
+const LOCK_TTL_MS = 30_000;
+
+/** Epoch ms of the first log line with this message, from pino's JSON lines. */
+function loggedAt(output: string[], message: string): number | undefined {
+  for (const line of output.join('\n').split('\n')) {
+    if (!line.includes(`"msg":"${message}`)) continue;
+    const time = /"time":(\d+)/.exec(line);
+    if (time) return Number(time[1]);
+  }
+  return undefined;
+}
+
+describe('fault: SIGTERM to an instance under load', () => {
+  let bench: FaultBench;
+  beforeAll(async () => {
+    bench = await FaultBench.start({
+      instances: 3,
+      env: { LOCK_TTL_MS: String(LOCK_TTL_MS) },
+      // The instance to be stopped spends 150 ms in each critical section: it has orders in flight, holding locks.
+      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: '150' } : {}),
+    });
+  });
+  afterAll(() => bench?.teardown());
+
+  it('finishes in-flight orders, accepts no new ones, releases its locks and exits 0', async () => {
+    const sku = await bench.createSku(STOCK, 8);
+    const leaving = bench.fleet.members[2]!;
+    const load = bench.load(sku);
+    expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
+
+    const exited = once(leaving.child, 'exit');
+    const signalledAt = Date.now();
+    leaving.child.kill('SIGTERM');
+    const [exitCode] = await exited;
+    // Whatever it held when it left: a lock it kept would keep its owner, while the others turn theirs over in ms.
+    const first = await lockOwners(bench.inspector);
+    await sleep(500);
+    const left = [...(await lockOwners(bench.inspector))].filter(([key, owner]) => first.get(key) === owner);
+
+    const report = await bench.finish('graceful SIGTERM', sku, load);
+    await sleep(200);
+    const locksAfterRun = (await lockOwners(bench.inspector)).size;
+
+    const toLeaving = load.attempts.filter((a) => a.target === leaving.url);
+    const inFlight = toLeaving.filter((a) => a.sentAt < signalledAt && a.receivedAt > signalledAt);
+    const drainingSince = loggedAt(leaving.output, 'shutting down');
+    const afterDrainStarted = toLeaving.filter((a) => drainingSince !== undefined && a.sentAt > drainingSince);
+    console.log(
+      `[fault] graceful SIGTERM: ${JSON.stringify({
+        exitCode,
+        inFlightAtSignal: inFlight.length,
+        inFlightStatuses: [...new Set(inFlight.map((a) => a.status))],
+        sentWhileDraining: afterDrainStarted.length,
+        locksLeftBehind: left.length,
+        locksAfterRun,
+      })}`,
+    );
+
+    expect(exitCode).toBe(0);
+    expect(drainingSince).toBeDefined();
+    expect(inFlight.length).toBeGreaterThan(0);
+    // Every order it had in flight got its real answer, not a dropped connection or "shutting down".
+    expect(inFlight.filter((a) => a.status === 0 || a.code === 'shutting_down')).toEqual([]);
+    // Nothing sent once it was draining was placed there.
+    expect(afterDrainStarted.filter((a) => a.status === 201 || a.status === 200)).toEqual([]);
+    expect(left).toEqual([]);
+    expect(locksAfterRun).toBe(0);
+    expect(report.violations).toEqual([]);
+    expect(await bench.fleet.readyWithin(10_000)).toBeLessThanOrEqual(10_000);
+  }, 180_000);
+});

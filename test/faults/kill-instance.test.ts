@@ -1,0 +1,64 @@
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultBench } from '../support/fault-bench.js';
+import { lockOwners } from '../support/fault-books.js';
+import { waitFor } from '../support/wait-for.js';
+
+const LOCK_TTL_MS = 3_000;
+const STOCK = 1_500;
+
+describe('fault: kill -9 of an instance while it holds segment locks', () => {
+  let bench: FaultBench;
+  beforeAll(async () => {
+    bench = await FaultBench.start({
+      instances: 3,
+      env: { LOCK_TTL_MS: String(LOCK_TTL_MS) },
+      // The victim spends 150 ms inside each critical section, so it is nearly always holding locks when it dies.
+      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: '150' } : {}),
+    });
+  });
+  afterAll(() => bench?.teardown());
+
+  it('leaves its locks to expire while the others carry on, and the stock stays exact', async () => {
+    const sku = await bench.createSku(STOCK, 8);
+    const victim = bench.fleet.members[2]!;
+    const load = bench.load(sku);
+    expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
+
+    // Freeze the victim, then see which locks stay with the same owner: the survivors release theirs in
+    // milliseconds, so these are the victim's.
+    victim.child.kill('SIGSTOP');
+    const before = await lockOwners(bench.inspector);
+    await sleep(300);
+    const after = await lockOwners(bench.inspector);
+    const victimLocks = [...after].filter(([key, owner]) => before.get(key) === owner);
+    const exited = once(victim.child, 'exit');
+    victim.child.kill('SIGKILL');
+    await exited;
+    bench.fleet.takeOutOfRotation(victim);
+
+    // Nobody can release them (compare-and-delete): they go when their lease runs out.
+    const locksFreedMs = await waitFor(async () => {
+      const now = await lockOwners(bench.inspector);
+      return victimLocks.every(([key, owner]) => now.get(key) !== owner);
+    }, LOCK_TTL_MS + 5_000);
+
+    // A replacement, as an orchestrator would start, is ready within 10 s of being started.
+    const replacementStartedAt = Date.now();
+    const replacement = await bench.fleet.add();
+    const readyAfterMs = await bench.fleet.readyWithin(10_000, [replacement]);
+    const replacementReadyMs = readyAfterMs === Infinity ? Infinity : Date.now() - replacementStartedAt;
+
+    const report = await bench.finish('kill -9 of a lock holder', sku, load, {
+      victimLocks: victimLocks.length,
+      locksFreedMs,
+      replacementReadyMs,
+    });
+    expect(victimLocks.length).toBeGreaterThan(0);
+    expect(locksFreedMs).toBeLessThanOrEqual(LOCK_TTL_MS + 5_000);
+    expect(replacementReadyMs).toBeLessThanOrEqual(10_000);
+    expect(report.violations).toEqual([]);
+    expect(report.acknowledged).toBeGreaterThan(0);
+  }, 180_000);
+});

