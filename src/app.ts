@@ -17,6 +17,7 @@ import { skuRoutes } from './http/routes/sku.routes.js';
 import { OrderPlacement } from './inventory/order-placement.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './inventory/stock-admin.js';
+import { createLockBackend } from './lock/create-lock.js';
 import { NoticeSubscriber } from './lock/notice-subscriber.js';
 import { defineLockCommands } from './lock/scripts.js';
 import { SegmentLock } from './lock/segment-lock.js';
@@ -72,7 +73,13 @@ export class StockService {
     const subscriber = new NoticeSubscriber(this.subscriberConnection);
     this.waiters = new UnlockWaiters(subscriber);
     this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
-    this.lock = new MeteredSegmentLock(this.metrics, this.redis, this.waiters, config.lockTtlMs);
+    // LOCK_BACKEND=redis keeps the segment locks on the service's own Redis, SegmentLock's default.
+    const lockBackend =
+      config.lockBackend === 'redis' ? undefined : createLockBackend(config, { redis: this.redis, databaseUrl: endpoints.databaseUrl });
+    this.lock = new MeteredSegmentLock(this.metrics, this.redis, this.waiters, config.lockTtlMs, {
+      backend: lockBackend,
+      watchdog: config.lockWatchdog,
+    });
     // Callers waiting on a layout that just went stale look again at once.
     this.directory = new SkuDirectory(this.db, this.redis, subscriber, (sku) => this.waiters.wakeAll(sku));
     const placement = new MeteredOrderPlacement(
@@ -176,6 +183,7 @@ export class StockService {
       clearTimeout(grace);
     }
     await this.lock.releaseQuietly(this.lock.held);
+    await this.lock.close().catch(() => {});
     this.waiters.close();
     this.subscriberConnection.disconnect();
     await this.redis.quit().catch(() => this.redis.disconnect());

@@ -27,6 +27,19 @@ const configSchema = z.object({
   RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Proxies in front of the service whose X-Forwarded-For to believe, so the rate limit sees clients, not the proxy.
   TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
+  // Where the segment locks live (docs/locks.md): the service's Redis, Redlock over REDIS_LOCK_URLS, the service's
+  // Postgres, or ZooKeeper at ZOOKEEPER_CONNECT.
+  LOCK_BACKEND: z.preprocess(emptyAsUnset, z.enum(['redis', 'redlock', 'postgres', 'zookeeper']).default('redis')),
+  REDIS_LOCK_URLS: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.split(',').map((url) => url.trim()) : undefined),
+    z.array(z.url({ protocol: /^rediss?$/ })).min(1).optional(),
+  ),
+  ZOOKEEPER_CONNECT: z.preprocess(
+    emptyAsUnset,
+    z.string().regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*(\/[\w./-]*)?$/, 'must be host:port[,host:port…][/chroot]').optional(),
+  ),
+  // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
+  LOCK_WATCHDOG: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('1')),
 });
 
 export type Config = Readonly<{
@@ -46,6 +59,10 @@ export type Config = Readonly<{
   benchRoutes: boolean;
   rateLimitOrdersPerMinute: number;
   trustProxyHops: number;
+  lockBackend: 'redis' | 'redlock' | 'postgres' | 'zookeeper';
+  redisLockUrls: readonly string[];
+  zookeeperConnect: string | undefined;
+  lockWatchdog: boolean;
 }>;
 
 export class ConfigError extends Error {}
@@ -58,6 +75,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid ${String(issue.path[0])}: ${issue.message}`);
   }
   const e = parsed.data;
+  if (e.LOCK_BACKEND === 'redlock' && !e.REDIS_LOCK_URLS) {
+    throw new ConfigError('invalid REDIS_LOCK_URLS: required (comma-separated redis:// URLs) when LOCK_BACKEND=redlock');
+  }
+  if (e.LOCK_BACKEND === 'zookeeper' && !e.ZOOKEEPER_CONNECT) {
+    throw new ConfigError('invalid ZOOKEEPER_CONNECT: required (host:port list) when LOCK_BACKEND=zookeeper');
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -75,5 +98,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     benchRoutes: e.BENCH_ROUTES === '1' || e.BENCH_ROUTES === 'true',
     rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,
     trustProxyHops: e.TRUST_PROXY_HOPS,
+    lockBackend: e.LOCK_BACKEND,
+    redisLockUrls: Object.freeze(e.REDIS_LOCK_URLS ?? []),
+    zookeeperConnect: e.ZOOKEEPER_CONNECT,
+    lockWatchdog: e.LOCK_WATCHDOG === '1' || e.LOCK_WATCHDOG === 'true',
   });
 }
