@@ -31,6 +31,8 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     quantity: 1,
     timeoutSeconds: 10,
     maxRequestsPerRound: 200_000,
+    quietCores: 0.3,
+    quietMaxWaitSeconds: 20,
     oversellStock: 500,
   },
   quick: {
@@ -45,6 +47,8 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     quantity: 1,
     timeoutSeconds: 10,
     maxRequestsPerRound: 40_000,
+    quietCores: 0,
+    quietMaxWaitSeconds: 0,
     oversellStock: 100,
   },
 };
@@ -62,6 +66,7 @@ interface CliOptions {
   instances?: number;
   scenarios?: ScenarioName[];
   cpuProfDir?: string;
+  quietCores?: number;
   resultsDir: string;
   report: string | boolean;
 }
@@ -97,6 +102,7 @@ const program = new Command('loadtest')
   .option('--business-step <ms>', 'simulated business step inside the lock for the second profile (default 20)', positiveInt)
   .option('--instances <n>', 'service instances behind one port in the cluster scenario (default 2)', positiveInt)
   .option('--scenarios <list>', `run only these: ${scenarioNames.join(', ')}`, scenarioList)
+  .option('--quiet-cores <cores>', 'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.3, quick 0)', Number)
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report to write (default: docs/benchmarks.md for a full local run, else beside the results)')
@@ -118,6 +124,7 @@ async function main(): Promise<void> {
     ...(cli.duration && { measureSeconds: cli.duration }),
     ...(cli.businessStep && { businessStepMs: cli.businessStep }),
     ...(cli.instances && { clusterInstances: cli.instances }),
+    ...(cli.quietCores !== undefined && Number.isFinite(cli.quietCores) && { quietCores: cli.quietCores, quietMaxWaitSeconds: 20 }),
   };
   const selected = new Set<ScenarioName>(cli.scenarios ?? scenarioNames);
   const progress = new RunProgress();

@@ -45,6 +45,10 @@ export interface RunSettings {
   timeoutSeconds: number;
   /** Upper bound on a measured round's requests, whatever the warm-up rate. */
   maxRequestsPerRound: number;
+  /** Before a measured round, wait until other processes use at most this many cores (0: do not wait)… */
+  quietCores: number;
+  /** …but no longer than this. */
+  quietMaxWaitSeconds: number;
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: number;
 }

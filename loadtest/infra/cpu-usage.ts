@@ -11,6 +11,8 @@ export interface CpuUsage {
   /** Share of all CPUs busy, whoever used them. */
   machineBusy: number;
   cores: Record<CpuGroup, number> & { others: number };
+  /** How long the round waited beforehand for other processes to calm down (0 when it did not wait). */
+  waitedForQuietSeconds?: number;
 }
 
 interface Snapshot {

@@ -42,7 +42,7 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
             encoding: {
               x: { field: 'segments', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(points.map((p) => p.segments))] }, title: 'segments (N)' },
               y: { field: 'ordersPerSecond', type: 'quantitative', title: 'successful orders / s' },
-              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left' } },
+              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left', labelLimit: 320 } },
             },
           },
           ...(ceiling.length
@@ -92,7 +92,7 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
             encoding: {
               x: { field: 'segments', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(points.map((p) => p.segments))] }, title: 'segments (N)' },
               y: { field: 'speedup', type: 'quantitative', scale: { type: 'log', base: 2 }, title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' },
-              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left' } },
+              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left', labelLimit: 320 } },
             },
           },
         ],
@@ -121,11 +121,10 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
         spec: {
           width: WIDTH,
           height: 180,
-          mark: 'bar',
+          mark: { type: 'line', point: true },
           encoding: {
-            x: { field: 'segments', type: 'ordinal', sort: { field: 'order' }, title: null },
-            xOffset: { field: 'percentile', type: 'nominal', sort: ['p50', 'p97.5', 'p99', 'max'] },
-            y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'latency (ms)' },
+            x: { field: 'order', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(percentiles.map((p) => p.order))] }, title: 'segments (N)' },
+            y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'latency (ms, log scale)' },
             color: { field: 'percentile', type: 'nominal', sort: ['p50', 'p97.5', 'p99', 'max'], title: null },
           },
         },
@@ -151,7 +150,7 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
         data: { values: comparisons },
         mark: 'bar',
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null },
+          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
           x: { field: 'perSecond', type: 'quantitative', title: 'answers / s' },
           color: { field: 'kind', type: 'nominal', title: null, legend: { orient: 'bottom' } },
         },
@@ -175,12 +174,19 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
             guard: expectedSafe(c) ? 'lock shared by every caller' : 'no shared lock',
           })),
         },
-        mark: 'bar',
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null },
+          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
           x: { field: 'oversold', type: 'quantitative', title: 'units sold beyond the stock' },
-          color: { field: 'guard', type: 'nominal', title: null, scale: { range: ['#d62728', '#2ca02c'], domain: ['no shared lock', 'lock shared by every caller'] }, legend: { orient: 'bottom' } },
         },
+        layer: [
+          {
+            mark: 'bar',
+            encoding: {
+              color: { field: 'guard', type: 'nominal', title: null, scale: { range: ['#d62728', '#2ca02c'], domain: ['no shared lock', 'lock shared by every caller'] }, legend: { orient: 'bottom', labelLimit: 320 } },
+            },
+          },
+          { mark: { type: 'text', align: 'left', dx: 4 }, encoding: { text: { field: 'oversold', type: 'quantitative' } } },
+        ],
       },
     });
   }

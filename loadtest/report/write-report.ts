@@ -64,6 +64,10 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     '- Benchmark knobs of the service, off by default and never for production: `CRITICAL_SECTION_DELAY_MS` (a simulated business step ' +
       'held inside the segment lock) and `BENCH_ROUTES=1` (mounts `/bench/*`: the ceiling route, the oversell demonstration’s unlocked modes ' +
       'and the lock-free baselines; without it those paths answer 404).',
+    '- The lock figures come from the service’s `GET /metrics` (Prometheus): `stock_orders_total{outcome}`, `stock_order_duration_seconds`, ' +
+      '`stock_order_segment_visits`, `stock_lock_wait_seconds`, `stock_lock_attempts_total`, `stock_lock_busy_total`, `stock_lock_waits_total`, ' +
+      '`stock_lock_acquisitions_total`, `stock_lock_hold_seconds`, `stock_fenced_out_total`, `stock_orders_in_progress`, `stock_sku_available{sku}`, ' +
+      'plus the process metrics (`process_resident_memory_bytes`, …).',
   );
 
   p('## Machine and method');
@@ -83,6 +87,12 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         ['Rounds', `warm-up ${s.warmupSeconds} s on its own SKU (\`-d ${s.warmupSeconds}\`), then a measured round of a fixed number of requests (\`-a <requests>\`) sized to last about ${s.measureSeconds} s at the warm-up rate`],
         ['Orders', `\`POST /orders {"sku": <fresh SKU>, "quantity": ${s.quantity}}\`; stock sized to ${4}× what the round can sell, so it never runs out while measuring`],
         ['Business step', `${s.businessStepMs} ms (\`CRITICAL_SECTION_DELAY_MS\`), held inside the segment lock, second profile only`],
+        [
+          'Shared machine',
+          s.quietCores > 0
+            ? `before each case the run waited (at most ${s.quietMaxWaitSeconds} s) until other processes used ≤ ${s.quietCores} cores; what they used during each round is in “Where the CPU went”`
+            : 'no waiting for other processes; what they used during each round is in “Where the CPU went”',
+        ],
       ],
       ['l', 'l'],
     ),
@@ -215,7 +225,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
     p(
       table(
-        ['Case', 'Answers/s', 'Machine busy', 'Service', 'Postgres', 'Redis', 'Load generator', 'Other processes', 'Service ms / answer', 'Postgres ms / answer'],
+        ['Case', 'Answers/s', 'Machine busy', 'Service', 'Postgres', 'Redis', 'Load generator', 'Other processes', 'Service ms / answer', 'Postgres ms / answer', 'Waited for quiet'],
         cpuRows.map(({ label, perSecond, cpu }) => [
           label,
           int(perSecond),
@@ -227,6 +237,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
           num(cpu.cores.others),
           perSecond > 0 ? ms((cpu.cores.service / perSecond) * 1000) : '–',
           perSecond > 0 ? ms((cpu.cores.postgres / perSecond) * 1000) : '–',
+          cpu.waitedForQuietSeconds ? `${cpu.waitedForQuietSeconds.toFixed(0)} s` : '–',
         ]),
       ),
     );

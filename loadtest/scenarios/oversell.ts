@@ -16,7 +16,7 @@ export const guards = {
   none: { id: 'none', label: 'no lock', guard: 'none', path: '/bench/oversell/none' },
   localMutex: { id: 'local-mutex', label: 'process-local mutex', guard: 'local-mutex', path: '/bench/oversell/local-mutex' },
   redisLock: { id: 'redis-lock', label: 'Redis segment lock', guard: 'redis-lock', path: '/bench/oversell/redis-lock' },
-  product: { id: 'product', label: 'the product (POST /orders, 1 segment)', guard: 'redis-lock', path: '/orders' },
+  product: { id: 'product', label: 'the product, POST /orders', guard: 'redis-lock', path: '/orders' },
 } satisfies Record<string, GuardSpec>;
 
 /**

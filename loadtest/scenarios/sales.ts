@@ -39,6 +39,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
 
   const warmSku = ctx.skuName(`${spec.id}-warm`);
   await api.createSku(warmSku, WARMUP_STOCK, spec.segments);
+  await ctx.waitForQuiet(spec.service);
   const warmup = await runRound(
     {
       title: `${spec.label} · warm-up`,
@@ -155,6 +156,7 @@ export async function measureCeiling(
       200,
       ctx.progress,
     );
+  await ctx.waitForQuiet(spec.service);
   const warmup = await round({ durationSeconds: settings.warmupSeconds }, `${spec.label} · warm-up`);
   await settle(spec.service, settings.timeoutSeconds);
   const cpu = ctx.meterCpu(spec.service);

@@ -29,6 +29,7 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
     timeoutSeconds: ctx.settings.timeoutSeconds,
   };
   const label = `sold out · ${segments} segments`;
+  await ctx.waitForQuiet(service);
   const warmup = await runRound({ ...spec, title: `${label} · warm-up`, durationSeconds: ctx.settings.warmupSeconds }, 409, ctx.progress);
   await settle(service, ctx.settings.timeoutSeconds);
   const before = await MetricsSnapshot.scrape(service.metricsUrl);
