@@ -1,0 +1,151 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type Db } from '../../src/db/database.js';
+import { commitDeduction, type DeductionCommit } from '../../src/inventory/deduction.repository.js';
+import { insertSku, readSegment } from '../../src/inventory/inventory.repository.js';
+import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
+import { defineLockCommands } from '../../src/lock/scripts.js';
+import { SegmentLock } from '../../src/lock/segment-lock.js';
+import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
+import { findConcurrentEffectiveWriters, type CriticalSection } from '../support/lock-history.js';
+import { testEndpoints, uniqueSku } from '../support/service.js';
+
+/** The write half of a critical section, as the order flow commits it; resolves true when it took effect. */
+type CommitWrite = (db: Db, commit: DeductionCommit) => Promise<boolean>;
+
+const serviceCommit: CommitWrite = async (db, commit) => (await commitDeduction(db, commit)).createdAt !== null;
+
+/**
+ * Test-only build of the service's commit statement without its fencing guard (neither "the row still carries the
+ * token seen at our read" nor "our token is newer"): a service whose fencing was forgotten, to prove that the
+ * checker notices. One segment per commit, as the checker's sections take.
+ */
+const unfencedCommit: CommitWrite = async (db, commit) => {
+  const [d] = commit.deductions;
+  const { rows } = await sql<{ created: boolean }>`
+    with written as (
+      update stock_segments s set available = ${d!.availableSeen - d!.quantity}, fence_token = ${d!.fence}
+       where s.sku_id = ${commit.skuId} and s.layout_version = ${commit.layoutVersion} and s.segment = ${d!.segment}
+      returning s.segment
+    ), placed as (
+      insert into orders (id, sku_id, quantity) select ${commit.orderId}::uuid, ${commit.skuId}, ${commit.quantity}
+       where exists (select 1 from written)
+      returning id
+    ), ledger as (
+      insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+      select id, ${commit.skuId}, ${d!.segment}, ${commit.layoutVersion}, ${d!.quantity}, ${d!.fence} from placed
+    )
+    select exists (select 1 from placed) as created`.execute(db);
+  return rows[0]!.created;
+};
+
+const SECTIONS = 10_000;
+/** Concurrent holders, each with its own lock client, as separate processes would be. */
+const HOLDERS = 16;
+const SEGMENTS = 4;
+const LOCK_TTL_MS = 50;
+/** Share of sections that stall between read and write for longer than the lease. */
+const PAUSE_RATE = 0.04;
+const INITIAL_STOCK = 1_000_000_000;
+const RUN_LIMIT_MS = 120_000;
+
+/**
+ * Runs `SECTIONS` critical sections shaped like the order flow's — take the segment lock, read the segment (stock and
+ * token), sometimes stall past the lease, commit one unit with `write`, release — from concurrent holders against
+ * the real lock in Redis and the real schema in Postgres, and records each one.
+ */
+async function recordHistory(db: Db, write: CommitWrite) {
+  const { redisUrl } = testEndpoints();
+  const redis = new Redis(redisUrl);
+  const subscriberConnection = new Redis(redisUrl);
+  defineLockCommands(redis);
+  const waiters = Array.from({ length: HOLDERS }, () => new UnlockWaiters(new NoticeSubscriber(subscriberConnection)));
+  const sku = uniqueSku('checker');
+  const row = await db.transaction().execute((trx) =>
+    insertSku(trx, { sku, segmentShares: Array(SEGMENTS).fill(INITIAL_STOCK), totalStock: INITIAL_STOCK * SEGMENTS }),
+  );
+  const ref = { skuId: row.id, layoutVersion: row.layout_version };
+  const history: CriticalSection[] = [];
+  const deadline = Date.now() + RUN_LIMIT_MS;
+
+  const holder = async (lock: SegmentLock) => {
+    while (history.length < SECTIONS && Date.now() < deadline) {
+      const segment = Math.floor(Math.random() * SEGMENTS);
+      const lease = await lock.acquire({ sku, layoutVersion: ref.layoutVersion, segment }, Date.now() + 2_000);
+      if (!lease) continue;
+      try {
+        const state = (await readSegment(db, { ...ref, segment }))!;
+        const start = performance.now();
+        const pausedMs = Math.random() < PAUSE_RATE ? LOCK_TTL_MS + Math.random() * 60 : 0;
+        if (pausedMs > 0) await sleep(pausedMs);
+        const end = performance.now();
+        const effective = await write(db, {
+          orderId: randomUUID(),
+          ...ref,
+          quantity: 1,
+          idempotencyKey: null,
+          requestFingerprint: null,
+          deductions: [{ segment, availableSeen: state.available, fenceSeen: state.fence, fence: lease.fence, quantity: 1 }],
+        });
+        history.push({ owner: lease.owner, segment, fence: lease.fence, start, end, effective, pausedMs });
+      } finally {
+        await lock.releaseQuietly([lease]);
+      }
+    }
+  };
+  try {
+    await Promise.all(waiters.map((w) => holder(new SegmentLock(redis, w, LOCK_TTL_MS))));
+  } finally {
+    for (const w of waiters) w.close();
+    redis.disconnect();
+    subscriberConnection.disconnect();
+  }
+
+  const { left } = await db
+    .selectFrom('stock_segments')
+    .select((eb) => eb.fn.sum<string>('available').as('left'))
+    .where('sku_id', '=', row.id)
+    .executeTakeFirstOrThrow();
+  const effectiveWrites = history.filter((s) => s.effective).length;
+  const found = findConcurrentEffectiveWriters(history);
+  const summary = {
+    sections: history.length,
+    pausedPastLease: history.filter((s) => s.pausedMs > 0).length,
+    effective: effectiveWrites,
+    violations: found.count,
+    /** Units handed out by effective writes beyond what the stock went down by: what lost updates cost. */
+    lostUpdates: effectiveWrites - (INITIAL_STOCK * SEGMENTS - Number(left)),
+  };
+  return { history, found, summary };
+}
+
+describe('lock-safety checker: no two effective writers on one segment at once', () => {
+  let db: Db;
+  beforeAll(() => {
+    db = createDatabase(testEndpoints().databaseUrl, HOLDERS + 2);
+  });
+  afterAll(() => db.destroy());
+
+  it('finds none with the service fencing guard, under pauses past the lease', async () => {
+    const run = await recordHistory(db, serviceCommit);
+    console.log(`[checker] service guard: ${JSON.stringify(run.summary)}`);
+    expect(run.summary.sections).toBeGreaterThanOrEqual(SECTIONS);
+    expect(run.summary.pausedPastLease).toBeGreaterThan(0);
+    expect(run.found.examples).toEqual([]);
+    expect(run.summary.lostUpdates).toBe(0);
+  }, 180_000);
+
+  it('finds violations in a test-only build without the fencing guard: the checker can fail', async () => {
+    const run = await recordHistory(db, unfencedCommit);
+    console.log(`[checker] no guard: ${JSON.stringify(run.summary)}`);
+    expect(run.summary.sections).toBeGreaterThanOrEqual(SECTIONS);
+    expect(run.found.count).toBeGreaterThan(0);
+    // What it flags is real damage: units handed out twice.
+    expect(run.summary.lostUpdates).toBeGreaterThan(0);
+  }, 180_000);
+
+});
