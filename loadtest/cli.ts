@@ -39,7 +39,7 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     connections: 64,
     segmentCounts: [1, 20],
     warmupSeconds: 1,
-    measureSeconds: 2,
+    measureSeconds: 1.5,
     businessStepMs: 20,
     clusterInstances: 2,
     clusterSegmentCounts: [20],
@@ -91,7 +91,7 @@ const scenarioList = (value: string) =>
 
 const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
-  .option('--quick', 'short smoke run (under 90 s): segment counts 1 and 20, 1 s warm-up, 2 s rounds')
+  .option('--quick', 'short smoke run (under 90 s): segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
   .option('--url <url>', 'measure a running service (started with BENCH_ROUTES=1 for the ceiling and baselines)')
   .option('--admin-token <token>', 'admin token of the --url service')
   .option('--database-url <url>', 'Postgres of the --url service, to audit the books directly (default: API only)')

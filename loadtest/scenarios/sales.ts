@@ -110,8 +110,8 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
 }
 
 /**
- * A freshly started process runs its first seconds unoptimised (JIT) and with cold pools: some echo requests and
- * orders before any measurement, on a throwaway SKU, so the first case is not the one that pays for it.
+ * A freshly started process runs its first seconds unoptimised (JIT) and with cold pools: orders (which go through
+ * the whole HTTP stack too) before any measurement, on a throwaway SKU, so the first case is not the one that pays.
  */
 export async function primeService(ctx: RunContext, service: ServiceTarget): Promise<void> {
   const api = ctx.api(service);
@@ -131,7 +131,6 @@ export async function primeService(ctx: RunContext, service: ServiceTarget): Pro
       expected,
       ctx.progress,
     );
-  await round('echo', '/bench/echo', 200);
   await round('orders', '/orders', 201);
   await settle(service, ctx.settings.timeoutSeconds);
 }
