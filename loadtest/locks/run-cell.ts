@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Contender } from './contenders.js';
 
@@ -33,6 +34,8 @@ export interface CellResult {
  */
 export async function runCell(contender: Contender, spec: CellSpec): Promise<CellResult> {
   const stop = new AbortController();
+  // Every waiting worker listens to it.
+  setMaxListeners(spec.workers * 2, stop.signal);
   const started = performance.now();
   const windowStart = started + spec.warmupMs;
   const windowEnd = windowStart + spec.durationMs;
