@@ -2,7 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
-import { contenderNames, createContender, type ContenderName } from './contenders.js';
+import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
+import { backendKinds, BackendStores } from './backend-stores.js';
+import { contenderNames, createContender, type Contender, type ContenderName } from './contenders.js';
 import { PrivateRedis } from './private-redis.js';
 import { checkTargets, markdownReport } from './report.js';
 import { runCell, type CellResult } from './run-cell.js';
@@ -18,12 +20,23 @@ const program = new Command()
   .option('--keys <list>', 'numbers of keys K', '1,20')
   .option('--holds <list>', 'hold times H in ms', '0,20')
   .option('--locks <list>', `contenders (${contenderNames.join(', ')})`, contenderNames.join(','))
+  .option('--backends <list>', `compare this lock's backends instead (${backendKinds.join(', ')}), each on private stores`)
   .option('--duration <s>', 'measured seconds per cell', '6')
   .option('--warmup <s>', 'unmeasured seconds before each cell', '1')
   .option('--out <dir>', 'where the JSON and Markdown results go', 'loadtest/locks/results')
   .parse();
 
-const opts = program.opts<{ redisUrl?: string; workers: string; keys: string; holds: string; locks: string; duration: string; warmup: string; out: string }>();
+const opts = program.opts<{
+  redisUrl?: string;
+  workers: string;
+  keys: string;
+  holds: string;
+  locks: string;
+  backends?: string;
+  duration: string;
+  warmup: string;
+  out: string;
+}>();
 
 const url = opts.redisUrl ?? '';
 if (url && !/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) {
@@ -38,16 +51,28 @@ for (const name of locks) {
   }
 }
 
+const backends = opts.backends ? (list(opts.backends) as LockBackendKind[]) : undefined;
+for (const kind of backends ?? []) {
+  if (!backendKinds.includes(kind)) {
+    console.error(`unknown backend '${kind}' (choose from ${backendKinds.join(', ')})`);
+    process.exit(1);
+  }
+}
+
 const server = url ? undefined : await PrivateRedis.start();
 const redisUrl = url || server!.url;
 const runId = Date.now().toString(36);
+const stores = backends ? await BackendStores.start(backends, redisUrl) : undefined;
+const contenders: { name: string; create: () => Contender }[] = backends
+  ? backends.map((kind) => ({ name: `backend:${kind}`, create: () => stores!.contender(kind, runId) }))
+  : locks.map((name) => ({ name, create: () => createContender(name, redisUrl, runId) }));
 const workers = Number(opts.workers);
 const results: CellResult[] = [];
 try {
   for (const keys of numbers(opts.keys)) {
     for (const holdMs of numbers(opts.holds)) {
-      for (const name of locks) {
-        const contender = createContender(name, redisUrl, runId);
+      for (const { name, create } of contenders) {
+        const contender = create();
         const result = await runCell(contender, {
           workers,
           keys,
@@ -64,15 +89,17 @@ try {
     }
   }
 } finally {
+  await stores?.stop();
   await server?.stop();
 }
 
-const checks = checkTargets(results, workers);
+const checks = backends ? [] : checkTargets(results, workers);
 const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${workers} workers · ${opts.duration} s measured per cell after ${opts.warmup} s warm-up · one Redis, one process`;
 const report = markdownReport(results, checks, context);
 mkdirSync(opts.out, { recursive: true });
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-writeFileSync(path.join(opts.out, `locks-${stamp}.json`), JSON.stringify({ context, results, checks }, null, 2));
-writeFileSync(path.join(opts.out, `locks-${stamp}.md`), report + '\n');
+const prefix = backends ? 'backends' : 'locks';
+writeFileSync(path.join(opts.out, `${prefix}-${stamp}.json`), JSON.stringify({ context, results, checks }, null, 2));
+writeFileSync(path.join(opts.out, `${prefix}-${stamp}.md`), report + '\n');
 console.log(`\n${report}`);
 process.exit(0);

@@ -333,5 +333,7 @@ export function sleepUntilWoken(ms: number, signal?: AbortSignal): { promise: Pr
     else signal?.addEventListener('abort', onAbort, { once: true });
     wake = done;
   });
+  // An abort before the caller awaits (it may start a call first) must not count as an unhandled rejection.
+  promise.catch(() => {});
   return { promise, wake };
 }

@@ -1,0 +1,99 @@
+import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { createDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { startEmbeddedPostgres, } from '../../src/dev/embedded-postgres.js';
+import type { EmbeddedServer } from '../../src/dev/embedded-redis.js';
+import { PostgresLock } from '../../src/lock/backends/postgres.js';
+import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
+import { RedisLock } from '../../src/lock/backends/redis.js';
+import { RedlockLock } from '../../src/lock/backends/redlock.js';
+import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
+import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
+import { createLogger } from '../../src/logger.js';
+import type { Contender } from './contenders.js';
+import { PrivateRedis } from './private-redis.js';
+import { ZooKeeperServer, zookeeperMissing } from './zookeeper-server.js';
+
+export const backendKinds: LockBackendKind[] = ['redis', 'redlock', 'postgres', 'zookeeper'];
+
+/** Private stores for the backend comparison: started for the run, gone after it. */
+export class BackendStores {
+  private constructor(
+    private readonly stops: (() => Promise<void>)[],
+    readonly redisUrl: string,
+    readonly lockNodeUrls: string[],
+    readonly databaseUrl: string | undefined,
+    readonly zookeeperConnect: string | undefined,
+  ) {}
+
+  static async start(kinds: LockBackendKind[], redisUrl: string): Promise<BackendStores> {
+    const stops: (() => Promise<void>)[] = [];
+    try {
+      let lockNodeUrls: string[] = [];
+      if (kinds.includes('redlock')) {
+        const nodes = await Promise.all([PrivateRedis.start(), PrivateRedis.start(), PrivateRedis.start()]);
+        for (const node of nodes) stops.push(() => node.stop());
+        lockNodeUrls = nodes.map((node) => node.url);
+      }
+      let databaseUrl: string | undefined;
+      if (kinds.includes('postgres')) {
+        const dir = mkdtempSync(path.join(tmpdir(), 'stock-lockbench-'));
+        chmodSync(dir, 0o755);
+        const postgres: EmbeddedServer = await startEmbeddedPostgres(dir, createLogger('warn'));
+        stops.push(async () => {
+          await postgres.stop();
+          rmSync(dir, { recursive: true, force: true });
+        });
+        const db = createDatabase(postgres.url, 1);
+        await migrateToLatest(db, createLogger('warn')).finally(() => db.destroy());
+        databaseUrl = postgres.url;
+      }
+      let zookeeperConnect: string | undefined;
+      if (kinds.includes('zookeeper')) {
+        const missing = zookeeperMissing();
+        if (missing) throw new Error(`cannot compare the zookeeper backend: ${missing}`);
+        const zookeeper = await ZooKeeperServer.start();
+        stops.push(() => zookeeper.destroy());
+        zookeeperConnect = zookeeper.connect;
+      }
+      return new BackendStores(stops, redisUrl, lockNodeUrls, databaseUrl, zookeeperConnect);
+    } catch (error) {
+      await Promise.allSettled(stops.map((stop) => stop()));
+      throw error;
+    }
+  }
+
+  /** `this lock` on one backend, with the service's defaults (10 s lease, watchdog on). */
+  contender(kind: LockBackendKind, runId: string): Contender {
+    let lock: DistributedLock;
+    switch (kind) {
+      case 'redis':
+        lock = new RedisLock({ redis: new Redis(this.redisUrl), keyspace: namedLockKeyspace(`bench:${runId}:backend:`), ownsConnection: true });
+        break;
+      case 'redlock':
+        lock = new RedlockLock({ urls: this.lockNodeUrls, keyspace: namedLockKeyspace(`bench:${runId}:`) });
+        break;
+      case 'postgres':
+        lock = new PostgresLock({ connectionString: this.databaseUrl!, poolSize: 10 });
+        break;
+      case 'zookeeper':
+        lock = new ZooKeeperLock({ connect: this.zookeeperConnect!, rootPath: `/bench-${runId}` });
+        break;
+    }
+    return {
+      name: `backend:${kind}`,
+      async acquire(key, stop) {
+        const lease = await lock.acquire(`${runId}/${key}`, { waitMs: 600_000, signal: stop });
+        return () => lock.release(lease);
+      },
+      close: () => lock.close(),
+    };
+  }
+
+  async stop(): Promise<void> {
+    await Promise.allSettled(this.stops.reverse().map((stop) => stop()));
+  }
+}
