@@ -15,7 +15,10 @@ export function createDatabase(connectionString: string, poolSize: number): Db {
     // A dead Postgres must fail requests, not hang them.
     query_timeout: 10_000,
   });
-  // An idle client whose server went away emits 'error'; the pool drops it and the next query reconnects.
+  // A client whose server went away emits 'error': the pool handles it for idle clients, but a client checked out
+  // mid-query has no listener, and an unhandled 'error' would kill the process. The query itself fails (503) and the
+  // pool discards the broken client on release.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }

@@ -21,8 +21,14 @@ export class NoticeSubscriber {
     });
   }
 
-  /** Resolves once the subscription is confirmed, so no notice published afterwards is missed. */
+  /**
+   * Resolves once the subscription is confirmed, so no notice published afterwards is missed. Fails at once while
+   * Redis is unreachable, rather than queueing the subscription until it comes back (the caller answers 503).
+   */
   async listen(channel: string, handler: Handler): Promise<void> {
+    if (this.connection.status !== 'ready' && !this.handlers.has(channel)) {
+      throw new Error(`Connection is closed: cannot subscribe to ${channel} while Redis is unreachable`);
+    }
     let set = this.handlers.get(channel);
     if (!set) {
       set = new Set();
