@@ -18,6 +18,7 @@ export const errorCatalog = {
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused with a different request' },
   stock_limit_exceeded: { status: 422, title: 'Stock would exceed the supported maximum' },
+  rate_limited: { status: 429, title: 'Too many orders' },
   lock_busy: { status: 503, title: 'Stock is busy, retry shortly' },
   dependency_unavailable: { status: 503, title: 'A backing service is unavailable' },
   shutting_down: { status: 503, title: 'Service is shutting down' },

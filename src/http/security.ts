@@ -1,6 +1,8 @@
 import type { RequestHandler } from 'express';
 import { rateLimit } from 'express-rate-limit';
 import helmet from 'helmet';
+import { AppError } from '../errors.js';
+import { sendProblem } from './problem.js';
 
 /**
  * Security headers for a JSON API: it serves nothing to render, frame or sniff, so the content security policy
@@ -34,17 +36,8 @@ export function orderRateLimit(ordersPerMinute: number): RequestHandler | undefi
     handler: (req, res) => {
       const resetTime = (req as { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
       const seconds = resetTime ? Math.max(1, Math.ceil((resetTime.getTime() - Date.now()) / 1000)) : WINDOW_MS / 1000;
-      res
-        .status(429)
-        .set('Retry-After', String(seconds))
-        .type('application/problem+json')
-        .json({
-          type: 'urn:segmented-stock:problem:rate_limited',
-          title: 'Too many orders',
-          status: 429,
-          detail: `at most ${ordersPerMinute} orders per minute from one client; retry in ${seconds} s`,
-          code: 'rate_limited',
-        });
+      const detail = `at most ${ordersPerMinute} orders per minute from one client; retry in ${seconds} s`;
+      sendProblem(res, new AppError('rate_limited', detail, {}, seconds));
     },
   });
 }
