@@ -36,10 +36,11 @@ export interface OrderFlowHooks {
   onLockBusy?(sku: string): void;
   onWait?(sku: string, waitedMs: number): void;
   onFencedOut?(sku: string): void;
+  onLockLost?(sku: string): void;
 }
 
 /** Why an attempt ended without an answer: the caller starts over with a fresh view of the SKU. */
-type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lost-race' };
+type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lock-lost' | 'lost-race' };
 
 /**
  * The order flow: pick a random segment, try its lock without waiting, read and decide under the lock, write fenced.
@@ -225,7 +226,16 @@ export class OrderPlacement {
     fingerprint: string | null,
     takes: { lease: Lease; state: SegmentState; take: number }[],
   ): Promise<{ order: OrderRecord } | Restart> {
-    if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
+    const lockLost = AbortSignal.any(takes.map(({ lease }) => lease.signal));
+    if (this.options.criticalSectionDelayMs > 0) {
+      await sleep(this.options.criticalSectionDelayMs, undefined, { signal: lockLost }).catch(() => undefined);
+    }
+    if (lockLost.aborted) {
+      // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
+      for (const { lease } of takes) this.memory.forget(lease);
+      this.hooks.onLockLost?.(entry.sku);
+      return { restart: 'lock-lost' };
+    }
     const id = randomUUID();
     const commit: DeductionCommit = {
       orderId: id,

@@ -84,6 +84,12 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  private readonly lockLost = new Counter({
+    name: 'stock_lock_lost_total',
+    help: 'Critical sections abandoned before their write because the watchdog could not keep the lease.',
+    registers: [this.registry],
+  });
+
   private readonly lockAcquisitions = new Counter({
     name: 'stock_lock_acquisitions_total',
     help: 'Segment locks taken, by orders and configuration changes alike.',
@@ -139,6 +145,7 @@ export class ServiceMetrics {
       if (trace) trace.waitedMs += waitedMs;
     },
     onFencedOut: () => this.fencedOut.inc(),
+    onLockLost: () => this.lockLost.inc(),
   };
 
   /** Runs one order placement, recording its outcome, duration, segments tried and time parked. */

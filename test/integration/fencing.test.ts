@@ -99,7 +99,7 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
   });
 
   it('keeps the books exact when every holder outlives its lease (TTL shorter than the critical section)', async () => {
-    const svc = await startService({ LOCK_TTL_MS: '40', CRITICAL_SECTION_DELAY_MS: '120', LOCK_WAIT_MS: '8000' });
+    const svc = await startService({ LOCK_TTL_MS: '40', CRITICAL_SECTION_DELAY_MS: '120', LOCK_WAIT_MS: '8000', LOCK_WATCHDOG: '0' });
     const sku = uniqueSku('stall');
     await call(svc.url, 'POST', '/skus', { sku, stock: 6, segments: 1 });
     const answers = await Promise.all(Array.from({ length: 10 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })));
@@ -112,5 +112,27 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     expect(audit.available + audit.sold).toBe(6);
     expect(audit.ordersLedgerMismatch).toBe(0);
     expect(audit.ledgerOrders).toBe(acknowledged);
+  });
+});
+
+describe('watchdog: a holder that loses its lease abandons the write', () => {
+  it('stops the critical section when the lock vanishes, retries under a new lease, and deducts once', async () => {
+    const svc = await startService({ LOCK_TTL_MS: '300', CRITICAL_SECTION_DELAY_MS: '500', LOCK_WATCHDOG: '1' });
+    try {
+      const sku = uniqueSku('lost');
+      await call(svc.url, 'POST', '/skus', { sku, stock: 5, segments: 1 });
+      const placing = call(svc.url, 'POST', '/orders', { sku, quantity: 2 });
+      // While the holder sleeps in its critical section, the lock disappears (as after a Redis failover).
+      await sleep(120);
+      expect(await svc.service.redis.del(`stock:lock:{${sku}/v1/0}`)).toBe(1);
+      const placed = await placing;
+      expect(placed.status).toBe(201);
+      const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+      expect(Number(/^stock_lock_lost_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+      const audit = await auditSku(svc.service.db, sku);
+      expect(audit).toMatchObject({ sold: 2, available: 3, ledgerOrders: 1, ordersLedgerMismatch: 0 });
+    } finally {
+      await svc.stop();
+    }
   });
 });
