@@ -66,7 +66,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
       'and the lock-free baselines; without it those paths answer 404).',
     '- The lock figures come from the service’s `GET /metrics` (Prometheus): `stock_orders_total{outcome}`, `stock_order_duration_seconds`, ' +
       '`stock_order_segment_visits`, `stock_lock_wait_seconds`, `stock_lock_attempts_total`, `stock_lock_busy_total`, `stock_lock_waits_total`, ' +
-      '`stock_lock_acquisitions_total`, `stock_lock_hold_seconds`, `stock_fenced_out_total`, `stock_orders_in_progress`, `stock_sku_available{sku}`, ' +
+      '`stock_lock_acquisitions_total`, `stock_lock_hold_seconds`, `stock_fenced_out_total`, `stock_lock_lost_total`, `stock_orders_in_progress`, `stock_sku_available{sku}`, ' +
       'plus the process metrics (`process_resident_memory_bytes`, …).',
   );
 
