@@ -10,10 +10,8 @@
  *   succeeds with the same token and raises the hold count; the lock is released when the count returns to 0.
  *   Outside every scope each acquisition is its own owner.
  * - While a lease is held a watchdog extends it every TTL/3; when an extension finds the lock gone, or the store stays
- *   unreachable past the lease, `lease.signal` aborts with a {@link LockLostError}.
+ *   unreachable past the lease, `lease.signal` aborts with a LockLostError (src/lock/errors.ts).
  */
-import type { LockLostError } from './errors.js';
-
 export { runAsLockOwner, currentLockOwner } from './owner-context.js';
 
 export type LockBackendKind = 'redis' | 'redlock' | 'postgres' | 'zookeeper';
@@ -41,7 +39,7 @@ export interface LockLease {
   readonly owner: string;
   /** Hold count after this acquisition (1 for a first acquisition, more when re-entered). */
   readonly depth: number;
-  /** Aborts with a {@link LockLostError} when the lock can no longer be proven held. */
+  /** Aborts with a LockLostError when the lock can no longer be proven held. */
   readonly signal: AbortSignal;
 }
 
@@ -80,5 +78,3 @@ export interface DistributedLock {
   /** Releases what this client still holds, stops its timers and closes the connections it owns. */
   close(): Promise<void>;
 }
-
-export type { LockLostError };

@@ -95,7 +95,8 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   private readonly holds = new Map<string, Hold<H>>();
   /** Part of every owner id: two clients are two owners even inside one owner scope, like two Redisson clients. */
   private readonly clientId = newOwnerId();
-  private closed = false;
+  /** Set by close(): no new holds are handed out. */
+  protected closed = false;
 
   constructor(options: LockClientOptions = {}) {
     this.defaults = { ttlMs: options.ttlMs ?? 10_000, waitMs: options.waitMs ?? 2_000, watchdog: options.watchdog ?? true };

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
 import { sleepUntilWoken } from '../lock-client.js';
-import { NoticeSubscriber } from '../notice-subscriber.js';
 
 interface ReleaseWaiter {
   message: string;
@@ -36,23 +35,31 @@ export class HandoffSlot {
   }
 }
 
+/** How long a waiter waits for its subscription before it goes on without (a Redis that is down, a slow start). */
+const SUBSCRIBE_WAIT_MS = 250;
+
 /**
- * Release and hand-off notices for one process, over one subscriber connection. A release notice wakes only the
- * longest-waiting local waiter for that lock (only one can win it); a hand-off notice goes to the waiter it names.
- * Channels stay subscribed for the client's life; ioredis re-subscribes after a reconnect, and every wait is bounded,
- * so a notice lost meanwhile costs one poll interval, never a stuck waiter.
+ * Release and hand-off notices for one process, over one subscriber connection of its own. A release notice wakes only
+ * the longest-waiting local waiter for that lock (only one can win it); a hand-off notice goes to the waiter it names.
+ * Channels stay subscribed for the client's life; ioredis re-subscribes after a reconnect. Notices only shorten waits:
+ * every wait is bounded, so a notice lost, or a subscription not yet confirmed, costs a poll interval, never a stuck
+ * waiter.
  */
 export class RedisLockNotices {
-  private readonly subscriber: NoticeSubscriber;
+  private readonly handlers = new Map<string, (message: string) => void>();
   private readonly subscribed = new Map<string, Promise<void>>();
   private readonly releaseWaiters = new Map<string, ReleaseWaiter[]>();
   private readonly slots = new Map<string, HandoffSlot>();
 
   constructor(readonly connection: Redis) {
-    this.subscriber = new NoticeSubscriber(connection);
+    connection.on('error', () => {});
+    connection.on('message', (channel: string, message: string) => this.handlers.get(channel)?.(message));
   }
 
-  /** Resolves once subscribed: attempts made afterwards cannot miss the notice of a release that follows them. */
+  /**
+   * Subscribes, waiting a little for the confirmation: attempts made after it cannot miss the notice of a release
+   * that follows them.
+   */
   listenForReleases(channel: string): Promise<void> {
     return this.subscribe(channel, (message) => this.releaseWaiters.get(channel)?.find((w) => w.message === message)?.wake());
   }
@@ -96,15 +103,20 @@ export class RedisLockNotices {
     this.connection.disconnect();
   }
 
-  private subscribe(channel: string, handler: (message: string) => void): Promise<void> {
+  private async subscribe(channel: string, handler: (message: string) => void): Promise<void> {
     let subscribed = this.subscribed.get(channel);
     if (!subscribed) {
-      subscribed = this.subscriber.listen(channel, handler);
-      // A failed subscription is retried by the next waiter.
-      subscribed.catch(() => this.subscribed.delete(channel));
+      this.handlers.set(channel, handler);
+      subscribed = this.connection.subscribe(channel).then(() => undefined);
+      // A failed subscription is tried again by the next waiter.
+      subscribed.catch(() => {
+        if (this.subscribed.get(channel) === subscribed) this.subscribed.delete(channel);
+      });
       this.subscribed.set(channel, subscribed);
     }
-    return subscribed;
+    const sleep = sleepUntilWoken(SUBSCRIBE_WAIT_MS);
+    await Promise.race([subscribed.catch(() => {}), sleep.promise]);
+    sleep.wake();
   }
 }
 

@@ -211,7 +211,7 @@ export class RedisLock extends LockClient<string> {
   protected async releaseStore(hold: Hold<string>, final: boolean): Promise<StoreRelease> {
     const line = this.lines.get(hold.key);
     const tenure = line?.tenure;
-    if (final && line && tenure && line.holder === hold.owner && tenure.redisOwner === hold.handle) {
+    if (final && !this.closed && line && tenure && line.holder === hold.owner && tenure.redisOwner === hold.handle) {
       const next = line.waiters.find((w) => !w.grant);
       if (next && tenure.nextFence <= tenure.lastFence) {
         line.holder = next.owner;
