@@ -39,7 +39,12 @@ export class AppError extends Error {
     /** Seconds after which a retry may succeed (503 answers). */
     readonly retryAfterSeconds?: number,
   ) {
+    // An answer to the client, not a fault: a stack trace would cost time on hot paths (a sold-out SKU refuses
+    // thousands of orders a second) and never be read.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(detail);
+    Error.stackTraceLimit = stackTraceLimit;
     this.status = errorCatalog[code].status;
     this.title = errorCatalog[code].title;
   }
