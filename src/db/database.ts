@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 
@@ -6,6 +6,8 @@ import type { Database } from './schema.js';
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 export type Db = Kysely<Database>;
+
+const poolOf = new WeakMap<Db, pg.Pool>();
 
 export function createDatabase(connectionString: string, poolSize: number): Db {
   const pool = new pg.Pool({
@@ -20,5 +22,28 @@ export function createDatabase(connectionString: string, poolSize: number): Db {
   // pool discards the broken client on release.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  poolOf.set(db, pool);
+  return db;
+}
+
+/** A statement of the order's hot path, written once with positional parameters. */
+export interface PreparedStatement {
+  name: string;
+  text: string;
+}
+
+/**
+ * Runs a hot-path statement. On the pool it runs as a named prepared statement, so Postgres parses and plans it once
+ * per connection rather than for every order (Kysely sends every query unnamed). Inside a transaction it runs on the
+ * transaction's connection, unnamed.
+ */
+export async function runPrepared<Row>(
+  executor: Db | Transaction<Database>,
+  statement: PreparedStatement,
+  values: unknown[],
+): Promise<Row[]> {
+  const pool = poolOf.get(executor as Db);
+  if (pool) return (await pool.query({ name: statement.name, text: statement.text, values })).rows as Row[];
+  return (await executor.executeQuery(CompiledQuery.raw(statement.text, values))).rows as Row[];
 }

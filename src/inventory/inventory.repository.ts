@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db } from '../db/database.js';
+import { runPrepared, type Db, type PreparedStatement } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
 import type { Kysely, Transaction } from 'kysely';
 
@@ -62,18 +62,19 @@ export interface SegmentState {
   fence: number;
 }
 
+const readSegmentStatement: PreparedStatement = {
+  name: 'read_segment',
+  text: `select segment, available, fence_token as fence from stock_segments
+          where sku_id = $1::int and segment = $2::int and layout_version = $3::int`,
+};
+
 /** A segment's state, read by its lock holder. Undefined when the segment is not part of this layout any more. */
 export async function readSegment(
   db: Executor,
   ref: { skuId: number; layoutVersion: number; segment: number },
 ): Promise<SegmentState | undefined> {
-  return db
-    .selectFrom('stock_segments')
-    .select(['segment', 'available', 'fence_token as fence'])
-    .where('sku_id', '=', ref.skuId)
-    .where('segment', '=', ref.segment)
-    .where('layout_version', '=', ref.layoutVersion)
-    .executeTakeFirst();
+  const [state] = await runPrepared<SegmentState>(db, readSegmentStatement, [ref.skuId, ref.segment, ref.layoutVersion]);
+  return state;
 }
 
 export function readSegments(
