@@ -6,9 +6,10 @@ import type { SegmentState } from './inventory.repository.js';
 const MAX_ENTRIES = 100_000;
 
 /**
- * What this process last saw of each segment, and under which fencing token. Tokens are issued one by one per
- * segment, so when this process's next acquisition gets the very next token, nobody else held the lock in between
- * and the remembered state is still the row's state: the holder can skip reading it back from Postgres.
+ * What this process last saw of each segment, and under which fencing token. The lock tells each acquisition which
+ * token was issued just before its own; when that is the token this process last used, nobody else held the lock in
+ * between and the remembered state is still the row's state: the holder can skip reading it back from Postgres.
+ * (Backends that cannot tell never get this shortcut.)
  *
  * Never a matter of safety: the commit insists on the row still carrying the token it was read with, so a stale
  * memory costs one refused write and a fresh read, never a wrong one.
@@ -19,7 +20,7 @@ export class SegmentMemory {
   /** The segment's state if nobody else held its lock since this process last saw it. */
   recall(lease: Lease): SegmentState | undefined {
     const entry = this.known.get(redisKeys.segmentLock(lease.ref));
-    return entry && entry.fence === lease.fence - 1 ? entry.state : undefined;
+    return entry && lease.previousFence !== undefined && entry.fence === lease.previousFence ? entry.state : undefined;
   }
 
   /** The state as the holder of `lease` last saw or wrote it. */

@@ -35,6 +35,11 @@ export interface LockLease {
   readonly key: string;
   /** Strictly increasing per key: pass it with every write the lock protects. */
   readonly fence: number;
+  /**
+   * The token issued just before `fence` for this key, where the store can tell (the Redis segment lock does). If it
+   * is the caller's own previous token, nobody else held the key in between.
+   */
+  readonly previousFence?: number | undefined;
   /** The owner id stored with the lock. */
   readonly owner: string;
   /** Hold count after this acquisition (1 for a first acquisition, more when re-entered). */

@@ -5,6 +5,8 @@ import { currentLockOwner, newOwnerId, runAsLockOwner } from './owner-context.js
 /** What a store hands back for a granted lock. */
 export interface StoreGrant<H = unknown> {
   fence: number;
+  /** The token issued just before `fence` for this key, where the store can tell. */
+  previousFence?: number;
   /** The lease the store actually gave (ZooKeeper: the negotiated session timeout). */
   leaseMs: number;
   /** When the granting request left this process: validity is counted from there, never from the reply. */
@@ -36,6 +38,7 @@ export class Hold<H = unknown> {
     readonly key: string,
     readonly owner: string,
     readonly fence: number,
+    readonly previousFence: number | undefined,
     public leaseMs: number,
     readonly handle: H | undefined,
     /** Taken inside an owner scope: only that scope may release it. */
@@ -65,6 +68,9 @@ class HeldLease<H> implements LockLease {
   }
   get fence() {
     return this.hold.fence;
+  }
+  get previousFence() {
+    return this.hold.previousFence;
   }
   get owner() {
     return this.hold.owner;
@@ -235,7 +241,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
 
   private hold(key: string, owner: string, scoped: boolean, grant: StoreGrant<H>, options: AcquireOptions): LockLease {
-    const hold = new Hold<H>(key, owner, grant.fence, grant.leaseMs, grant.handle, scoped, options.watchdog ?? this.defaults.watchdog, grant.requestedAt);
+    const hold = new Hold<H>(key, owner, grant.fence, grant.previousFence, grant.leaseMs, grant.handle, scoped, options.watchdog ?? this.defaults.watchdog, grant.requestedAt);
     this.holds.set(holdId(owner, key), hold);
     this.armExpiry(hold);
     if (hold.watchdog) this.scheduleRenewal(hold);

@@ -12,7 +12,7 @@ export enum ScriptResult {
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    acquireLock(lockKey: string, fenceKey: string, owner: string, leaseMs: number): Result<number, Context>;
+    acquireLock(lockKey: string, fenceKey: string, owner: string, leaseMs: number): Result<number | [number, number], Context>;
     releaseLock(lockKey: string, owner: string, channel: string, notice: string): Result<number, Context>;
     extendLock(lockKey: string, owner: string, leaseMs: number): Result<number, Context>;
   }

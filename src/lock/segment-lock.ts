@@ -11,6 +11,8 @@ export interface Lease {
   readonly ref: SegmentRef;
   readonly owner: string;
   readonly fence: number;
+  /** The token issued just before `fence` for this segment, when the backend can tell. */
+  readonly previousFence: number | undefined;
   /**
    * Aborts with a LockLostError once the lock can no longer be proven held (the watchdog found it gone, or the lease
    * ran out unrenewed): work under the lock should stop; the fenced write stays the last line of defence.
@@ -76,7 +78,7 @@ export class SegmentLock {
       this.heldKeys.delete(key);
       return null;
     }
-    const lease: Lease = { ref, owner: held.owner, fence: held.fence, signal: held.signal };
+    const lease: Lease = { ref, owner: held.owner, fence: held.fence, previousFence: held.previousFence, signal: held.signal };
     this.backendLeases.set(lease, held);
     this.held.add(lease);
     return lease;

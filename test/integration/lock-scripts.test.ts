@@ -20,8 +20,11 @@ describe('lock scripts, called directly', () => {
     listener.disconnect();
   });
 
-  const acquire = (r: SegmentRef, owner: string, ttl = 10_000) =>
-    redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), owner, ttl);
+  /** The token, or ScriptResult.LockHeld. */
+  const acquire = async (r: SegmentRef, owner: string, ttl = 10_000) => {
+    const result = await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), owner, ttl);
+    return Array.isArray(result) ? result[0] : result;
+  };
 
   it('acquires once, refuses a second owner, and issues strictly increasing fencing tokens', async () => {
     const r = ref();
@@ -37,6 +40,16 @@ describe('lock scripts, called directly', () => {
       tokens.push(await acquire(r, `o${i}`));
     }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
+  });
+
+  it('tells each acquisition the token issued just before its own', async () => {
+    const r = ref();
+    const [first, none] = (await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), 'a', 10_000)) as number[];
+    expect(none).toBe(0);
+    await redis.releaseLock(redisKeys.segmentLock(r), 'a', redisKeys.unlockChannel(r.sku), 'n');
+    const [second, previous] = (await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), 'b', 10_000)) as number[];
+    expect(previous).toBe(first);
+    expect(second).toBeGreaterThan(first!);
   });
 
   it('release and extend refuse a token that does not own the lock, and change nothing', async () => {

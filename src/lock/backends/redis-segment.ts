@@ -35,7 +35,9 @@ export class RedisSegmentLock extends LockClient {
     const ref = refOf(key);
     const requestedAt = Date.now();
     const result = await this.redis.acquireLock(redisKeys.segmentLock(ref), redisKeys.segmentFence(ref), owner, ttlMs);
-    return result === ScriptResult.LockHeld ? null : { fence: result, leaseMs: ttlMs, requestedAt };
+    if (!Array.isArray(result)) return null; // ScriptResult.LockHeld
+    const [fence, previousFence] = result;
+    return { fence, previousFence, leaseMs: ttlMs, requestedAt };
   }
 
   /** The order flow waits with its own notice waiters; this plain backoff serves other callers of the interface. */

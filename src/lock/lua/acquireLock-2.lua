@@ -8,8 +8,10 @@
     ARGV[2] lease in milliseconds
 
   Output:
-    > 0  acquired: the fencing token, strictly greater than every token issued before for this segment
-     -1  held by another owner
+    {token, previous}  acquired: the fencing token, strictly greater than every token issued before for this
+                       segment, and the token issued just before it (0 if none is remembered): when `previous` is
+                       the caller's own last token, nobody else held the lock in between
+    -1                 held by another owner
 
   Tokens are max(last + 1, server time in microseconds). A counter that is missing (first use, or a Redis that
   restarted empty) thus restarts from the clock, so tokens keep rising across such restarts: a writer fenced before
@@ -22,7 +24,8 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local now = redis.call('TIME')
 local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, micros)
+local previous = tonumber(redis.call('GET', KEYS[2]) or '0')
+local token = math.max(previous + 1, micros)
 -- Counters of abandoned layouts fade away; a counter that comes back restarts above every token it issued.
 redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', 604800000)
-return token
+return {token, previous}
