@@ -66,6 +66,8 @@ export class SegmentLock {
   async tryAcquire(ref: SegmentRef): Promise<Lease | null> {
     const key = redisKeys.segmentLock(ref);
     if (this.heldKeys.has(key)) return null;
+    const notice = unlockNotice.encode(ref);
+    if (this.waiters.isHeldElsewhere(ref.sku, notice)) return null;
     this.heldKeys.add(key);
     let held: LockLease | null;
     try {
@@ -76,6 +78,7 @@ export class SegmentLock {
     }
     if (!held) {
       this.heldKeys.delete(key);
+      this.waiters.markHeldElsewhere(ref.sku, notice);
       return null;
     }
     const lease: Lease = { ref, owner: held.owner, fence: held.fence, previousFence: held.previousFence, signal: held.signal };

@@ -5,6 +5,8 @@ import type { NoticeSubscriber } from './notice-subscriber.js';
 const IDLE_UNSUBSCRIBE_MS = 10_000;
 /** How long the longest waiter sleeps without a notice before looking again (a holder may have died silently). */
 const HEAD_RECHECK_MS = 50;
+/** How long a segment found held by another instance is skipped without asking Redis again, unless a notice comes. */
+const HELD_ELSEWHERE_MS = 20;
 
 interface Waiter {
   /** When the caller first started waiting in this attempt: the queue is ordered by it. */
@@ -33,6 +35,8 @@ export class UnlockWaiters {
   /** Counts releases; with `lastRelease` a caller can tell whether one it cares about happened while it looked. */
   private releaseCount = 0;
   private readonly lastRelease = new Map<string, Map<string, number>>();
+  /** Segments another instance was found holding, until when to believe it: `<sku>\n<notice>` → epoch ms. */
+  private readonly heldElsewhere = new Map<string, number>();
   private readonly listeners = new Map<string, { onNotice: (message: string) => void; lastUsed: number }>();
   private readonly sweeper: NodeJS.Timeout;
 
@@ -65,6 +69,25 @@ export class UnlockWaiters {
   /** True while callers of this process wait for the SKU: a newcomer queues behind them rather than overtaking. */
   hasWaiters(sku: string): boolean {
     return (this.queues.get(sku)?.length ?? 0) > 0;
+  }
+
+  /**
+   * Remembers that another instance holds a segment, so this process's callers skip it without a round trip until
+   * its unlock notice arrives (or briefly, if none does): sweeping held segments through Redis is what several
+   * instances on one SKU would otherwise spend most of their lock calls on.
+   */
+  markHeldElsewhere(sku: string, segmentNotice: string): void {
+    if (this.heldElsewhere.size > 100_000) this.heldElsewhere.clear();
+    this.heldElsewhere.set(`${sku}\n${segmentNotice}`, Date.now() + HELD_ELSEWHERE_MS);
+  }
+
+  isHeldElsewhere(sku: string, segmentNotice: string): boolean {
+    const key = `${sku}\n${segmentNotice}`;
+    const until = this.heldElsewhere.get(key);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.heldElsewhere.delete(key);
+    return false;
   }
 
   /** Taken before an attempt; passed to `wait` so that a release during the attempt is not slept through. */
@@ -123,6 +146,7 @@ export class UnlockWaiters {
       this.lastRelease.set(sku, releases);
     }
     releases.set(segmentNotice, this.releaseCount++);
+    this.heldElsewhere.delete(`${sku}\n${segmentNotice}`);
     this.queues.get(sku)?.find((w) => w.accepts.has(segmentNotice))?.wake(segmentNotice);
   }
 
