@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
-import { startEmbeddedPostgres, } from '../../src/dev/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import type { EmbeddedServer } from '../../src/dev/embedded-redis.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
@@ -29,7 +29,8 @@ export class BackendStores {
     readonly zookeeperConnect: string | undefined,
   ) {}
 
-  static async start(kinds: LockBackendKind[], redisUrl: string): Promise<BackendStores> {
+  /** `withDatabase`: a Postgres even when no backend needs one (the order flow does). */
+  static async start(kinds: LockBackendKind[], redisUrl: string, withDatabase = false): Promise<BackendStores> {
     const stops: (() => Promise<void>)[] = [];
     try {
       let lockNodeUrls: string[] = [];
@@ -39,7 +40,7 @@ export class BackendStores {
         lockNodeUrls = nodes.map((node) => node.url);
       }
       let databaseUrl: string | undefined;
-      if (kinds.includes('postgres')) {
+      if (kinds.includes('postgres') || withDatabase) {
         const dir = mkdtempSync(path.join(tmpdir(), 'stock-lockbench-'));
         chmodSync(dir, 0o755);
         const postgres: EmbeddedServer = await startEmbeddedPostgres(dir, createLogger('warn'));

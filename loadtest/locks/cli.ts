@@ -7,6 +7,7 @@ import { backendKinds, BackendStores } from './backend-stores.js';
 import { contenderNames, createContender, type Contender, type ContenderName } from './contenders.js';
 import { PrivateRedis } from './private-redis.js';
 import { checkTargets, markdownReport } from './report.js';
+import { orderFlowReport, runOrderFlow, type OrderFlowResult } from './order-flow.js';
 import { runCell, type CellResult } from './run-cell.js';
 
 const list = (value: string) => value.split(',').map((v) => v.trim()).filter(Boolean);
@@ -21,6 +22,8 @@ const program = new Command()
   .option('--holds <list>', 'hold times H in ms', '0,20')
   .option('--locks <list>', `contenders (${contenderNames.join(', ')})`, contenderNames.join(','))
   .option('--backends <list>', `compare this lock's backends instead (${backendKinds.join(', ')}), each on private stores`)
+  .option('--order-flow', 'with --backends: run the service\'s order flow on each backend (clients = --workers, hold = --holds)')
+  .option('--segments <n>', 'segments of the SKU in --order-flow', '20')
   .option('--duration <s>', 'measured seconds per cell', '6')
   .option('--warmup <s>', 'unmeasured seconds before each cell', '1')
   .option('--out <dir>', 'where the JSON and Markdown results go', 'loadtest/locks/results')
@@ -33,6 +36,8 @@ const opts = program.opts<{
   holds: string;
   locks: string;
   backends?: string;
+  orderFlow?: boolean;
+  segments: string;
   duration: string;
   warmup: string;
   out: string;
@@ -62,7 +67,12 @@ for (const kind of backends ?? []) {
 const server = url ? undefined : await PrivateRedis.start();
 const redisUrl = url || server!.url;
 const runId = Date.now().toString(36);
-const stores = backends ? await BackendStores.start(backends, redisUrl) : undefined;
+if (opts.orderFlow && !backends) {
+  console.error('--order-flow needs --backends');
+  process.exit(1);
+}
+const stores = backends ? await BackendStores.start(backends, redisUrl, opts.orderFlow) : undefined;
+if (opts.orderFlow) await runOrderFlowComparison(stores!, backends!);
 const contenders: { name: string; create: () => Contender }[] = backends
   ? backends.map((kind) => ({ name: `backend:${kind}`, create: () => stores!.contender(kind, runId) }))
   : locks.map((name) => ({ name, create: () => createContender(name, redisUrl, runId) }));
@@ -103,3 +113,35 @@ writeFileSync(path.join(opts.out, `${prefix}-${stamp}.json`), JSON.stringify({ c
 writeFileSync(path.join(opts.out, `${prefix}-${stamp}.md`), report + '\n');
 console.log(`\n${report}`);
 process.exit(0);
+
+/** --order-flow: the service's order flow on each backend, then exit. */
+async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendKind[]): Promise<never> {
+  const results: OrderFlowResult[] = [];
+  try {
+    for (const holdMs of numbers(opts.holds)) {
+      for (const backend of kinds) {
+        const result = await runOrderFlow(stores, {
+          backend,
+          clients: Number(opts.workers),
+          segments: Number(opts.segments),
+          holdMs,
+          warmupMs: Number(opts.warmup) * 1000,
+          durationMs: Number(opts.duration) * 1000,
+        });
+        results.push(result);
+        console.log(`order flow, H=${holdMs}ms ${backend.padEnd(10)} ${result.ordersPerSecond.toFixed(0).padStart(6)} orders/s  p99 ${result.p99LatencyMs.toFixed(0)} ms  not placed ${result.refused}`);
+      }
+    }
+  } finally {
+    await stores.stop();
+    await server?.stop();
+  }
+  const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${opts.workers} clients · ${opts.duration} s measured after ${opts.warmup} s warm-up · service in the load generator's process`;
+  const report = orderFlowReport(results, context);
+  mkdirSync(opts.out, { recursive: true });
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  writeFileSync(path.join(opts.out, `order-flow-${stamp}.json`), JSON.stringify({ context, results }, null, 2));
+  writeFileSync(path.join(opts.out, `order-flow-${stamp}.md`), report + '\n');
+  console.log(`\n${report}`);
+  process.exit(0);
+}
