@@ -144,10 +144,11 @@ export class RedisLock extends LockClient<string> {
               line.tenure = { redisOwner: owner, nextFence: fence + 1, lastFence: lastFence ?? fence, leaseMs: ttlMs, confirmedAt: requestedAt };
               return { fence, leaseMs: ttlMs, requestedAt, handle: owner };
             }
-            if (released) continue;
             // Woken by the release notice; at the latest when the holder's lease would run out.
             untilExpiry = pttl > 0 ? pttl + 1 : 5;
           }
+          // Handed the lock, or told of a release, while the attempt was out: no sleep.
+          if (me.grant || released) continue;
           const remaining = budget.deadline - Date.now();
           if (remaining <= 0) return null;
           const sleep = sleepUntilWoken(Math.min(remaining, untilExpiry, MAX_SLEEP_MS), budget.signal);
