@@ -60,6 +60,7 @@ export class FencedOutError extends Error {
   }
 }
 
+const lockStoreFailures = new Set(['LockUnavailableError', 'CONNECTION_LOSS', 'SESSION_EXPIRED', 'OPERATION_TIMEOUT']);
 const connectionErrorCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
 
 /**
@@ -68,6 +69,8 @@ const connectionErrorCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ET
  */
 export function isDependencyFailure(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
+  // The lock store cannot decide (no Redlock quorum, no ZooKeeper session), or ZooKeeper lost the connection.
+  if (lockStoreFailures.has(error.name)) return true;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (connectionErrorCodes.has(code)) return true;
