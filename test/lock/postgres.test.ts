@@ -2,10 +2,17 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { describeLockContract } from './contract.js';
-import { DurablePostgres } from './support/durable-postgres.js';
+import { RestartablePostgres } from '../support/restartable-postgres.js';
+
+/** A Postgres of the lock tests' own, migrated like the service's, whose lock table survives a restart. */
+async function startLockPostgres(): Promise<RestartablePostgres> {
+  const server = await RestartablePostgres.start();
+  await server.migrate();
+  return server;
+}
 
 describeLockContract('postgres', { ttlMs: 600, ttlLease: true }, async () => {
-  const server = await DurablePostgres.start();
+  const server = await startLockPostgres();
   const admin = new pg.Pool({ connectionString: server.url, max: 2 });
   admin.on('error', () => {});
   return {
@@ -23,11 +30,11 @@ describeLockContract('postgres', { ttlMs: 600, ttlLease: true }, async () => {
 });
 
 describe('postgres lock: the lock table', () => {
-  let server: DurablePostgres;
+  let server: RestartablePostgres;
   let admin: pg.Pool;
   let lock: PostgresLock;
   beforeAll(async () => {
-    server = await DurablePostgres.start();
+    server = await startLockPostgres();
     admin = new pg.Pool({ connectionString: server.url, max: 2 });
     // A connection still closing when the server stops reports it to the pool: expected at teardown.
     admin.on('error', () => {});

