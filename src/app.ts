@@ -111,7 +111,6 @@ export class StockService {
     // Health first: liveness stays 200 while draining, readiness says why not.
     app.use(healthRoutes(() => this.unreadiness()));
     app.use((_req, res, next) => {
-      res.set('X-Content-Type-Options', 'nosniff');
       if (this.stopping) {
         res.set('Connection', 'close');
         sendProblem(res, new AppError('shutting_down', 'this instance is shutting down; retry on another', {}, 1));
