@@ -4,7 +4,8 @@ import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrator.js';
 import { createLogger } from '../src/logger.js';
 import type {} from './support/service.js';
-import { TestPostgres, TestRedis } from './support/servers.js';
+import { RestartablePostgres } from './support/restartable-postgres.js';
+import { TestRedis } from './support/servers.js';
 
 /**
  * Starts one real Redis and one real Postgres for the whole run (or uses TEST_REDIS_URL / TEST_DATABASE_URL) and
@@ -12,13 +13,13 @@ import { TestPostgres, TestRedis } from './support/servers.js';
  */
 export default async function setup(project: TestProject) {
   const redis = process.env.TEST_REDIS_URL ? undefined : await TestRedis.start();
-  let postgres: TestPostgres | undefined;
+  let postgres: RestartablePostgres | undefined;
   const teardown = async () => {
     await redis?.destroy();
     await postgres?.destroy();
   };
   try {
-    postgres = process.env.TEST_DATABASE_URL ? undefined : await TestPostgres.start();
+    postgres = process.env.TEST_DATABASE_URL ? undefined : await RestartablePostgres.start({ durableCommits: false, maxConnections: 400 });
     const db = createDatabase(process.env.TEST_DATABASE_URL ?? postgres!.url, 1);
     // The compiled migrations, exactly as the service applies them (`npm test` builds first).
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());

