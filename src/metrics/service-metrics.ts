@@ -62,7 +62,9 @@ export class ServiceMetrics {
 
   private readonly lockAttempts = new Counter({
     name: 'stock_lock_attempts_total',
-    help: 'Attempts by orders to take a segment lock without waiting.',
+    help:
+      'Segments orders tried to take without waiting, counting those answered locally without a round trip ' +
+      '(held by this instance, or just found held by another).',
     registers: [this.registry],
   });
 
