@@ -1,13 +1,8 @@
+import type { SkuView } from '../../src/inventory/stock-admin.js';
+
 /** The service's HTTP API, as much of it as the load test needs. */
 
-export interface SkuView {
-  sku: string;
-  segments: number;
-  stock: number;
-  available: number;
-  sold: number;
-  segmentStock: { segment: number; available: number }[];
-}
+export type { SkuView };
 
 export interface ApiAnswer<T = unknown> {
   status: number;

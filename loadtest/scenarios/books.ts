@@ -1,5 +1,5 @@
-import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
+import { auditStock } from '../../src/inventory/inventory.repository.js';
 import type { StockApi } from '../client/stock-api.js';
 import type { Books } from '../results.js';
 
@@ -17,15 +17,6 @@ export interface BooksQuestion {
   stockIn?: 'segments' | 'redis-counter';
 }
 
-interface Audit {
-  totalStock: number;
-  additions: number;
-  available: number;
-  sold: number;
-  negativeSegments: number;
-  ordersWithoutLedger: number;
-  ordersLedgerMismatch: number;
-}
 
 /** Checks a SKU's books through the API and, when reachable, straight in Postgres. */
 export async function checkBooks(api: StockApi, db: Db | null, question: BooksQuestion): Promise<Books> {
@@ -50,7 +41,8 @@ export async function checkBooks(api: StockApi, db: Db | null, question: BooksQu
   check('available + sold = stock (API)', available + sold === view.stock, `${available} + ${sold} vs ${view.stock}`);
 
   if (db) {
-    const audit = await auditSku(db, question.sku);
+    const audit = await auditStock(db, question.sku);
+    if (!audit) throw new Error(`SKU ${question.sku} is not in Postgres`);
     const auditAvailable = question.stockIn === 'redis-counter' ? available : audit.available;
     check('Σ ledger = units sold (Postgres)', audit.sold === sold, `ledger ${audit.sold}, API ${sold}`);
     check('available + ledger = stock (Postgres)', auditAvailable + audit.sold === audit.totalStock, `${auditAvailable} + ${audit.sold} vs ${audit.totalStock}`);
@@ -70,22 +62,4 @@ export async function checkBooks(api: StockApi, db: Db | null, question: BooksQu
     answeredUnits: question.answeredUnits,
     oversold: Math.max(0, sold + available - view.stock),
   };
-}
-
-async function auditSku(db: Db, sku: string): Promise<Audit> {
-  const { rows } = await sql<Audit>`
-    select s.total_stock as "totalStock",
-           (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
-           (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
-           (select coalesce(sum(quantity), 0) from stock_deductions where sku_id = s.id)::bigint as "sold",
-           (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
-           (select count(*) from orders o where o.sku_id = s.id
-              and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
-           (select count(*) from orders o where o.sku_id = s.id
-              and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
-             as "ordersLedgerMismatch"
-      from skus s where s.sku = ${sku}`.execute(db);
-  const row = rows[0];
-  if (!row) throw new Error(`SKU ${sku} is not in Postgres`);
-  return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as Audit;
 }

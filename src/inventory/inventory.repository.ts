@@ -166,3 +166,36 @@ export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | unde
       return { sku: row, segments, sold: Number(sold) };
     });
 }
+
+/** A SKU's books straight from Postgres: what reconciliation, the tests and the load test check. */
+export interface StockAudit {
+  /** `skus.total_stock`, and the same from the additions log: they must agree. */
+  totalStock: number;
+  additions: number;
+  available: number;
+  /** Σ ledger quantities. */
+  sold: number;
+  ledgerOrders: number;
+  negativeSegments: number;
+  ordersWithoutLedger: number;
+  /** Orders whose quantity differs from the sum of their ledger rows. */
+  ordersLedgerMismatch: number;
+}
+
+export async function auditStock(db: Executor, sku: string): Promise<StockAudit | undefined> {
+  const { rows } = await sql<Record<keyof StockAudit, string | number>>`
+    select s.total_stock as "totalStock",
+           (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
+           (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
+           (select coalesce(sum(quantity), 0) from stock_deductions where sku_id = s.id)::bigint as "sold",
+           (select count(distinct order_id) from stock_deductions where sku_id = s.id)::int as "ledgerOrders",
+           (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
+           (select count(*) from orders o where o.sku_id = s.id
+              and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
+           (select count(*) from orders o where o.sku_id = s.id
+              and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
+             as "ordersLedgerMismatch"
+      from skus s where s.sku = ${sku}`.execute(db);
+  const row = rows[0];
+  return row && (Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as StockAudit);
+}
