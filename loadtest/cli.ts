@@ -9,14 +9,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
-import { startBackingServices, type BackingServices } from './infra/backing-services.js';
+import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { LocalService, RemoteService, type ServiceTarget } from './infra/service-process.js';
 import { expectedSafe } from './report/targets.js';
 import { writeReport } from './report/write-report.js';
 import type { RunResults, RunSettings } from './results.js';
 import { RunProgress } from './runner/progress.js';
 import { RunContext } from './scenarios/context.js';
-import { runAll, scenarioNames, type ScenarioName, type Targets } from './scenarios/run-all.js';
+import { runAll, type ScenarioName, scenarioNames, type Targets } from './scenarios/run-all.js';
 
 const presets: Record<'full' | 'quick', RunSettings> = {
   full: {
@@ -85,7 +85,8 @@ const intList = (value: string) => value.split(',').map((part) => positiveInt(pa
 const scenarioList = (value: string) =>
   value.split(',').map((part) => {
     const name = part.trim() as ScenarioName;
-    if (!scenarioNames.includes(name)) throw new InvalidArgumentError(`unknown scenario '${part}'; one of ${scenarioNames.join(', ')}`);
+    if (!scenarioNames.includes(name))
+      throw new InvalidArgumentError(`unknown scenario '${part}'; one of ${scenarioNames.join(', ')}`);
     return name;
   });
 
@@ -99,13 +100,24 @@ const program = new Command('loadtest')
   .option('-c, --connections <n>', 'concurrent connections (default 64)', positiveInt)
   .option('--warmup <seconds>', 'warm-up round length', positiveNumber)
   .option('--duration <seconds>', 'target length of a measured round', positiveNumber)
-  .option('--business-step <ms>', 'simulated business step inside the lock for the second profile (default 20)', positiveInt)
+  .option(
+    '--business-step <ms>',
+    'simulated business step inside the lock for the second profile (default 20)',
+    positiveInt,
+  )
   .option('--instances <n>', 'service instances behind one port in the cluster scenario (default 2)', positiveInt)
   .option('--scenarios <list>', `run only these: ${scenarioNames.join(', ')}`, scenarioList)
-  .option('--quiet-cores <cores>', 'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.3, quick 0)', Number)
+  .option(
+    '--quiet-cores <cores>',
+    'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.3, quick 0)',
+    Number,
+  )
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
-  .option('--report <file>', 'markdown report to write (default: docs/benchmarks.md for a full local run, else beside the results)')
+  .option(
+    '--report <file>',
+    'markdown report to write (default: docs/benchmarks.md for a full local run, else beside the results)',
+  )
   .option('--no-report', 'write the results json only')
   .addHelpText(
     'after',
@@ -124,7 +136,8 @@ async function main(): Promise<void> {
     ...(cli.duration && { measureSeconds: cli.duration }),
     ...(cli.businessStep && { businessStepMs: cli.businessStep }),
     ...(cli.instances && { clusterInstances: cli.instances }),
-    ...(cli.quietCores !== undefined && Number.isFinite(cli.quietCores) && { quietCores: cli.quietCores, quietMaxWaitSeconds: 20 }),
+    ...(cli.quietCores !== undefined &&
+      Number.isFinite(cli.quietCores) && { quietCores: cli.quietCores, quietMaxWaitSeconds: 20 }),
   };
   const selected = new Set<ScenarioName>(cli.scenarios ?? scenarioNames);
   const progress = new RunProgress();
@@ -184,7 +197,8 @@ async function main(): Promise<void> {
           running.delete(service);
           await service.stop();
         },
-        describe: 'service processes started by this run: node dist/src/main.js with BENCH_ROUTES=1, LOG_LEVEL=warn, defaults otherwise',
+        describe:
+          'service processes started by this run: node dist/src/main.js with BENCH_ROUTES=1, LOG_LEVEL=warn, defaults otherwise',
       };
     }
 
@@ -217,7 +231,8 @@ async function main(): Promise<void> {
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
 
     if (cli.report !== false) {
-      const defaultReport = mode === 'full' && !cli.url ? 'docs/benchmarks.md' : path.join(cli.resultsDir, `${stamp}.md`);
+      const defaultReport =
+        mode === 'full' && !cli.url ? 'docs/benchmarks.md' : path.join(cli.resultsDir, `${stamp}.md`);
       const reportFile = path.resolve(typeof cli.report === 'string' ? cli.report : defaultReport);
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
@@ -239,19 +254,30 @@ async function main(): Promise<void> {
 function bookFailures(run: RunResults): string[] {
   const failures: string[] = [];
   for (const c of [...run.segments, ...run.cluster, ...run.lockFree, ...run.memory]) {
-    for (const [books, round] of [[c.books, 'measured'], [c.warmupBooks, 'warm-up']] as const) {
-      for (const check of books.checks.filter((k) => !k.ok)) failures.push(`${c.label} (${round}): ${check.name}: ${check.detail}`);
+    for (const [books, round] of [
+      [c.books, 'measured'],
+      [c.warmupBooks, 'warm-up'],
+    ] as const) {
+      for (const check of books.checks.filter((k) => !k.ok))
+        failures.push(`${c.label} (${round}): ${check.name}: ${check.detail}`);
     }
   }
   for (const c of run.oversell) {
-    if (expectedSafe(c) && !c.books.ok) failures.push(`${c.label}: ${c.books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`).join('; ')}`);
+    if (expectedSafe(c) && !c.books.ok)
+      failures.push(
+        `${c.label}: ${c.books.checks
+          .filter((k) => !k.ok)
+          .map((k) => `${k.name}: ${k.detail}`)
+          .join('; ')}`,
+      );
   }
   return failures;
 }
 
 /** The commit measured; marked when the service's sources differ from it (the build used the working tree). */
 function gitCommit(): string {
-  const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const git = (...args: string[]) =>
+    execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   try {
     const head = git('rev-parse', '--short', 'HEAD');
     return git('status', '--porcelain', '--', 'src', 'migrations') ? `${head} + uncommitted changes in src/` : head;
@@ -261,6 +287,6 @@ function gitCommit(): string {
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.stack ?? error.message : error);
+  console.error(error instanceof Error ? (error.stack ?? error.message) : error);
   process.exit(1);
 });

@@ -5,32 +5,32 @@ import express from 'express';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { pinoHttp } from 'pino-http';
+import { benchRoutes } from './bench/bench.routes.js';
+import { BenchSkus } from './bench/bench-skus.js';
+import { LockFreeBaselines } from './bench/lock-free-baselines.js';
+import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { AppError } from './errors.js';
 import { requireAdmin } from './http/admin-auth.js';
 import { errorHandler, sendProblem } from './http/problem.js';
-import { orderRateLimit, securityHeaders } from './http/security.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
-import { OrderPlacement } from './inventory/order-placement.js';
+import { orderRateLimit, securityHeaders } from './http/security.js';
+import type { OrderPlacement } from './inventory/order-placement.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './inventory/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
 import { NoticeSubscriber } from './lock/notice-subscriber.js';
 import { defineLockCommands } from './lock/scripts.js';
-import { SegmentLock } from './lock/segment-lock.js';
+import type { SegmentLock } from './lock/segment-lock.js';
 import { UnlockWaiters } from './lock/unlock-waiters.js';
 import type { Logger } from './logger.js';
-import { benchRoutes } from './bench/bench.routes.js';
-import { BenchSkus } from './bench/bench-skus.js';
-import { LockFreeBaselines } from './bench/lock-free-baselines.js';
-import { OversellDemo } from './bench/oversell-demo.js';
 import { MeteredOrderPlacement } from './metrics/metered-order-placement.js';
 import { MeteredSegmentLock } from './metrics/metered-segment-lock.js';
-import { metricsRoutes } from './metrics/metrics.routes.js';
 import { readAvailableBySku } from './metrics/metrics.repository.js';
+import { metricsRoutes } from './metrics/metrics.routes.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 
 export interface Endpoints {
@@ -64,7 +64,11 @@ export class StockService {
   ) {
     this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
     // Orders fail fast while Redis is away (503) instead of queueing behind a reconnect.
-    this.redis = new Redis(endpoints.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+    this.redis = new Redis(endpoints.redisUrl, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      lazyConnect: true,
+    });
     this.subscriberConnection = new Redis(endpoints.redisUrl, { lazyConnect: true });
     for (const connection of [this.redis, this.subscriberConnection]) {
       connection.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
@@ -75,7 +79,9 @@ export class StockService {
     this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
     // LOCK_BACKEND=redis keeps the segment locks on the service's own Redis, SegmentLock's default.
     const lockBackend =
-      config.lockBackend === 'redis' ? undefined : createLockBackend(config, { redis: this.redis, databaseUrl: endpoints.databaseUrl });
+      config.lockBackend === 'redis'
+        ? undefined
+        : createLockBackend(config, { redis: this.redis, databaseUrl: endpoints.databaseUrl });
     this.lock = new MeteredSegmentLock(this.metrics, this.redis, this.waiters, config.lockTtlMs, {
       backend: lockBackend,
       watchdog: config.lockWatchdog,

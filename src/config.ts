@@ -31,12 +31,19 @@ const configSchema = z.object({
   // Postgres, or ZooKeeper at ZOOKEEPER_CONNECT.
   LOCK_BACKEND: z.preprocess(emptyAsUnset, z.enum(['redis', 'redlock', 'postgres', 'zookeeper']).default('redis')),
   REDIS_LOCK_URLS: z.preprocess(
-    (value) => (typeof value === 'string' && value.trim() !== '' ? value.split(',').map((url) => url.trim()) : undefined),
-    z.array(z.url({ protocol: /^rediss?$/ })).min(1).optional(),
+    (value) =>
+      typeof value === 'string' && value.trim() !== '' ? value.split(',').map((url) => url.trim()) : undefined,
+    z
+      .array(z.url({ protocol: /^rediss?$/ }))
+      .min(1)
+      .optional(),
   ),
   ZOOKEEPER_CONNECT: z.preprocess(
     emptyAsUnset,
-    z.string().regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*(\/[\w./-]*)?$/, 'must be host:port[,host:port…][/chroot]').optional(),
+    z
+      .string()
+      .regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*(\/[\w./-]*)?$/, 'must be host:port[,host:port…][/chroot]')
+      .optional(),
   ),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
   LOCK_WATCHDOG: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('1')),
@@ -76,7 +83,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const e = parsed.data;
   if (e.LOCK_BACKEND === 'redlock' && !e.REDIS_LOCK_URLS) {
-    throw new ConfigError('invalid REDIS_LOCK_URLS: required (comma-separated redis:// URLs) when LOCK_BACKEND=redlock');
+    throw new ConfigError(
+      'invalid REDIS_LOCK_URLS: required (comma-separated redis:// URLs) when LOCK_BACKEND=redlock',
+    );
   }
   if (e.LOCK_BACKEND === 'zookeeper' && !e.ZOOKEEPER_CONNECT) {
     throw new ConfigError('invalid ZOOKEEPER_CONNECT: required (host:port list) when LOCK_BACKEND=zookeeper');

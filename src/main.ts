@@ -1,9 +1,9 @@
 import { StockService } from './app.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { type Config, ConfigError, loadConfig } from './config.js';
 import { migrateToLatest } from './db/migrator.js';
 import { MissingDependencyError } from './dev/embedded-redis.js';
-import { DataDirInUseError } from './dev/leftover-process.js';
 import { resolveEndpoints } from './dev/endpoints.js';
+import { DataDirInUseError } from './dev/leftover-process.js';
 import { createLogger, type Logger } from './logger.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
@@ -14,9 +14,11 @@ async function main(): Promise<void> {
   const host = listenHost(config, log);
   const endpoints = await resolveEndpoints(config, log);
   const service = new StockService(config, log, endpoints);
-  let stopping: Promise<void> | undefined;
+  let stopping = false;
   const shutdown = (signal: string) => {
-    stopping ??= (async () => {
+    if (stopping) return;
+    stopping = true;
+    void (async () => {
       log.info({ signal }, 'shutting down: draining in-flight requests');
       await service.stop();
       await endpoints.stopEmbedded();

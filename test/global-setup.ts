@@ -3,9 +3,9 @@ import type { TestProject } from 'vitest/node';
 import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrator.js';
 import { createLogger } from '../src/logger.js';
-import type {} from './support/service.js';
 import { RestartablePostgres } from './support/restartable-postgres.js';
 import { TestRedis } from './support/servers.js';
+import type {} from './support/service.js';
 
 /**
  * Starts one real Redis and one real Postgres for the whole run (or uses TEST_REDIS_URL / TEST_DATABASE_URL) and
@@ -19,7 +19,9 @@ export default async function setup(project: TestProject) {
     await postgres?.destroy();
   };
   try {
-    postgres = process.env.TEST_DATABASE_URL ? undefined : await RestartablePostgres.start({ durableCommits: false, maxConnections: 400 });
+    postgres = process.env.TEST_DATABASE_URL
+      ? undefined
+      : await RestartablePostgres.start({ durableCommits: false, maxConnections: 400 });
     const db = createDatabase(process.env.TEST_DATABASE_URL ?? postgres!.url, 1);
     // The compiled migrations, exactly as the service applies them (`npm test` builds first).
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());

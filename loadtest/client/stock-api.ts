@@ -40,10 +40,16 @@ export class StockApi {
   /** The lock-free Redis baseline's stock counter; null before its first sale. */
   async redisCounter(sku: string): Promise<number | null> {
     const path = `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`;
-    return this.expect(200, await this.call<{ available: number | null }>('GET', path, undefined, this.adminHeaders)).available;
+    return this.expect(200, await this.call<{ available: number | null }>('GET', path, undefined, this.adminHeaders))
+      .available;
   }
 
-  async call<T = unknown>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
+  async call<T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiAnswer<T>> {
     const response = await fetch(this.baseUrl + path, {
       method,
       headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },

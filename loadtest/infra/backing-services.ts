@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
-import { startEmbeddedRedis, type EmbeddedServer } from '../../src/dev/embedded-redis.js';
+import { type EmbeddedServer, startEmbeddedRedis } from '../../src/dev/embedded-redis.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface BackingServices {

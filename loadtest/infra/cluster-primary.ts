@@ -54,11 +54,13 @@ async function stop(exitCode: number): Promise<void> {
   metricsServer.close();
   // Each worker drains and releases its locks on SIGTERM, as a lone service does.
   await Promise.all(
-    workers.filter((w) => !w.isDead()).map(async (w) => {
-      const exited = once(w, 'exit');
-      w.process.kill('SIGTERM');
-      await exited;
-    }),
+    workers
+      .filter((w) => !w.isDead())
+      .map(async (w) => {
+        const exited = once(w, 'exit');
+        w.process.kill('SIGTERM');
+        await exited;
+      }),
   );
   process.exit(exitCode);
 }

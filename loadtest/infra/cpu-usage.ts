@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
 const TICKS_PER_SECOND = 100;
@@ -103,7 +103,12 @@ function readProcesses(): { pid: number; ppid: number; ticks: number; cmdline: s
       // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime (15th).
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      out.push({ pid: Number(entry), ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]), cmdline });
+      out.push({
+        pid: Number(entry),
+        ppid: Number(fields[1]),
+        ticks: Number(fields[11]) + Number(fields[12]),
+        cmdline,
+      });
     } catch {
       // The process ended while we looked.
     }

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -89,7 +89,10 @@ export class LocalService implements ServiceTarget {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
     } else {
-      child = spawn(process.execPath, [...(options.nodeArgs ?? []), serviceMain], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child = spawn(process.execPath, [...(options.nodeArgs ?? []), serviceMain], {
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
     }
     const service = new LocalService(options.label, child, url, metricsUrl, instances > 1 ? [] : [child.pid!]);
     try {
@@ -120,7 +123,7 @@ export class LocalService implements ServiceTarget {
       this.child.exitCode !== null || this.child.signalCode !== null
         ? `exited (code ${this.child.exitCode}, signal ${this.child.signalCode})`
         : 'still running';
-    return `${this.label}: ${ended}\nlast output:\n${this.output.join("\n")}`;
+    return `${this.label}: ${ended}\nlast output:\n${this.output.join('\n')}`;
   }
 
   async stop(): Promise<void> {

@@ -3,14 +3,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
-import { backendKinds, BackendStores } from './backend-stores.js';
-import { contenderNames, createContender, type Contender, type ContenderName } from './contenders.js';
+import { BackendStores, backendKinds } from './backend-stores.js';
+import { type Contender, type ContenderName, contenderNames, createContender } from './contenders.js';
+import { type OrderFlowResult, orderFlowReport, runOrderFlow } from './order-flow.js';
 import { PrivateRedis } from './private-redis.js';
 import { checkTargets, markdownReport } from './report.js';
-import { orderFlowReport, runOrderFlow, type OrderFlowResult } from './order-flow.js';
-import { runCell, type CellResult } from './run-cell.js';
+import { type CellResult, runCell } from './run-cell.js';
 
-const list = (value: string) => value.split(',').map((v) => v.trim()).filter(Boolean);
+const list = (value: string) =>
+  value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
 const numbers = (value: string) => list(value).map(Number);
 
 const program = new Command()
@@ -21,8 +25,14 @@ const program = new Command()
   .option('--keys <list>', 'numbers of keys K', '1,20')
   .option('--holds <list>', 'hold times H in ms', '0,20')
   .option('--locks <list>', `contenders (${contenderNames.join(', ')})`, contenderNames.join(','))
-  .option('--backends <list>', `compare this lock's backends instead (${backendKinds.join(', ')}), each on private stores`)
-  .option('--order-flow', 'with --backends: run the service\'s order flow on each backend (clients = --workers, hold = --holds)')
+  .option(
+    '--backends <list>',
+    `compare this lock's backends instead (${backendKinds.join(', ')}), each on private stores`,
+  )
+  .option(
+    '--order-flow',
+    "with --backends: run the service's order flow on each backend (clients = --workers, hold = --holds)",
+  )
   .option('--segments <n>', 'segments of the SKU in --order-flow', '20')
   .option('--duration <s>', 'measured seconds per cell', '6')
   .option('--warmup <s>', 'unmeasured seconds before each cell', '1')
@@ -110,7 +120,7 @@ mkdirSync(opts.out, { recursive: true });
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const prefix = backends ? 'backends' : 'locks';
 writeFileSync(path.join(opts.out, `${prefix}-${stamp}.json`), JSON.stringify({ context, results, checks }, null, 2));
-writeFileSync(path.join(opts.out, `${prefix}-${stamp}.md`), report + '\n');
+writeFileSync(path.join(opts.out, `${prefix}-${stamp}.md`), `${report}\n`);
 console.log(`\n${report}`);
 process.exit(0);
 
@@ -129,7 +139,9 @@ async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendK
           durationMs: Number(opts.duration) * 1000,
         });
         results.push(result);
-        console.log(`order flow, H=${holdMs}ms ${backend.padEnd(10)} ${result.ordersPerSecond.toFixed(0).padStart(6)} orders/s  p99 ${result.p99LatencyMs.toFixed(0)} ms  not placed ${result.refused}`);
+        console.log(
+          `order flow, H=${holdMs}ms ${backend.padEnd(10)} ${result.ordersPerSecond.toFixed(0).padStart(6)} orders/s  p99 ${result.p99LatencyMs.toFixed(0)} ms  not placed ${result.refused}`,
+        );
       }
     }
   } finally {
@@ -141,7 +153,7 @@ async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendK
   mkdirSync(opts.out, { recursive: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   writeFileSync(path.join(opts.out, `order-flow-${stamp}.json`), JSON.stringify({ context, results }, null, 2));
-  writeFileSync(path.join(opts.out, `order-flow-${stamp}.md`), report + '\n');
+  writeFileSync(path.join(opts.out, `order-flow-${stamp}.md`), `${report}\n`);
   console.log(`\n${report}`);
   process.exit(0);
 }

@@ -25,7 +25,12 @@ export function createContender(name: ContenderName, redisUrl: string, runId: st
     case 'this-lock':
     case 'this-lock-fair': {
       const fair = name === 'this-lock-fair';
-      const lock = new RedisLock({ redis, keyspace: namedLockKeyspace(`bench:${runId}:${name}:`), ttlMs: LEASE_MS, ownsConnection: true });
+      const lock = new RedisLock({
+        redis,
+        keyspace: namedLockKeyspace(`bench:${runId}:${name}:`),
+        ttlMs: LEASE_MS,
+        ownsConnection: true,
+      });
       return {
         name,
         async acquire(key, stop) {
@@ -55,7 +60,10 @@ export function createContender(name: ContenderName, redisUrl: string, runId: st
         name,
         async acquire(key, stop) {
           // The library's defaults (retry every 10 ms), except the acquire timeout: waiting is the test.
-          const mutex = new Mutex(redis, `bench:${runId}:semaphore:${key}`, { lockTimeout: LEASE_MS, acquireTimeout: 600_000 });
+          const mutex = new Mutex(redis, `bench:${runId}:semaphore:${key}`, {
+            lockTimeout: LEASE_MS,
+            acquireTimeout: 600_000,
+          });
           await mutex.acquire(stop);
           return () => mutex.release();
         },

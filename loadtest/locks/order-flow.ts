@@ -44,7 +44,10 @@ export async function runOrderFlow(stores: BackendStores, spec: OrderFlowSpec): 
     LOCK_WAIT_MS: '10000',
     PG_POOL_SIZE: '40',
   });
-  const service = new StockService(config, createLogger('silent'), { redisUrl: stores.redisUrl, databaseUrl: stores.databaseUrl! });
+  const service = new StockService(config, createLogger('silent'), {
+    redisUrl: stores.redisUrl,
+    databaseUrl: stores.databaseUrl!,
+  });
   const port = await service.start(0, '127.0.0.1');
   const base = `http://127.0.0.1:${port}`;
   try {
@@ -108,7 +111,9 @@ export function orderFlowReport(results: OrderFlowResult[], context: string): st
   for (const r of results) {
     const redis = results.find((x) => x.backend === 'redis' && x.segments === r.segments && x.holdMs === r.holdMs);
     const relative = redis ? (r.ordersPerSecond / redis.ordersPerSecond).toFixed(2) : '–';
-    lines.push(`| ${r.backend} | ${r.segments} | ${r.holdMs} | ${fmt(r.ordersPerSecond)} | ${relative} | ${fmt(r.p99LatencyMs)} | ${fmt(r.maxLatencyMs)} | ${r.refused} |`);
+    lines.push(
+      `| ${r.backend} | ${r.segments} | ${r.holdMs} | ${fmt(r.ordersPerSecond)} | ${relative} | ${fmt(r.p99LatencyMs)} | ${fmt(r.maxLatencyMs)} | ${r.refused} |`,
+    );
   }
   return lines.join('\n');
 }

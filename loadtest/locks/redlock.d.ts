@@ -7,7 +7,10 @@ declare module 'redlock' {
     release(): Promise<unknown>;
   }
   export default class Redlock extends EventEmitter {
-    constructor(clients: Iterable<Redis>, settings?: { retryCount?: number; retryDelay?: number; retryJitter?: number; driftFactor?: number });
+    constructor(
+      clients: Iterable<Redis>,
+      settings?: { retryCount?: number; retryDelay?: number; retryJitter?: number; driftFactor?: number },
+    );
     acquire(resources: string[], duration: number): Promise<Lock>;
     quit(): Promise<void>;
   }

@@ -7,7 +7,8 @@ export interface TargetCheck {
 }
 
 const ours = (name: string) => name.startsWith('this-lock') || name.startsWith('backend:');
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /** The three targets: throughput against the better peer, utilisation of K keys, the fair mode's longest wait. */
 export function checkTargets(results: CellResult[], workers: number): TargetCheck[] {
@@ -16,8 +17,14 @@ export function checkTargets(results: CellResult[], workers: number): TargetChec
 
   const single = cell(1, 0);
   if (single.length > 0) {
-    const best = maxBy(single.filter((r) => ours(r.contender)), (r) => r.sectionsPerSecond);
-    const peer = maxBy(single.filter((r) => !ours(r.contender)), (r) => r.sectionsPerSecond);
+    const best = maxBy(
+      single.filter((r) => ours(r.contender)),
+      (r) => r.sectionsPerSecond,
+    );
+    const peer = maxBy(
+      single.filter((r) => !ours(r.contender)),
+      (r) => r.sectionsPerSecond,
+    );
     if (best && peer) {
       const ratio = best.sectionsPerSecond / peer.sectionsPerSecond;
       checks.push({
@@ -42,21 +49,36 @@ export function checkTargets(results: CellResult[], workers: number): TargetChec
   const fair = cell(1, 20).find((r) => r.contender === 'this-lock-fair');
   if (fair) {
     const bound = 1.5 * workers * 20;
-    checks.push({ target: `K=1, H=20 ms, fair: max wait ≤ ${fmt(bound)} ms`, measured: `${fmt(fair.maxWaitMs)} ms`, met: fair.maxWaitMs <= bound });
+    checks.push({
+      target: `K=1, H=20 ms, fair: max wait ≤ ${fmt(bound)} ms`,
+      measured: `${fmt(fair.maxWaitMs)} ms`,
+      met: fair.maxWaitMs <= bound,
+    });
   }
   return checks;
 }
 
 export function markdownReport(results: CellResult[], checks: TargetCheck[], context: string): string {
-  const lines = [context, '', '| K | H (ms) | lock | sections/s | × baseline | max wait (ms) | p99 wait (ms) | mean hold (ms) | errors |', '|---|---|---|---|---|---|---|---|---|'];
+  const lines = [
+    context,
+    '',
+    '| K | H (ms) | lock | sections/s | × baseline | max wait (ms) | p99 wait (ms) | mean hold (ms) | errors |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
   const cells = [...new Set(results.map((r) => `${r.keys}/${r.holdMs}`))];
   for (const c of cells) {
     const rows = results.filter((r) => `${r.keys}/${r.holdMs}` === c);
     // The better peer library; comparing backends, the Redis backend.
-    const baseline = maxBy(rows.filter((r) => !ours(r.contender)), (r) => r.sectionsPerSecond) ?? rows.find((r) => r.contender === 'backend:redis');
+    const baseline =
+      maxBy(
+        rows.filter((r) => !ours(r.contender)),
+        (r) => r.sectionsPerSecond,
+      ) ?? rows.find((r) => r.contender === 'backend:redis');
     for (const r of rows) {
       const relative = baseline ? fmt(r.sectionsPerSecond / baseline.sectionsPerSecond, 2) : '–';
-      lines.push(`| ${r.keys} | ${r.holdMs} | ${r.contender} | ${fmt(r.sectionsPerSecond)} | ${relative} | ${fmt(r.maxWaitMs)} | ${fmt(r.p99WaitMs)} | ${fmt(r.meanHoldMs, 2)} | ${r.errors} |`);
+      lines.push(
+        `| ${r.keys} | ${r.holdMs} | ${r.contender} | ${fmt(r.sectionsPerSecond)} | ${relative} | ${fmt(r.maxWaitMs)} | ${fmt(r.p99WaitMs)} | ${fmt(r.meanHoldMs, 2)} | ${r.errors} |`,
+      );
     }
   }
   if (checks.length > 0) lines.push('', '| target | measured | met |', '|---|---|---|');
@@ -65,5 +87,8 @@ export function markdownReport(results: CellResult[], checks: TargetCheck[], con
 }
 
 function maxBy<T>(items: T[], score: (item: T) => number): T | undefined {
-  return items.reduce<T | undefined>((best, item) => (best === undefined || score(item) > score(best) ? item : best), undefined);
+  return items.reduce<T | undefined>(
+    (best, item) => (best === undefined || score(item) > score(best) ? item : best),
+    undefined,
+  );
 }

@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -62,7 +62,13 @@ export class ZooKeeperServer {
   async resume(): Promise<void> {
     const child = spawn(
       'java',
-      ['-Xmx128m', '-cp', ZOOKEEPER_JAR, 'org.apache.zookeeper.server.quorum.QuorumPeerMain', path.join(this.dir, 'zoo.cfg')],
+      [
+        '-Xmx128m',
+        '-cp',
+        ZOOKEEPER_JAR,
+        'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+        path.join(this.dir, 'zoo.cfg'),
+      ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.child = child;

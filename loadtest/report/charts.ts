@@ -24,8 +24,15 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
 
   const sales = [...f.profile('real'), ...f.profile('business-step')];
   if (sales.length) {
-    const points = sales.map((c) => ({ segments: c.segments, ordersPerSecond: c.ordersPerSecond, profile: profileName(c.profile), speedup: f.speedup(c) }));
-    const ceiling = Number.isFinite(f.ceiling) ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }] : [];
+    const points = sales.map((c) => ({
+      segments: c.segments,
+      ordersPerSecond: c.ordersPerSecond,
+      profile: profileName(c.profile),
+      speedup: f.speedup(c),
+    }));
+    const ceiling = Number.isFinite(f.ceiling)
+      ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
+      : [];
     charts.push({
       name: 'throughput-vs-segments',
       title: 'Successful orders per second vs segment count',
@@ -40,9 +47,20 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
             data: { values: points },
             mark: { type: 'line', point: true },
             encoding: {
-              x: { field: 'segments', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(points.map((p) => p.segments))] }, title: 'segments (N)' },
+              x: {
+                field: 'segments',
+                type: 'quantitative',
+                scale: { type: 'log', base: 2 },
+                axis: { values: [...new Set(points.map((p) => p.segments))] },
+                title: 'segments (N)',
+              },
               y: { field: 'ordersPerSecond', type: 'quantitative', title: 'successful orders / s' },
-              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left', labelLimit: 320 } },
+              color: {
+                field: 'profile',
+                type: 'nominal',
+                title: null,
+                legend: { orient: 'top-left', labelLimit: 320 },
+              },
             },
           },
           ...(ceiling.length
@@ -55,7 +73,10 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
                 {
                   data: { values: ceiling },
                   mark: { type: 'text' as const, align: 'right' as const, dy: -6, x: WIDTH, color: '#666' },
-                  encoding: { y: { field: 'ceiling', type: 'quantitative' as const }, text: { field: 'label', type: 'nominal' as const } },
+                  encoding: {
+                    y: { field: 'ceiling', type: 'quantitative' as const },
+                    text: { field: 'label', type: 'nominal' as const },
+                  },
                 },
               ]
             : []),
@@ -72,7 +93,10 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
       title: 'Speed-up over the single lock vs segment count',
       spec: {
         $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-        title: { text: 'Speed-up over the single lock', subtitle: 'orders/s at N segments ÷ orders/s with 1 segment, same profile' },
+        title: {
+          text: 'Speed-up over the single lock',
+          subtitle: 'orders/s at N segments ÷ orders/s with 1 segment, same profile',
+        },
         width: WIDTH,
         height: HEIGHT,
         config,
@@ -90,9 +114,25 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
             data: { values: points.filter((p) => Number.isFinite(p.speedup)) },
             mark: { type: 'line', point: true },
             encoding: {
-              x: { field: 'segments', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(points.map((p) => p.segments))] }, title: 'segments (N)' },
-              y: { field: 'speedup', type: 'quantitative', scale: { type: 'log', base: 2 }, title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' },
-              color: { field: 'profile', type: 'nominal', title: null, legend: { orient: 'top-left', labelLimit: 320 } },
+              x: {
+                field: 'segments',
+                type: 'quantitative',
+                scale: { type: 'log', base: 2 },
+                axis: { values: [...new Set(points.map((p) => p.segments))] },
+                title: 'segments (N)',
+              },
+              y: {
+                field: 'speedup',
+                type: 'quantitative',
+                scale: { type: 'log', base: 2 },
+                title: 'speed-up (×, log scale; dashed: N and 0.9 × N)',
+              },
+              color: {
+                field: 'profile',
+                type: 'nominal',
+                title: null,
+                legend: { orient: 'top-left', labelLimit: 320 },
+              },
             },
           },
         ],
@@ -107,7 +147,13 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
           ['p99', c.measured.latencyMs.p99],
           ['max', c.measured.latencyMs.max],
         ] as const
-      ).map(([percentile, value]) => ({ segments: `N=${c.segments}`, order: c.segments, percentile, ms: Math.max(value, 0.1), profile: profileName(c.profile) })),
+      ).map(([percentile, value]) => ({
+        segments: `N=${c.segments}`,
+        order: c.segments,
+        percentile,
+        ms: Math.max(value, 0.1),
+        profile: profileName(c.profile),
+      })),
     );
     charts.push({
       name: 'latency-percentiles',
@@ -123,7 +169,13 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
           height: 180,
           mark: { type: 'line', point: true },
           encoding: {
-            x: { field: 'order', type: 'quantitative', scale: { type: 'log', base: 2 }, axis: { values: [...new Set(percentiles.map((p) => p.order))] }, title: 'segments (N)' },
+            x: {
+              field: 'order',
+              type: 'quantitative',
+              scale: { type: 'log', base: 2 },
+              axis: { values: [...new Set(percentiles.map((p) => p.order))] },
+              title: 'segments (N)',
+            },
             y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'latency (ms, log scale)' },
             color: { field: 'percentile', type: 'nominal', sort: ['p50', 'p97.5', 'p99', 'max'], title: null },
           },
@@ -134,8 +186,18 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
 
   const comparisons = [
     ...(Number.isFinite(f.ceiling) ? [{ label: 'HTTP ceiling', perSecond: f.ceiling, kind: 'ceiling' }] : []),
-    ...[f.singleLock('real'), f.headline('real')].filter((c) => c !== undefined).map((c) => ({ label: `product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, perSecond: c.ordersPerSecond, kind: 'product' })),
-    ...run.lockFree.map((c) => ({ label: c.label.replace(/^lock-free · /, ''), perSecond: c.ordersPerSecond, kind: 'lock-free baseline' })),
+    ...[f.singleLock('real'), f.headline('real')]
+      .filter((c) => c !== undefined)
+      .map((c) => ({
+        label: `product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`,
+        perSecond: c.ordersPerSecond,
+        kind: 'product',
+      })),
+    ...run.lockFree.map((c) => ({
+      label: c.label.replace(/^lock-free · /, ''),
+      perSecond: c.ordersPerSecond,
+      kind: 'lock-free baseline',
+    })),
     ...run.soldOut.map((c) => ({ label: `sold out: 409 answers`, perSecond: c.refusalsPerSecond, kind: 'product' })),
   ];
   if (comparisons.length > 1) {
@@ -164,7 +226,10 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
       title: 'Units oversold in the oversell demonstration',
       spec: {
         $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-        title: { text: 'Units oversold', subtitle: `stock ${run.oversell[0]!.stock}, ${run.oversell[0]!.requests} one-unit orders at once` },
+        title: {
+          text: 'Units oversold',
+          subtitle: `stock ${run.oversell[0]!.stock}, ${run.oversell[0]!.requests} one-unit orders at once`,
+        },
         width: WIDTH,
         config,
         data: {
@@ -182,10 +247,19 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
           {
             mark: 'bar',
             encoding: {
-              color: { field: 'guard', type: 'nominal', title: null, scale: { range: ['#d62728', '#2ca02c'], domain: ['no shared lock', 'lock shared by every caller'] }, legend: { orient: 'bottom', labelLimit: 320 } },
+              color: {
+                field: 'guard',
+                type: 'nominal',
+                title: null,
+                scale: { range: ['#d62728', '#2ca02c'], domain: ['no shared lock', 'lock shared by every caller'] },
+                legend: { orient: 'bottom', labelLimit: 320 },
+              },
             },
           },
-          { mark: { type: 'text', align: 'left', dx: 4 }, encoding: { text: { field: 'oversold', type: 'quantitative' } } },
+          {
+            mark: { type: 'text', align: 'left', dx: 4 },
+            encoding: { text: { field: 'oversold', type: 'quantitative' } },
+          },
         ],
       },
     });

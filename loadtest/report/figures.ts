@@ -28,7 +28,9 @@ export class RunFigures {
    * rates, CPU per answer barely moves when other processes load the machine, so it is the steadier yardstick.
    */
   get ceilingServiceMsPerAnswer(): number {
-    const values = this.ceilings.filter((c) => c.cpu && c.perSecond > 0).map((c) => (c.cpu!.cores.service / c.perSecond) * 1000);
+    const values = this.ceilings
+      .filter((c) => c.cpu && c.perSecond > 0)
+      .map((c) => (c.cpu!.cores.service / c.perSecond) * 1000);
     return values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN;
   }
 

@@ -2,7 +2,8 @@
 
 export const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
 
-export const ms = (n: number) => (!Number.isFinite(n) ? '–' : n >= 100 ? int(n) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+export const ms = (n: number) =>
+  !Number.isFinite(n) ? '–' : n >= 100 ? int(n) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 
 export const pct = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(n < 0.1 ? 1 : 0)} %` : '–');
 
@@ -10,7 +11,8 @@ export const times = (n: number) => (Number.isFinite(n) ? `×${n.toFixed(n >= 10
 
 export const num = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : '–');
 
-export const mib = (bytes: number) => (Number.isFinite(bytes) && bytes > 0 ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : '–');
+export const mib = (bytes: number) =>
+  Number.isFinite(bytes) && bytes > 0 ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : '–';
 
 export const mark = (ok: boolean | null) => (ok === null ? 'not measured' : ok ? '**met**' : '**not met**');
 

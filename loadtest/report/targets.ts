@@ -38,7 +38,9 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     id: 'step-scaling',
     target: `${stepMs} ms step: speed-up ≥ 0.9 × N for every N ≤ 32`,
     measured: stepCases.length
-      ? stepCases.map((c) => `N=${c.segments} ${times(f.speedup(c))} (${pct(f.speedup(c) / c.segments)} of N)`).join('; ')
+      ? stepCases
+          .map((c) => `N=${c.segments} ${times(f.speedup(c))} (${pct(f.speedup(c) / c.segments)} of N)`)
+          .join('; ')
       : 'not measured',
     met: stepCases.length && stepSingle ? shortfalls.length === 0 : null,
   });
@@ -88,7 +90,9 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
         cpuView(f, f.serviceMsPerAnswer(soldOut.refusalsPerSecond, soldOut.cpu))
       : 'not measured',
     met: soldOut
-      ? soldOut.refusalsPerSecond >= 0.9 * f.ceiling && soldOut.restock.firstOrderStatus === 201 && (soldOut.lockAttemptsPerRequest ?? 0) === 0
+      ? soldOut.refusalsPerSecond >= 0.9 * f.ceiling &&
+        soldOut.restock.firstOrderStatus === 201 &&
+        (soldOut.lockAttemptsPerRequest ?? 0) === 0
       : null,
   });
 
@@ -107,7 +111,9 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
   out.push({
     id: 'books',
     target: 'invariants hold in every locked scenario (sold = Σ 201, no negative segment, available + sold = stock)',
-    measured: locked.length ? `${locked.length - badBooks.length} of ${locked.length} cases balanced${badBooks.length ? `; failed: ${badBooks.map((c) => c.label).join(', ')}` : ''}` : 'not measured',
+    measured: locked.length
+      ? `${locked.length - badBooks.length} of ${locked.length} cases balanced${badBooks.length ? `; failed: ${badBooks.map((c) => c.label).join(', ')}` : ''}`
+      : 'not measured',
     met: locked.length ? badBooks.length === 0 : null,
   });
 
@@ -119,7 +125,9 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     measured: run.oversell.length
       ? run.oversell.map((c) => `${c.label.replace(/^oversell · /, '')}: ${int(c.books.oversold)}`).join('; ')
       : 'not measured',
-    met: run.oversell.length ? unguarded.every((c) => c.books.oversold > 0) && guarded.every((c) => c.books.ok && c.books.oversold === 0) : null,
+    met: run.oversell.length
+      ? unguarded.every((c) => c.books.oversold > 0) && guarded.every((c) => c.books.ok && c.books.oversold === 0)
+      : null,
   });
   return out;
 }

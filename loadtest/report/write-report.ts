@@ -19,7 +19,9 @@ export async function writeReport(run: RunResults, file: string, resultsPath: st
   const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
   mkdirSync(chartDir, { recursive: true });
   const charts = await renderCharts(run, chartDir);
-  const chartLinks = new Map(charts.map((c) => [path.basename(c.file, '.svg'), `![${c.title}](${path.relative(dir, c.file)})`]));
+  const chartLinks = new Map(
+    charts.map((c) => [path.basename(c.file, '.svg'), `![${c.title}](${path.relative(dir, c.file)})`]),
+  );
   const analysis = keptAnalysis(file);
   writeFileSync(file, render(run, resultsPath, chartLinks, analysis));
 }
@@ -83,10 +85,22 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         ['Target', meta.target],
         ['Redis / Postgres', meta.backing],
         ['Load generator', `autocannon (programmatic API) in the same process as the runner, on the same machine`],
-        ['Connections', `${s.connections} (memory case: ${s.memoryConnections}), pipelining 1, timeout ${s.timeoutSeconds} s`],
-        ['Rounds', `warm-up ${s.warmupSeconds} s on its own SKU (\`-d ${s.warmupSeconds}\`), then a measured round of a fixed number of requests (\`-a <requests>\`) sized to last about ${s.measureSeconds} s at the warm-up rate`],
-        ['Orders', `\`POST /orders {"sku": <fresh SKU>, "quantity": ${s.quantity}}\`; stock sized to ${4}× what the round can sell, so it never runs out while measuring`],
-        ['Business step', `${s.businessStepMs} ms (\`CRITICAL_SECTION_DELAY_MS\`), held inside the segment lock, second profile only`],
+        [
+          'Connections',
+          `${s.connections} (memory case: ${s.memoryConnections}), pipelining 1, timeout ${s.timeoutSeconds} s`,
+        ],
+        [
+          'Rounds',
+          `warm-up ${s.warmupSeconds} s on its own SKU (\`-d ${s.warmupSeconds}\`), then a measured round of a fixed number of requests (\`-a <requests>\`) sized to last about ${s.measureSeconds} s at the warm-up rate`,
+        ],
+        [
+          'Orders',
+          `\`POST /orders {"sku": <fresh SKU>, "quantity": ${s.quantity}}\`; stock sized to ${4}× what the round can sell, so it never runs out while measuring`,
+        ],
+        [
+          'Business step',
+          `${s.businessStepMs} ms (\`CRITICAL_SECTION_DELAY_MS\`), held inside the segment lock, second profile only`,
+        ],
         [
           'Shared machine',
           s.quietCores > 0
@@ -98,7 +112,8 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     ),
   );
   const example = run.segments[0]?.measured.autocannon.flags ?? run.ceiling[0]?.measured.autocannon.flags;
-  if (example) p('Exact autocannon flags of a measured round (the SKU and request count change per case):', '```', example, '```');
+  if (example)
+    p('Exact autocannon flags of a measured round (the SKU and request count change per case):', '```', example, '```');
   p(
     '- Rates are successful answers per second over the **steady window**: from the start of the measured round until the first ' +
       'connection sent its last request, while all connections were busy. Latency percentiles cover every answer of the measured round.',
@@ -108,20 +123,49 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
       'available + sold = stock, no segment below 0, every order with its ledger rows.',
   );
 
-  p('## Targets', `Judged on ratios measured in this run. Ceiling = mean of the single-instance ceilings below (${int(f.ceiling)}/s; last ÷ first = ${num(f.ceilingDrift)}).`);
-  p(table(['Target', 'Measured', 'Result'], evaluateTargets(run).map((t) => [t.target, t.measured, mark(t.met)]), ['l', 'l', 'l']));
+  p(
+    '## Targets',
+    `Judged on ratios measured in this run. Ceiling = mean of the single-instance ceilings below (${int(f.ceiling)}/s; last ÷ first = ${num(f.ceilingDrift)}).`,
+  );
+  p(
+    table(
+      ['Target', 'Measured', 'Result'],
+      evaluateTargets(run).map((t) => [t.target, t.measured, mark(t.met)]),
+      ['l', 'l', 'l'],
+    ),
+  );
 
-  p('## 1. HTTP ceiling', 'The same express stack and middleware answering `POST /bench/echo` with the order’s body (JSON parsed, echoed back); no lock, no database.');
+  p(
+    '## 1. HTTP ceiling',
+    'The same express stack and middleware answering `POST /bench/echo` with the order’s body (JSON parsed, echoed back); no lock, no database.',
+  );
   p(
     table(
       ['Case', 'Answers/s', 'p50 ms', 'p97.5 ms', 'p99 ms', 'max ms', 'Requests', 'Statuses'],
-      run.ceiling.map((c) => [c.label, int(c.perSecond), ms(c.measured.latencyMs.p50), ms(c.measured.latencyMs.p97_5), ms(c.measured.latencyMs.p99), ms(c.measured.latencyMs.max), int(c.measured.responses), statuses(c.measured.statusCounts)]),
+      run.ceiling.map((c) => [
+        c.label,
+        int(c.perSecond),
+        ms(c.measured.latencyMs.p50),
+        ms(c.measured.latencyMs.p97_5),
+        ms(c.measured.latencyMs.p99),
+        ms(c.measured.latencyMs.max),
+        int(c.measured.responses),
+        statuses(c.measured.statusCounts),
+      ]),
     ),
   );
 
   for (const [profile, title, intro] of [
-    ['real', '## 2. Single lock vs segmented: real critical section', 'The order flow as shipped: lock, read the segment from Postgres, write the fenced update, the order and its ledger in one transaction, release.'],
-    ['business-step', `## 3. Single lock vs segmented: ${s.businessStepMs} ms business step in the lock`, `Reference article 002’s example: one lock with a 20 ms critical section serves at most 50 orders/s; 20 segments should approach 1,000/s.`],
+    [
+      'real',
+      '## 2. Single lock vs segmented: real critical section',
+      'The order flow as shipped: lock, read the segment from Postgres, write the fenced update, the order and its ledger in one transaction, release.',
+    ],
+    [
+      'business-step',
+      `## 3. Single lock vs segmented: ${s.businessStepMs} ms business step in the lock`,
+      `Reference article 002’s example: one lock with a 20 ms critical section serves at most 50 orders/s; 20 segments should approach 1,000/s.`,
+    ],
   ] as const) {
     const cases = f.profile(profile);
     if (!cases.length) continue;
@@ -138,7 +182,8 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         'Single-instance figures of the same run for comparison.',
     );
     const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
-    if (clusterCeiling) p(`HTTP ceiling through the cluster: ${int(clusterCeiling.perSecond)}/s (single instance: ${int(f.ceiling)}/s).`);
+    if (clusterCeiling)
+      p(`HTTP ceiling through the cluster: ${int(clusterCeiling.perSecond)}/s (single instance: ${int(f.ceiling)}/s).`);
     const rows = run.cluster.flatMap((c) => {
       const single = f.at('real', c.segments);
       return [c, ...(single ? [single] : [])];
@@ -166,7 +211,13 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
           int(c.books.sold),
           int(c.books.available),
           `**${int(c.books.oversold)}**`,
-          expectedSafe(c) ? (c.books.ok ? 'balanced' : 'FAILED') : c.books.oversold > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time',
+          expectedSafe(c)
+            ? c.books.ok
+              ? 'balanced'
+              : 'FAILED'
+            : c.books.oversold > 0
+              ? 'oversold, as expected without a shared lock'
+              : 'no oversell this time',
         ]),
       ),
     );
@@ -174,10 +225,23 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
   }
 
   if (run.soldOut.length) {
-    p('## 6. After sell-out', 'A SKU sold to 0 (every segment seen empty by the instance), then one-unit orders: each should be refused at once with 409, without a lock or a database round trip.');
+    p(
+      '## 6. After sell-out',
+      'A SKU sold to 0 (every segment seen empty by the instance), then one-unit orders: each should be refused at once with 409, without a lock or a database round trip.',
+    );
     p(
       table(
-        ['Case', '409/s', '% of ceiling', 'p50 ms', 'p99 ms', 'max ms', 'Lock attempts / request', 'Statuses', 'Restock: next order'],
+        [
+          'Case',
+          '409/s',
+          '% of ceiling',
+          'p50 ms',
+          'p99 ms',
+          'max ms',
+          'Lock attempts / request',
+          'Statuses',
+          'Restock: next order',
+        ],
         run.soldOut.map((c) => [
           c.label,
           int(c.refusalsPerSecond),
@@ -206,11 +270,22 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
   }
 
   if (run.memory.length) {
-    p('## Memory', `Resident memory of the service process while ${s.memoryConnections} connections order (sampled every 250 ms; peak = VmHWM since start).`);
+    p(
+      '## Memory',
+      `Resident memory of the service process while ${s.memoryConnections} connections order (sampled every 250 ms; peak = VmHWM since start).`,
+    );
     p(
       table(
         ['Case', 'Orders/s', 'p99 ms', 'max ms', 'Statuses', 'RSS max in round', 'Peak RSS'],
-        run.memory.map((c) => [c.label, int(c.ordersPerSecond), ms(c.measured.latencyMs.p99), ms(c.measured.latencyMs.max), statuses(c.measured.statusCounts), mib(c.memory?.maxRssBytes ?? NaN), mib(c.memory?.peakRssBytes ?? NaN)]),
+        run.memory.map((c) => [
+          c.label,
+          int(c.ordersPerSecond),
+          ms(c.measured.latencyMs.p99),
+          ms(c.measured.latencyMs.max),
+          statuses(c.measured.statusCounts),
+          mib(c.memory?.maxRssBytes ?? NaN),
+          mib(c.memory?.peakRssBytes ?? NaN),
+        ]),
       ),
     );
   }
@@ -225,7 +300,19 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
     p(
       table(
-        ['Case', 'Answers/s', 'Machine busy', 'Service', 'Postgres', 'Redis', 'Load generator', 'Other processes', 'Service ms / answer', 'Postgres ms / answer', 'Waited for quiet'],
+        [
+          'Case',
+          'Answers/s',
+          'Machine busy',
+          'Service',
+          'Postgres',
+          'Redis',
+          'Load generator',
+          'Other processes',
+          'Service ms / answer',
+          'Postgres ms / answer',
+          'Waited for quiet',
+        ],
         cpuRows.map(({ label, perSecond, cpu }) => [
           label,
           int(perSecond),
@@ -245,7 +332,11 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
 
   if (run.skipped.length) p('## Not measured in this run', ...run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`));
   if (run.incidents.length) {
-    p('## Incidents', 'A service process ended during a case; the case was repeated from the start on a fresh process, and only that repetition is reported.', ...run.incidents.map((x) => `- ${x}`));
+    p(
+      '## Incidents',
+      'A service process ended during a case; the case was repeated from the start on a fresh process, and only that repetition is reported.',
+      ...run.incidents.map((x) => `- ${x}`),
+    );
   }
 
   p('## Analysis', ANALYSIS_BEGIN, analysis, ANALYSIS_END);
@@ -255,19 +346,39 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
 function cpuCases(run: RunResults, f: RunFigures): { label: string; perSecond: number; cpu: CpuUsage }[] {
   const rows: { label: string; perSecond: number; cpu: CpuUsage | null }[] = [
     ...run.ceiling.map((c) => ({ label: c.label, perSecond: c.perSecond, cpu: c.cpu })),
-    ...[...f.profile('real'), ...f.profile('business-step'), ...run.cluster, ...run.lockFree, ...run.memory].map((c) => ({
-      label: c.label,
-      perSecond: c.ordersPerSecond,
-      cpu: c.cpu,
-    })),
+    ...[...f.profile('real'), ...f.profile('business-step'), ...run.cluster, ...run.lockFree, ...run.memory].map(
+      (c) => ({
+        label: c.label,
+        perSecond: c.ordersPerSecond,
+        cpu: c.cpu,
+      }),
+    ),
     ...run.soldOut.map((c) => ({ label: c.label, perSecond: c.refusalsPerSecond, cpu: c.cpu })),
   ];
   return rows.filter((r): r is { label: string; perSecond: number; cpu: CpuUsage } => r.cpu !== null);
 }
 
-function salesTable(cases: SalesCase[], f: RunFigures, ofCeiling: (n: number) => string, showInstances = false): string {
+function salesTable(
+  cases: SalesCase[],
+  f: RunFigures,
+  ofCeiling: (n: number) => string,
+  showInstances = false,
+): string {
   return table(
-    ['Case', ...(showInstances ? ['Instances'] : []), 'Orders/s', '× single lock', '% of ceiling', 'p50 ms', 'p97.5 ms', 'p99 ms', 'max ms', 'Requests', 'Statuses', 'Books'],
+    [
+      'Case',
+      ...(showInstances ? ['Instances'] : []),
+      'Orders/s',
+      '× single lock',
+      '% of ceiling',
+      'p50 ms',
+      'p97.5 ms',
+      'p99 ms',
+      'max ms',
+      'Requests',
+      'Statuses',
+      'Books',
+    ],
     cases.map((c) => [
       c.label,
       ...(showInstances ? [c.instances] : []),
@@ -280,7 +391,12 @@ function salesTable(cases: SalesCase[], f: RunFigures, ofCeiling: (n: number) =>
       ms(c.measured.latencyMs.max),
       int(c.measured.responses),
       statuses(c.measured.statusCounts),
-      c.books.ok && c.warmupBooks.ok ? 'balanced' : `FAILED: ${[...c.books.checks, ...c.warmupBooks.checks].filter((k) => !k.ok).map((k) => k.name).join('; ')}`,
+      c.books.ok && c.warmupBooks.ok
+        ? 'balanced'
+        : `FAILED: ${[...c.books.checks, ...c.warmupBooks.checks]
+            .filter((k) => !k.ok)
+            .map((k) => k.name)
+            .join('; ')}`,
     ]),
   );
 }
@@ -288,7 +404,19 @@ function salesTable(cases: SalesCase[], f: RunFigures, ofCeiling: (n: number) =>
 function lockTable(cases: SalesCase[], showInstances = false): string {
   const rows = cases.filter((c) => c.lock);
   return table(
-    ['Case', ...(showInstances ? ['Instances'] : []), 'Lock attempts / order', 'Busy / order', 'Waits / order', 'Segments tried p99', 'Mean wait ms', 'Wait p99 ≤ ms', 'Mean hold ms', 'Utilisation', 'Fenced out'],
+    [
+      'Case',
+      ...(showInstances ? ['Instances'] : []),
+      'Lock attempts / order',
+      'Busy / order',
+      'Waits / order',
+      'Segments tried p99',
+      'Mean wait ms',
+      'Wait p99 ≤ ms',
+      'Mean hold ms',
+      'Utilisation',
+      'Fenced out',
+    ],
     rows.map((c) => {
       const l = c.lock!;
       return [

@@ -76,16 +76,19 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
 
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(options, (error, result) => (error ? reject(error) : resolve(result)));
-    instance.on('response', (client: autocannon.Client & { responseMax?: number }, statusCode: number, _bytes: number, ms: number) => {
-      const now = performance.now() - started;
-      latencies.push(ms);
-      statuses.push(statusCode);
-      times.push(now);
-      const answered = (perClient.get(client) ?? 0) + 1;
-      perClient.set(client, answered);
-      if (client.responseMax && answered >= client.responseMax && now < firstIdleAt) firstIdleAt = now;
-      if (spec.amount !== undefined) bar.update(latencies.length, `${Math.round((latencies.length / now) * 1000)}/s`);
-    });
+    instance.on(
+      'response',
+      (client: autocannon.Client & { responseMax?: number }, statusCode: number, _bytes: number, ms: number) => {
+        const now = performance.now() - started;
+        latencies.push(ms);
+        statuses.push(statusCode);
+        times.push(now);
+        const answered = (perClient.get(client) ?? 0) + 1;
+        perClient.set(client, answered);
+        if (client.responseMax && answered >= client.responseMax && now < firstIdleAt) firstIdleAt = now;
+        if (spec.amount !== undefined) bar.update(latencies.length, `${Math.round((latencies.length / now) * 1000)}/s`);
+      },
+    );
   });
   if (ticker) clearInterval(ticker);
   const elapsedMs = performance.now() - started;

@@ -17,7 +17,6 @@ export interface BooksQuestion {
   stockIn?: 'segments' | 'redis-counter';
 }
 
-
 /** Checks a SKU's books through the API and, when reachable, straight in Postgres. */
 export async function checkBooks(api: StockApi, db: Db | null, question: BooksQuestion): Promise<Books> {
   const checks: Books['checks'] = [];
@@ -28,15 +27,27 @@ export async function checkBooks(api: StockApi, db: Db | null, question: BooksQu
     available = (await api.redisCounter(question.sku)) ?? view.available;
   } else {
     const negative = view.segmentStock.filter((s) => s.available < 0);
-    check('no segment below 0 (API)', negative.length === 0, `${negative.length} negative of ${view.segmentStock.length}`);
+    check(
+      'no segment below 0 (API)',
+      negative.length === 0,
+      `${negative.length} negative of ${view.segmentStock.length}`,
+    );
   }
   const sold = view.sold;
   if (question.exact) {
-    check('units sold = Σ 201 quantities (API)', sold === question.answeredUnits, `sold ${sold}, answered ${question.answeredUnits}`);
+    check(
+      'units sold = Σ 201 quantities (API)',
+      sold === question.answeredUnits,
+      `sold ${sold}, answered ${question.answeredUnits}`,
+    );
   } else {
     const slack = question.unansweredAtMost ?? 0;
     const ok = sold >= question.answeredUnits && sold - question.answeredUnits <= slack;
-    check('units sold ≥ Σ 201 quantities, by at most the unanswered requests (API)', ok, `sold ${sold}, answered ${question.answeredUnits}, unanswered ≤ ${slack}`);
+    check(
+      'units sold ≥ Σ 201 quantities, by at most the unanswered requests (API)',
+      ok,
+      `sold ${sold}, answered ${question.answeredUnits}, unanswered ≤ ${slack}`,
+    );
   }
   check('available + sold = stock (API)', available + sold === view.stock, `${available} + ${sold} vs ${view.stock}`);
 
@@ -45,13 +56,24 @@ export async function checkBooks(api: StockApi, db: Db | null, question: BooksQu
     if (!audit) throw new Error(`SKU ${question.sku} is not in Postgres`);
     const auditAvailable = question.stockIn === 'redis-counter' ? available : audit.available;
     check('Σ ledger = units sold (Postgres)', audit.sold === sold, `ledger ${audit.sold}, API ${sold}`);
-    check('available + ledger = stock (Postgres)', auditAvailable + audit.sold === audit.totalStock, `${auditAvailable} + ${audit.sold} vs ${audit.totalStock}`);
-    check('stock = Σ additions (Postgres)', audit.additions === audit.totalStock, `${audit.additions} vs ${audit.totalStock}`);
+    check(
+      'available + ledger = stock (Postgres)',
+      auditAvailable + audit.sold === audit.totalStock,
+      `${auditAvailable} + ${audit.sold} vs ${audit.totalStock}`,
+    );
+    check(
+      'stock = Σ additions (Postgres)',
+      audit.additions === audit.totalStock,
+      `${audit.additions} vs ${audit.totalStock}`,
+    );
     if (question.stockIn !== 'redis-counter') {
       check('no segment below 0 (Postgres)', audit.negativeSegments === 0, `${audit.negativeSegments} negative`);
     }
-    check('every order has its ledger rows (Postgres)', audit.ordersWithoutLedger === 0 && audit.ordersLedgerMismatch === 0,
-      `${audit.ordersWithoutLedger} without, ${audit.ordersLedgerMismatch} mismatched`);
+    check(
+      'every order has its ledger rows (Postgres)',
+      audit.ordersWithoutLedger === 0 && audit.ordersLedgerMismatch === 0,
+      `${audit.ordersWithoutLedger} without, ${audit.ordersLedgerMismatch} mismatched`,
+    );
   }
   return {
     ok: checks.every((c) => c.ok),

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../../src/db/database.js';
 import { StockApi } from '../client/stock-api.js';
-import type { RunSettings } from '../results.js';
 import { CpuMeter, type CpuUsage } from '../infra/cpu-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
+import type { RunSettings } from '../results.js';
 import type { RunProgress } from '../runner/progress.js';
 
 /** What every scenario gets: the settings, progress output, and the database for the books (when reachable). */
@@ -50,7 +50,9 @@ export class RunContext {
       this.lastQuietWait = (performance.now() - started) / 1000;
       if (others <= quietCores || this.lastQuietWait >= quietMaxWaitSeconds) return;
       if (!announced) {
-        this.progress.note(`other processes use ${others.toFixed(2)} cores; waiting up to ${quietMaxWaitSeconds} s for them to drop to ${quietCores}…`);
+        this.progress.note(
+          `other processes use ${others.toFixed(2)} cores; waiting up to ${quietMaxWaitSeconds} s for them to drop to ${quietCores}…`,
+        );
         announced = true;
       }
     }

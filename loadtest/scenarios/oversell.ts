@@ -14,7 +14,12 @@ export interface GuardSpec {
 
 export const guards = {
   none: { id: 'none', label: 'no lock', guard: 'none', path: '/bench/oversell/none' },
-  localMutex: { id: 'local-mutex', label: 'process-local mutex', guard: 'local-mutex', path: '/bench/oversell/local-mutex' },
+  localMutex: {
+    id: 'local-mutex',
+    label: 'process-local mutex',
+    guard: 'local-mutex',
+    path: '/bench/oversell/local-mutex',
+  },
   redisLock: { id: 'redis-lock', label: 'Redis segment lock', guard: 'redis-lock', path: '/bench/oversell/redis-lock' },
   product: { id: 'product', label: 'the product, POST /orders', guard: 'redis-lock', path: '/orders' },
 } satisfies Record<string, GuardSpec>;
@@ -51,5 +56,15 @@ export async function runOversell(
     ctx.progress,
   );
   const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
-  return { id: `oversell-${guard.id}-${instances}`, label, guard: guard.guard, path: guard.path, instances, stock, requests, round, books };
+  return {
+    id: `oversell-${guard.id}-${instances}`,
+    label,
+    guard: guard.guard,
+    path: guard.path,
+    instances,
+    stock,
+    requests,
+    round,
+    books,
+  };
 }

@@ -5,7 +5,16 @@ import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
 import { runSoldOut } from './sold-out.js';
 
-export const scenarioNames = ['ceiling', 'segments', 'business-step', 'cluster', 'oversell', 'sold-out', 'lock-free', 'memory'] as const;
+export const scenarioNames = [
+  'ceiling',
+  'segments',
+  'business-step',
+  'cluster',
+  'oversell',
+  'sold-out',
+  'lock-free',
+  'memory',
+] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
 /** The services a run measures: the real critical section, the same with a business step, several instances. */
@@ -83,7 +92,11 @@ class Services {
  * Every scenario, in an order that keeps one service busy at a time: the single instance (real critical section),
  * then the instance with the business step, then the cluster; the ceiling is measured first and last to show drift.
  */
-export async function runAll(ctx: RunContext, targets: Targets, selected: ReadonlySet<ScenarioName>): Promise<Omit<RunResults, 'meta'>> {
+export async function runAll(
+  ctx: RunContext,
+  targets: Targets,
+  selected: ReadonlySet<ScenarioName>,
+): Promise<Omit<RunResults, 'meta'>> {
   const results: Omit<RunResults, 'meta'> = {
     ceiling: [],
     segments: [],
@@ -101,14 +114,27 @@ export async function runAll(ctx: RunContext, targets: Targets, selected: Readon
   const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 
   if (wants('ceiling')) {
-    results.ceiling.push(await services.use('real', (service) => measureCeiling(ctx, { id: 'ceiling-first', label: 'HTTP ceiling (first)', service, instances: 1 })));
+    results.ceiling.push(
+      await services.use('real', (service) =>
+        measureCeiling(ctx, { id: 'ceiling-first', label: 'HTTP ceiling (first)', service, instances: 1 }),
+      ),
+    );
   }
 
   if (wants('segments')) {
     for (const segments of settings.segmentCounts) {
       results.segments.push(
         await services.use('real', (service) =>
-          measureSales(ctx, { id: `real-${segments}`, label: `real · ${lockName(segments)}`, service, path: '/orders', profile: 'real', instances: 1, segments, lockMetrics: true }),
+          measureSales(ctx, {
+            id: `real-${segments}`,
+            label: `real · ${lockName(segments)}`,
+            service,
+            path: '/orders',
+            profile: 'real',
+            instances: 1,
+            segments,
+            lockMetrics: true,
+          }),
         ),
       );
     }
@@ -116,7 +142,10 @@ export async function runAll(ctx: RunContext, targets: Targets, selected: Readon
 
   if (wants('business-step')) {
     if (!services.available('businessStep')) {
-      results.skipped.push({ scenario: 'business-step', reason: 'the business step is a setting of a service this run starts; a --url target cannot be given it' });
+      results.skipped.push({
+        scenario: 'business-step',
+        reason: 'the business step is a setting of a service this run starts; a --url target cannot be given it',
+      });
     } else {
       for (const segments of settings.segmentCounts) {
         results.segments.push(
@@ -138,13 +167,29 @@ export async function runAll(ctx: RunContext, targets: Targets, selected: Readon
     }
   }
 
-  if (wants('sold-out')) results.soldOut.push(await services.use('real', (service) => runSoldOut(ctx, service, HEADLINE_SEGMENTS)));
+  if (wants('sold-out'))
+    results.soldOut.push(await services.use('real', (service) => runSoldOut(ctx, service, HEADLINE_SEGMENTS)));
 
   if (wants('lock-free')) {
     const lockFree = [
-      { id: 'pg-row', label: 'lock-free · Postgres conditional UPDATE, 1 row', path: '/bench/lock-free/pg-conditional', segments: 1 },
-      { id: 'pg-rows', label: `lock-free · Postgres conditional UPDATE, ${HEADLINE_SEGMENTS} rows`, path: '/bench/lock-free/pg-conditional', segments: HEADLINE_SEGMENTS },
-      { id: 'redis-counter', label: 'lock-free · Redis Lua counter + Postgres ledger', path: '/bench/lock-free/redis-counter', segments: 1 },
+      {
+        id: 'pg-row',
+        label: 'lock-free · Postgres conditional UPDATE, 1 row',
+        path: '/bench/lock-free/pg-conditional',
+        segments: 1,
+      },
+      {
+        id: 'pg-rows',
+        label: `lock-free · Postgres conditional UPDATE, ${HEADLINE_SEGMENTS} rows`,
+        path: '/bench/lock-free/pg-conditional',
+        segments: HEADLINE_SEGMENTS,
+      },
+      {
+        id: 'redis-counter',
+        label: 'lock-free · Redis Lua counter + Postgres ledger',
+        path: '/bench/lock-free/redis-counter',
+        segments: 1,
+      },
     ] as const;
     for (const baseline of lockFree) {
       results.lockFree.push(
@@ -180,28 +225,50 @@ export async function runAll(ctx: RunContext, targets: Targets, selected: Readon
     );
   }
 
-  if (wants('oversell')) results.oversell.push(await services.use('real', (service) => runOversell(ctx, service, 1, guards.localMutex)));
+  if (wants('oversell'))
+    results.oversell.push(await services.use('real', (service) => runOversell(ctx, service, 1, guards.localMutex)));
 
   if (wants('cluster') || wants('oversell')) {
     if (!services.available('cluster')) {
-      results.skipped.push({ scenario: 'cluster', reason: 'several instances behind one port are started by this run; a --url target is measured as it is' });
+      results.skipped.push({
+        scenario: 'cluster',
+        reason: 'several instances behind one port are started by this run; a --url target is measured as it is',
+      });
     } else {
       const instances = settings.clusterInstances;
       if (wants('cluster')) {
         results.ceiling.push(
-          await services.use('cluster', (service) => measureCeiling(ctx, { id: 'ceiling-cluster', label: `HTTP ceiling · ${instances} instances`, service, instances })),
+          await services.use('cluster', (service) =>
+            measureCeiling(ctx, {
+              id: 'ceiling-cluster',
+              label: `HTTP ceiling · ${instances} instances`,
+              service,
+              instances,
+            }),
+          ),
         );
         for (const segments of settings.clusterSegmentCounts) {
           results.cluster.push(
             await services.use('cluster', (service) =>
-              measureSales(ctx, { id: `cluster-${segments}`, label: `${instances} instances · ${lockName(segments)}`, service, path: '/orders', profile: 'real', instances, segments, lockMetrics: true }),
+              measureSales(ctx, {
+                id: `cluster-${segments}`,
+                label: `${instances} instances · ${lockName(segments)}`,
+                service,
+                path: '/orders',
+                profile: 'real',
+                instances,
+                segments,
+                lockMetrics: true,
+              }),
             ),
           );
         }
       }
       if (wants('oversell')) {
         for (const guard of [guards.none, guards.localMutex, guards.redisLock, guards.product]) {
-          results.oversell.push(await services.use('cluster', (service) => runOversell(ctx, service, instances, guard)));
+          results.oversell.push(
+            await services.use('cluster', (service) => runOversell(ctx, service, instances, guard)),
+          );
         }
       }
       await services.release('cluster');
@@ -209,7 +276,11 @@ export async function runAll(ctx: RunContext, targets: Targets, selected: Readon
   }
 
   if (wants('ceiling')) {
-    results.ceiling.push(await services.use('real', (service) => measureCeiling(ctx, { id: 'ceiling-last', label: 'HTTP ceiling (last)', service, instances: 1 })));
+    results.ceiling.push(
+      await services.use('real', (service) =>
+        measureCeiling(ctx, { id: 'ceiling-last', label: 'HTTP ceiling (last)', service, instances: 1 }),
+      ),
+    );
   }
   await services.release('real');
   return results;

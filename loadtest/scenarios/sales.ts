@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HistogramDelta, MetricsSnapshot } from '../client/prometheus.js';
 import { readMemory, type ServiceTarget } from '../infra/service-process.js';
 import type { CeilingCase, LockStats, MemoryStats, Profile, SalesCase } from '../results.js';
-import { runRound, type RoundResult } from '../runner/round.js';
+import { type RoundResult, runRound } from '../runner/round.js';
 import { checkBooks } from './books.js';
 import type { RunContext } from './context.js';
 
@@ -81,7 +81,12 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const memoryStats = memory.stop();
 
   const stockIn = spec.stockIn ?? 'segments';
-  const books = await checkBooks(api, ctx.db, { sku, answeredUnits: (measured.statusCounts[201] ?? 0) * quantity, exact: true, stockIn });
+  const books = await checkBooks(api, ctx.db, {
+    sku,
+    answeredUnits: (measured.statusCounts[201] ?? 0) * quantity,
+    exact: true,
+    stockIn,
+  });
   const warmupBooks = await checkBooks(api, ctx.db, {
     sku: warmSku,
     answeredUnits: (warmup.statusCounts[201] ?? 0) * quantity,
@@ -160,7 +165,15 @@ export async function measureCeiling(
   await settle(spec.service, settings.timeoutSeconds);
   const cpu = ctx.meterCpu(spec.service);
   const measured = await round({ amount: measuredAmount(ctx, warmup, settings.connections, 200) }, spec.label);
-  return { id: spec.id, label: spec.label, instances: spec.instances, warmup, measured, perSecond: measured.ratePerSecond[200] ?? 0, cpu: cpu() };
+  return {
+    id: spec.id,
+    label: spec.label,
+    instances: spec.instances,
+    warmup,
+    measured,
+    perSecond: measured.ratePerSecond[200] ?? 0,
+    cpu: cpu(),
+  };
 }
 
 /**
@@ -186,7 +199,12 @@ export function measuredAmount(ctx: RunContext, warmup: RoundResult, connections
 }
 
 /** Lock figures for a measured round, from the service's metrics before and after it. */
-export function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: number, segments: number): LockStats {
+export function lockStats(
+  before: MetricsSnapshot,
+  after: MetricsSnapshot,
+  seconds: number,
+  segments: number,
+): LockStats {
   const delta = (name: string) => after.sum(name) - before.sum(name);
   const outcomesBefore = before.byLabel('stock_orders_total', 'outcome');
   const outcomes: Record<string, number> = {};

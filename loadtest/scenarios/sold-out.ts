@@ -30,7 +30,11 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
   };
   const label = `sold out · ${segments} segments`;
   await ctx.waitForQuiet(service);
-  const warmup = await runRound({ ...spec, title: `${label} · warm-up`, durationSeconds: ctx.settings.warmupSeconds }, 409, ctx.progress);
+  const warmup = await runRound(
+    { ...spec, title: `${label} · warm-up`, durationSeconds: ctx.settings.warmupSeconds },
+    409,
+    ctx.progress,
+  );
   await settle(service, ctx.settings.timeoutSeconds);
   const before = await MetricsSnapshot.scrape(service.metricsUrl);
   const cpu = ctx.meterCpu(service);

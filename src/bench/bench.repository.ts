@@ -62,7 +62,9 @@ export async function recordSale(db: Db, sale: BenchSale): Promise<void> {
       insert into orders (id, sku_id, quantity) values (${sale.orderId}::uuid, ${sale.skuId}, ${sale.quantity})
       returning id)
     insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
-    select placed.id, ${sale.skuId}, ${sale.segment}, ${sale.layoutVersion}, ${sale.quantity}, 0 from placed`.execute(db);
+    select placed.id, ${sale.skuId}, ${sale.segment}, ${sale.layoutVersion}, ${sale.quantity}, 0 from placed`.execute(
+    db,
+  );
 }
 
 export interface BenchSegment {

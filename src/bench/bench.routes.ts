@@ -1,11 +1,11 @@
-import { Router, type RequestHandler } from 'express';
+import { type RequestHandler, Router } from 'express';
 import { AppError } from '../errors.js';
 import { jsonBody } from '../http/json-body.js';
 import { methodNotAllowed } from '../http/method-not-allowed.js';
 import { orderBody, skuName } from '../http/schemas.js';
 import { parseOr400 } from '../http/validate.js';
 import type { LockFreeBaselines } from './lock-free-baselines.js';
-import { guardModes, type GuardMode, type OversellDemo } from './oversell-demo.js';
+import { type GuardMode, guardModes, type OversellDemo } from './oversell-demo.js';
 
 export interface BenchRouteDeps {
   demo: OversellDemo;

@@ -52,7 +52,9 @@ export class LockFreeBaselines {
     for (let i = 0; i < sku.segmentCount; i++) {
       const orderId = randomUUID();
       const segment = (start + i) % sku.segmentCount;
-      if (await sellIfAvailable(this.db, { orderId, skuId: sku.id, layoutVersion: sku.layoutVersion, segment, quantity })) {
+      if (
+        await sellIfAvailable(this.db, { orderId, skuId: sku.id, layoutVersion: sku.layoutVersion, segment, quantity })
+      ) {
         return { orderId, sku: sku.sku, quantity };
       }
     }

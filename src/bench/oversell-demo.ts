@@ -53,12 +53,21 @@ export class OversellDemo {
       const available = await readSegmentStock(this.db, segment);
       if (available === undefined) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
       if (available < quantity) {
-        throw new AppError('out_of_stock', `SKU '${sku.sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
+        throw new AppError('out_of_stock', `SKU '${sku.sku}' has ${available} unit(s) left, ${quantity} ordered`, {
+          available,
+        });
       }
       if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
       const orderId = randomUUID();
-      const written = await writeDecidedSale(this.db, { orderId, ...segment, quantity, availableAfter: available - quantity, fence });
-      if (!written) throw new AppError('lock_busy', 'the segment lock was lost before the write; nothing was sold', {}, 1);
+      const written = await writeDecidedSale(this.db, {
+        orderId,
+        ...segment,
+        quantity,
+        availableAfter: available - quantity,
+        fence,
+      });
+      if (!written)
+        throw new AppError('lock_busy', 'the segment lock was lost before the write; nothing was sold', {}, 1);
       return { orderId, sku: sku.sku, quantity };
     } finally {
       await release();

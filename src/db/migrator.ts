@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FileMigrationProvider, Migrator, type Kysely } from 'kysely';
+import { FileMigrationProvider, type Kysely, Migrator } from 'kysely';
 import type { Logger } from '../logger.js';
 
 // Compiled layout: dist/src/db/migrator.js → dist/migrations/.
@@ -11,7 +11,11 @@ const compiledMigrations = fileURLToPath(new URL('../../migrations/', import.met
  * Applies pending migrations. Kysely's Migrator takes a Postgres advisory lock, so instances that start together
  * apply each migration exactly once.
  */
-export async function migrateToLatest(db: Kysely<any>, log: Logger, migrationFolder = compiledMigrations): Promise<void> {
+export async function migrateToLatest(
+  db: Kysely<any>,
+  log: Logger,
+  migrationFolder = compiledMigrations,
+): Promise<void> {
   const migrator = new Migrator({
     db,
     provider: new FileMigrationProvider({ fs, path, migrationFolder }),

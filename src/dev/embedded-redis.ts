@@ -35,7 +35,20 @@ export async function startEmbeddedRedis(dataDir: string, log: Logger): Promise<
   const port = await freePort();
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--pidfile', pidFile, '--logfile', ''],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--appendonly',
+      'yes',
+      '--pidfile',
+      pidFile,
+      '--logfile',
+      '',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const stopOnExit = () => child.kill('SIGTERM');

@@ -2,7 +2,7 @@ import type { Endpoints } from '../app.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
-import { startEmbeddedRedis, type EmbeddedServer } from './embedded-redis.js';
+import { type EmbeddedServer, startEmbeddedRedis } from './embedded-redis.js';
 
 export interface ResolvedEndpoints extends Endpoints {
   /** Stops whatever was started here; a no-op for URLs given in the environment. */

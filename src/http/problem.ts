@@ -1,5 +1,5 @@
 import type { ErrorRequestHandler, Response } from 'express';
-import { AppError, errorCatalog, isDependencyFailure, type ErrorCode } from '../errors.js';
+import { AppError, type ErrorCode, errorCatalog, isDependencyFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 /** Sends an RFC 9457 problem document. */
@@ -46,7 +46,8 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     }
     const parserCode = typeof error?.type === 'string' ? bodyParserErrors[error.type] : undefined;
     if (parserCode && parserCode !== 'internal') {
-      const detail = parserCode === 'body_too_large' ? 'request bodies are limited to 16 KiB' : describeParserError(parserCode);
+      const detail =
+        parserCode === 'body_too_large' ? 'request bodies are limited to 16 KiB' : describeParserError(parserCode);
       sendProblem(res, new AppError(parserCode, detail));
       return;
     }
@@ -58,7 +59,10 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     }
     if (isDependencyFailure(error)) {
       log.warn({ err: error, url: req.originalUrl }, 'dependency unavailable');
-      sendProblem(res, new AppError('dependency_unavailable', 'Redis or Postgres did not answer; retry shortly', {}, 1));
+      sendProblem(
+        res,
+        new AppError('dependency_unavailable', 'Redis or Postgres did not answer; retry shortly', {}, 1),
+      );
       return;
     }
     log.error({ err: error, url: req.originalUrl }, 'unexpected error');

@@ -1,5 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
-import { runPrepared, type PreparedStatement } from '../db/database.js';
+import { type PreparedStatement, runPrepared } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 
 export interface SegmentDeduction {

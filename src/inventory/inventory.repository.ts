@@ -1,7 +1,7 @@
-import { sql } from 'kysely';
-import { runPrepared, type Db, type PreparedStatement } from '../db/database.js';
-import type { Database, SkuRow } from '../db/schema.js';
 import type { Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
+import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
+import type { Database, SkuRow } from '../db/schema.js';
 
 type Executor = Kysely<Database> | Transaction<Database>;
 
@@ -73,7 +73,11 @@ export async function readSegment(
   db: Executor,
   ref: { skuId: number; layoutVersion: number; segment: number },
 ): Promise<SegmentState | undefined> {
-  const [state] = await runPrepared<SegmentState>(db, readSegmentStatement, [ref.skuId, ref.segment, ref.layoutVersion]);
+  const [state] = await runPrepared<SegmentState>(db, readSegmentStatement, [
+    ref.skuId,
+    ref.segment,
+    ref.layoutVersion,
+  ]);
   return state;
 }
 

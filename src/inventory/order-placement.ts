@@ -2,14 +2,14 @@ import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
 import { AppError, FencedOutError } from '../errors.js';
-import { unlockNotice, type SegmentRef } from '../lock/keys.js';
+import { type SegmentRef, unlockNotice } from '../lock/keys.js';
 import type { Lease, SegmentLock } from '../lock/segment-lock.js';
 import type { UnlockWaiters } from '../lock/unlock-waiters.js';
 import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
 import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
 import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
+import { chooseSegmentsToCover, rotate, type SegmentTake, splitAcross } from './segment-math.js';
 import { SegmentMemory } from './segment-memory.js';
-import { chooseSegmentsToCover, rotate, splitAcross, type SegmentTake } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
 export interface OrderRequest {
@@ -189,7 +189,7 @@ export class OrderPlacement {
       }
       const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
       if (states.length !== segments.length) return { restart: 'layout-changed' };
-      leases.forEach((lease, i) => this.memory.remember(lease, states[i]!));
+      for (const [i, lease] of leases.entries()) this.memory.remember(lease, states[i]!);
       for (const { segment, available } of states) {
         seen.set(segment, available);
         if (available === 0) this.markEmpty(entry, segment);
@@ -257,7 +257,9 @@ export class OrderPlacement {
       createdAt =
         takes.length === 1
           ? requireAllWritten(await commitDeduction(this.db, commit), commit)
-          : await this.db.transaction().execute(async (trx) => requireAllWritten(await commitDeduction(trx, commit), commit));
+          : await this.db
+              .transaction()
+              .execute(async (trx) => requireAllWritten(await commitDeduction(trx, commit), commit));
     } catch (error) {
       for (const { lease } of takes) this.memory.forget(lease);
       if (error instanceof FencedOutError) {
@@ -300,7 +302,9 @@ function replay(prior: OrderRecord, fingerprint: string | null): PlacedOrder {
 }
 
 function fingerprintOf(request: OrderRequest): string {
-  return createHash('sha256').update(JSON.stringify([request.sku, request.quantity])).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([request.sku, request.quantity]))
+    .digest('hex');
 }
 
 function refOf(entry: SkuEntry, segment: number): SegmentRef {
@@ -317,4 +321,3 @@ export function lockBusy(waitedMs: number): AppError {
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
-

@@ -1,5 +1,5 @@
-import type { Db } from '../db/database.js';
 import type { Transaction } from 'kysely';
+import type { Db } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { Lease, SegmentLock } from '../lock/segment-lock.js';
@@ -46,7 +46,11 @@ export class StockAdmin {
   async create(input: { sku: string; stock: number; segments: number }): Promise<SkuView> {
     try {
       await this.db.transaction().execute((trx) =>
-        insertSku(trx, { sku: input.sku, segmentShares: splitEvenly(input.stock, input.segments), totalStock: input.stock }),
+        insertSku(trx, {
+          sku: input.sku,
+          segmentShares: splitEvenly(input.stock, input.segments),
+          totalStock: input.stock,
+        }),
       );
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {
@@ -115,15 +119,18 @@ export class StockAdmin {
       const entry = await this.directory.get(sku);
       const leases = await this.acquireAll(entry, deadline);
       try {
-        const applied = await this.db.transaction().execute(async (trx) => {
-          const row = await findSkuForUpdate(trx, entry.id);
-          if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
-          if (!(await change(trx, row, leases))) throw new RolledBack();
-          return 'applied' as const;
-        }).catch((error: unknown) => {
-          if (error instanceof RolledBack) return 'fenced-out' as const;
-          throw error;
-        });
+        const applied = await this.db
+          .transaction()
+          .execute(async (trx) => {
+            const row = await findSkuForUpdate(trx, entry.id);
+            if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
+            if (!(await change(trx, row, leases))) throw new RolledBack();
+            return 'applied' as const;
+          })
+          .catch((error: unknown) => {
+            if (error instanceof RolledBack) return 'fenced-out' as const;
+            throw error;
+          });
         if (applied === 'applied') {
           await this.directory.announceChange(sku);
           return;

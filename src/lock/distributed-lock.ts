@@ -12,7 +12,7 @@
  * - While a lease is held a watchdog extends it every TTL/3; when an extension finds the lock gone, or the store stays
  *   unreachable past the lease, `lease.signal` aborts with a LockLostError (src/lock/errors.ts).
  */
-export { runAsLockOwner, currentLockOwner } from './owner-context.js';
+export { currentLockOwner, runAsLockOwner } from './owner-context.js';
 
 export type LockBackendKind = 'redis' | 'redlock' | 'postgres' | 'zookeeper';
 

@@ -15,21 +15,30 @@ export class LockError extends Error {
 
 /** The lock can no longer be proven held: it expired, was taken over, or its store stayed unreachable too long. */
 export class LockLostError extends LockError {
-  constructor(key: string, readonly reason: string) {
+  constructor(
+    key: string,
+    readonly reason: string,
+  ) {
     super(key, `lock '${key}' was lost: ${reason}`);
   }
 }
 
 /** A release or extension by someone who does not hold the lock. Nothing was changed. */
 export class NotLockOwnerError extends LockError {
-  constructor(key: string, readonly reason: string) {
+  constructor(
+    key: string,
+    readonly reason: string,
+  ) {
     super(key, `lock '${key}' is not held by this owner (${reason}); nothing was changed`);
   }
 }
 
 /** The wait budget ran out before the lock was granted. */
 export class LockTimeoutError extends LockError {
-  constructor(key: string, readonly waitedMs: number) {
+  constructor(
+    key: string,
+    readonly waitedMs: number,
+  ) {
     super(key, `lock '${key}' stayed taken for the whole wait budget of ${waitedMs} ms`);
   }
 }

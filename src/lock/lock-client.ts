@@ -1,4 +1,10 @@
-import type { AcquireOptions, DistributedLock, LockBackendKind, LockCapabilities, LockLease } from './distributed-lock.js';
+import type {
+  AcquireOptions,
+  DistributedLock,
+  LockBackendKind,
+  LockCapabilities,
+  LockLease,
+} from './distributed-lock.js';
 import { LockLostError, LockTimeoutError, NotLockOwnerError, UnsupportedLockOptionError } from './errors.js';
 import { currentLockOwner, newOwnerId, runAsLockOwner } from './owner-context.js';
 
@@ -105,13 +111,22 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   protected closed = false;
 
   constructor(options: LockClientOptions = {}) {
-    this.defaults = { ttlMs: options.ttlMs ?? 10_000, waitMs: options.waitMs ?? 2_000, watchdog: options.watchdog ?? true };
+    this.defaults = {
+      ttlMs: options.ttlMs ?? 10_000,
+      waitMs: options.waitMs ?? 2_000,
+      watchdog: options.watchdog ?? true,
+    };
   }
 
   /** One attempt. `fair`: never overtake a queued waiter. */
   protected abstract tryStore(key: string, owner: string, ttlMs: number, fair: boolean): Promise<StoreGrant<H> | null>;
   /** Attempts until granted (a grant) or the budget is spent (null); rejects with the signal's reason on abort. */
-  protected abstract waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<H> | null>;
+  protected abstract waitStore(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<H> | null>;
   /** One more hold by its owner: counting stores count it, others check the lock is still there. False: gone. */
   protected abstract reenterStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   /** Drops one hold (`final`: the owner's last one, as this process counts). */
@@ -132,7 +147,11 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     if (reentered) return reentered;
     this.checkOptions(key, options);
     const waitMs = options.waitMs ?? this.defaults.waitMs;
-    const grant = await this.waitStore(key, owner, ttlMs, { deadline: Date.now() + waitMs, signal: options.signal, fair: !!options.fair });
+    const grant = await this.waitStore(key, owner, ttlMs, {
+      deadline: Date.now() + waitMs,
+      signal: options.signal,
+      fair: !!options.fair,
+    });
     if (!grant) throw new LockTimeoutError(key, waitMs);
     return this.hold(key, owner, scoped, grant, options);
   }
@@ -222,7 +241,9 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
 
   private ownerFor(options: Pick<AcquireOptions, 'reentrant'>): { owner: string; scoped: boolean } {
     const scope = options.reentrant === false ? undefined : currentLockOwner();
-    return scope ? { owner: `${this.clientId}:${scope}`, scoped: true } : { owner: `${this.clientId}:${newOwnerId()}`, scoped: false };
+    return scope
+      ? { owner: `${this.clientId}:${scope}`, scoped: true }
+      : { owner: `${this.clientId}:${newOwnerId()}`, scoped: false };
   }
 
   private checkOptions(key: string, options: AcquireOptions): void {
@@ -241,7 +262,17 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
 
   private hold(key: string, owner: string, scoped: boolean, grant: StoreGrant<H>, options: AcquireOptions): LockLease {
-    const hold = new Hold<H>(key, owner, grant.fence, grant.previousFence, grant.leaseMs, grant.handle, scoped, options.watchdog ?? this.defaults.watchdog, grant.requestedAt);
+    const hold = new Hold<H>(
+      key,
+      owner,
+      grant.fence,
+      grant.previousFence,
+      grant.leaseMs,
+      grant.handle,
+      scoped,
+      options.watchdog ?? this.defaults.watchdog,
+      grant.requestedAt,
+    );
     this.holds.set(holdId(owner, key), hold);
     this.armExpiry(hold);
     if (hold.watchdog) this.scheduleRenewal(hold);

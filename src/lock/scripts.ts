@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { Redis, Result } from 'ioredis';
 
 const luaFolder = new URL('./lua/', import.meta.url);
@@ -12,7 +12,12 @@ export enum ScriptResult {
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    acquireLock(lockKey: string, fenceKey: string, owner: string, leaseMs: number): Result<number | [number, number], Context>;
+    acquireLock(
+      lockKey: string,
+      fenceKey: string,
+      owner: string,
+      leaseMs: number,
+    ): Result<number | [number, number], Context>;
     releaseLock(lockKey: string, owner: string, channel: string, notice: string): Result<number, Context>;
     extendLock(lockKey: string, owner: string, leaseMs: number): Result<number, Context>;
   }

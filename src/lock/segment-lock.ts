@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { RedisSegmentLock } from './backends/redis-segment.js';
 import type { DistributedLock, LockLease } from './distributed-lock.js';
 import { LockLostError, NotLockOwnerError } from './errors.js';
-import { redisKeys, unlockNotice, type SegmentRef } from './keys.js';
+import { redisKeys, type SegmentRef, unlockNotice } from './keys.js';
 import { segmentLockName } from './segment-lock-names.js';
 import type { UnlockWaiters } from './unlock-waiters.js';
 
@@ -53,7 +53,9 @@ export class SegmentLock {
     private readonly ttlMs: number,
     options: SegmentLockOptions = {},
   ) {
-    this.backend = options.backend ?? new RedisSegmentLock({ redis, ttlMs, watchdog: false, noticePayload: (notice) => waiters.noticePayload(notice) });
+    this.backend =
+      options.backend ??
+      new RedisSegmentLock({ redis, ttlMs, watchdog: false, noticePayload: (notice) => waiters.noticePayload(notice) });
     this.watchdog = options.watchdog ?? false;
     this.publishesNotices = this.backend.kind !== 'redis';
   }
@@ -71,7 +73,11 @@ export class SegmentLock {
     this.heldKeys.add(key);
     let held: LockLease | null;
     try {
-      held = await this.backend.tryAcquire(segmentLockName(ref), { ttlMs: this.ttlMs, watchdog: this.watchdog, reentrant: false });
+      held = await this.backend.tryAcquire(segmentLockName(ref), {
+        ttlMs: this.ttlMs,
+        watchdog: this.watchdog,
+        reentrant: false,
+      });
     } catch (error) {
       this.heldKeys.delete(key);
       throw error;
@@ -81,7 +87,13 @@ export class SegmentLock {
       this.waiters.markHeldElsewhere(ref.sku, notice);
       return null;
     }
-    const lease: Lease = { ref, owner: held.owner, fence: held.fence, previousFence: held.previousFence, signal: held.signal };
+    const lease: Lease = {
+      ref,
+      owner: held.owner,
+      fence: held.fence,
+      previousFence: held.previousFence,
+      signal: held.signal,
+    };
     this.backendLeases.set(lease, held);
     this.held.add(lease);
     return lease;
@@ -112,7 +124,9 @@ export class SegmentLock {
       if (!held) return false;
       await this.backend.release(held);
       if (this.publishesNotices) {
-        await this.redis.publish(redisKeys.unlockChannel(lease.ref.sku), this.waiters.noticePayload(notice)).catch(() => 0);
+        await this.redis
+          .publish(redisKeys.unlockChannel(lease.ref.sku), this.waiters.noticePayload(notice))
+          .catch(() => 0);
       }
       return true;
     } catch (error) {

@@ -147,7 +147,10 @@ export class UnlockWaiters {
     }
     releases.set(segmentNotice, this.releaseCount++);
     this.heldElsewhere.delete(`${sku}\n${segmentNotice}`);
-    this.queues.get(sku)?.find((w) => w.accepts.has(segmentNotice))?.wake(segmentNotice);
+    this.queues
+      .get(sku)
+      ?.find((w) => w.accepts.has(segmentNotice))
+      ?.wake(segmentNotice);
   }
 
   /**

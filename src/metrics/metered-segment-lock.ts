@@ -1,5 +1,5 @@
 import type { SegmentRef } from '../lock/keys.js';
-import { SegmentLock, type Lease } from '../lock/segment-lock.js';
+import { type Lease, SegmentLock } from '../lock/segment-lock.js';
 import type { ServiceMetrics } from './service-metrics.js';
 
 /**

@@ -6,7 +6,10 @@ export async function readAvailableBySku(db: Db, limit: number): Promise<SkuAvai
   const rows = await db
     .selectFrom('skus')
     .leftJoin('stock_segments', 'stock_segments.sku_id', 'skus.id')
-    .select((eb) => ['skus.sku', eb.fn.coalesce(eb.fn.sum<number>('stock_segments.available'), eb.lit(0)).as('available')])
+    .select((eb) => [
+      'skus.sku',
+      eb.fn.coalesce(eb.fn.sum<number>('stock_segments.available'), eb.lit(0)).as('available'),
+    ])
     .groupBy(['skus.id', 'skus.sku'])
     .orderBy('skus.id', 'desc')
     .limit(limit)

@@ -33,7 +33,8 @@ export async function findOrder(
       'orders.request_fingerprint',
       'orders.created_at',
     ]);
-  query = 'id' in by ? query.where('orders.id', '=', by.id) : query.where('orders.idempotency_key', '=', by.idempotencyKey);
+  query =
+    'id' in by ? query.where('orders.id', '=', by.id) : query.where('orders.idempotency_key', '=', by.idempotencyKey);
   const order = await query.executeTakeFirst();
   if (!order) return undefined;
   const deductions = await db

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findConcurrentEffectiveWriters, type CriticalSection } from '../support/lock-history.js';
+import { type CriticalSection, findConcurrentEffectiveWriters } from '../support/lock-history.js';
 
 const section = (owner: string, segment: number, start: number, end: number, effective = true): CriticalSection => ({
   owner,

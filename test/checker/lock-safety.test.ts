@@ -11,7 +11,7 @@ import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
 import { SegmentLock } from '../../src/lock/segment-lock.js';
 import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
-import { findConcurrentEffectiveWriters, type CriticalSection } from '../support/lock-history.js';
+import { type CriticalSection, findConcurrentEffectiveWriters } from '../support/lock-history.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The write half of a critical section, as the order flow commits it; resolves true when it took effect. */
@@ -65,9 +65,11 @@ async function recordHistory(db: Db, write: CommitWrite) {
   defineLockCommands(redis);
   const waiters = Array.from({ length: HOLDERS }, () => new UnlockWaiters(new NoticeSubscriber(subscriberConnection)));
   const sku = uniqueSku('checker');
-  const row = await db.transaction().execute((trx) =>
-    insertSku(trx, { sku, segmentShares: Array(SEGMENTS).fill(INITIAL_STOCK), totalStock: INITIAL_STOCK * SEGMENTS }),
-  );
+  const row = await db
+    .transaction()
+    .execute((trx) =>
+      insertSku(trx, { sku, segmentShares: Array(SEGMENTS).fill(INITIAL_STOCK), totalStock: INITIAL_STOCK * SEGMENTS }),
+    );
   const ref = { skuId: row.id, layoutVersion: row.layout_version };
   const history: CriticalSection[] = [];
   const deadline = Date.now() + RUN_LIMIT_MS;
@@ -89,7 +91,9 @@ async function recordHistory(db: Db, write: CommitWrite) {
           quantity: 1,
           idempotencyKey: null,
           requestFingerprint: null,
-          deductions: [{ segment, availableSeen: state.available, fenceSeen: state.fence, fence: lease.fence, quantity: 1 }],
+          deductions: [
+            { segment, availableSeen: state.available, fenceSeen: state.fence, fence: lease.fence, quantity: 1 },
+          ],
         });
         history.push({ owner: lease.owner, segment, fence: lease.fence, start, end, effective, pausedMs });
       } finally {
@@ -147,5 +151,4 @@ describe('lock-safety checker: no two effective writers on one segment at once',
     // What it flags is real damage: units handed out twice.
     expect(run.summary.lostUpdates).toBeGreaterThan(0);
   }, 180_000);
-
 });

@@ -34,7 +34,9 @@ describe('fault: Postgres crashes and restarts mid-load', () => {
     const duringOutage = load.attempts.filter((a) => a.sentAt > downAt && a.receivedAt < restartAt);
     const unavailable = duringOutage.filter((a) => a.status === 503).length;
     const resumed = load.attempts.filter((a) => a.sentAt > restartAt && a.status === 201).length;
-    console.log(`[fault] Postgres outage: ${JSON.stringify({ duringOutage: duringOutage.length, unavailable, resumed })}`);
+    console.log(
+      `[fault] Postgres outage: ${JSON.stringify({ duringOutage: duringOutage.length, unavailable, resumed })}`,
+    );
 
     expect(unavailable).toBeGreaterThan(0);
     expect(duringOutage.every((a) => a.status === 503)).toBe(true);

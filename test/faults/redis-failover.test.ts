@@ -37,7 +37,10 @@ describe('fault: Redis primary fails over to a lagging replica while locks are h
       },
     });
     const replicaClient = new Redis(replica.url);
-    const synced = await waitFor(async () => /master_link_status:up/.test(await replicaClient.info('replication')), 10_000);
+    const synced = await waitFor(
+      async () => /master_link_status:up/.test(await replicaClient.info('replication')),
+      10_000,
+    );
     replicaClient.disconnect();
     if (synced === Infinity) throw new Error('the replica did not sync');
   });
@@ -50,7 +53,9 @@ describe('fault: Redis primary fails over to a lagging replica while locks are h
 
   it('hands held locks to new owners, and the fencing guard still keeps the stock exact', async () => {
     const sku = await bench.createSku(STOCK, SEGMENTS);
-    const fenceKeys = Array.from({ length: SEGMENTS }, (_, segment) => redisKeys.segmentFence({ sku, layoutVersion: 1, segment }));
+    const fenceKeys = Array.from({ length: SEGMENTS }, (_, segment) =>
+      redisKeys.segmentFence({ sku, layoutVersion: 1, segment }),
+    );
     const load = bench.load(sku);
     expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
 

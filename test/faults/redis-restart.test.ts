@@ -70,7 +70,9 @@ describe.each(cases)('fault: $name, mid-load', ({ name, redisArgs, comesBackEmpt
     // Without Redis there is no lock: nothing may be sold; a retry of an order placed before may still replay (200).
     const soldWithoutLock = duringOutage.filter((a) => a.status === 201).length;
     const resumed = load.attempts.filter((a) => a.sentAt > restartAt && a.status === 201).length;
-    console.log(`[fault] ${name}: ${JSON.stringify({ keptData, duringOutage: duringOutage.length, unavailable, soldWithoutLock, resumed })}`);
+    console.log(
+      `[fault] ${name}: ${JSON.stringify({ keptData, duringOutage: duringOutage.length, unavailable, soldWithoutLock, resumed })}`,
+    );
 
     expect(keptData).toBe(!comesBackEmpty);
     expect(unavailable).toBeGreaterThan(0);

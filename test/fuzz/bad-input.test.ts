@@ -28,7 +28,8 @@ const budget = (numRuns: number) => ({
 });
 
 /** Known stack-frame, path and database-error shapes; an error body carrying any of them leaks internals. */
-const INTERNALS = /\bat .*\.(?:ts|js|mjs):\d+|node_modules|\/work\/|\/src\/|syntax error at or near|violates .* constraint|relation "|duplicate key|ECONNREFUSED|Kysely|TypeError|ReferenceError/i;
+const INTERNALS =
+  /\bat .*\.(?:ts|js|mjs):\d+|node_modules|\/work\/|\/src\/|syntax error at or near|violates .* constraint|relation "|duplicate key|ECONNREFUSED|Kysely|TypeError|ReferenceError/i;
 const KNOWN_CODES = new Set(Object.keys(errorCatalog));
 
 interface Answer {
@@ -118,7 +119,20 @@ const nastyString = fc.oneof(
 const nastyNumber = fc.oneof(
   fc.integer(),
   fc.double(),
-  fc.constantFrom(0, -1, 0.5, 1.5, MAX_ORDER_QUANTITY + 1, 1025, 1e12 + 1, 2 ** 53, 2 ** 53 + 2, -(2 ** 63), 1e308, Number.MIN_VALUE),
+  fc.constantFrom(
+    0,
+    -1,
+    0.5,
+    1.5,
+    MAX_ORDER_QUANTITY + 1,
+    1025,
+    1e12 + 1,
+    2 ** 53,
+    2 ** 53 + 2,
+    -(2 ** 63),
+    1e308,
+    Number.MIN_VALUE,
+  ),
 );
 
 const anyValue = fc.oneof(
@@ -135,14 +149,20 @@ const withMember = (base: Record<string, unknown>, key: string, value: unknown) 
   `${JSON.stringify(base).slice(0, -1)},${JSON.stringify(key)}:${JSON.stringify(value ?? null)}}`;
 
 /** Bodies whose shape or values are wrong, for a route whose valid body is `valid`. */
-function hostileBodies(valid: Record<string, unknown>, fields: Record<string, fc.Arbitrary<unknown>>): fc.Arbitrary<string> {
+function hostileBodies(
+  valid: Record<string, unknown>,
+  fields: Record<string, fc.Arbitrary<unknown>>,
+): fc.Arbitrary<string> {
   const validText = JSON.stringify(valid);
   return fc.oneof(
     { weight: 4, arbitrary: fc.record(fields, { requiredKeys: [] }).map((body) => JSON.stringify(body)) },
     {
       weight: 2,
       arbitrary: fc
-        .tuple(fc.constantFrom('__proto__', 'constructor', 'segments', 'stock', 'sku ', 'Quantity', 'quantity\u0000'), anyValue)
+        .tuple(
+          fc.constantFrom('__proto__', 'constructor', 'segments', 'stock', 'sku ', 'Quantity', 'quantity\u0000'),
+          anyValue,
+        )
         .map(([key, value]) => withMember(valid, key, value)),
     },
     { weight: 2, arbitrary: fc.json({ maxDepth: 3 }) },
@@ -169,7 +189,10 @@ function hostileBodies(valid: Record<string, unknown>, fields: Record<string, fc
       ),
     },
     // Over the 16 KiB limit.
-    { weight: 1, arbitrary: fc.integer({ min: 16 * 1024, max: 48 * 1024 }).map((n) => withMember(valid, 'pad', 'x'.repeat(n))) },
+    {
+      weight: 1,
+      arbitrary: fc.integer({ min: 16 * 1024, max: 48 * 1024 }).map((n) => withMember(valid, 'pad', 'x'.repeat(n))),
+    },
   );
 }
 
@@ -212,12 +235,29 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
   let before: { database: Record<string, string>; redis: Map<string, string> };
 
   /** Over a kept-alive connection with fetch; over a raw one for the header values fetch refuses to send. */
-  const send = async (method: string, path: string, headers: Record<string, string | undefined>, body?: string): Promise<Answer> => {
+  const send = async (
+    method: string,
+    path: string,
+    headers: Record<string, string | undefined>,
+    body?: string,
+  ): Promise<Answer> => {
     sent++;
-    const defined = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>;
+    const defined = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<
+      string,
+      string
+    >;
     try {
-      const response = await fetch(`${service.url}${path}`, { method, headers: defined, body, signal: AbortSignal.timeout(10_000) });
-      return { status: response.status, contentType: response.headers.get('content-type') ?? '', body: await response.text() };
+      const response = await fetch(`${service.url}${path}`, {
+        method,
+        headers: defined,
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
+      return {
+        status: response.status,
+        contentType: response.headers.get('content-type') ?? '',
+        body: await response.text(),
+      };
     } catch (error) {
       if ((error as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_INVALID_ARG') throw error;
     }
@@ -260,7 +300,13 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
     db = createDatabase(databaseUrl, 2);
     redis = new Redis(redisUrl);
     target = uniqueSku('fuzz');
-    const created = await call(service.url, 'POST', '/skus', { sku: target, stock: 100, segments: 4 }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+    const created = await call(
+      service.url,
+      'POST',
+      '/skus',
+      { sku: target, stock: 100, segments: 4 },
+      { authorization: `Bearer ${ADMIN_TOKEN}` },
+    );
     expect(created.status).toBe(201);
   });
   afterAll(async () => {
@@ -292,7 +338,12 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       .filter(({ body }) => !orderBody(MAX_ORDER_QUANTITY).safeParse(tryParseJson(body)).success);
     await fc.assert(
       fc.asyncProperty(request, async (r) => {
-        const answer = await send('POST', '/orders', { 'content-type': r.contentType, 'idempotency-key': r.idempotencyKey }, r.body);
+        const answer = await send(
+          'POST',
+          '/orders',
+          { 'content-type': r.contentType, 'idempotency-key': r.idempotencyKey },
+          r.body,
+        );
         expectRejected(answer, r);
       }),
       budget(3_500),
@@ -307,15 +358,28 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
         authorization: adminHeader,
         body: hostileBodies(
           { sku: uniqueSku('never'), stock: 10, segments: 2 },
-          { sku: fc.oneof(nastyString, anyValue), stock: fc.oneof(nastyNumber, anyValue), segments: fc.oneof(nastyNumber, anyValue) },
+          {
+            sku: fc.oneof(nastyString, anyValue),
+            stock: fc.oneof(nastyNumber, anyValue),
+            segments: fc.oneof(nastyNumber, anyValue),
+          },
         ),
         contentType,
       })
-      .filter(({ authorization, body }) => !(authorized(authorization) && createSkuBody.safeParse(tryParseJson(body)).success));
+      .filter(
+        ({ authorization, body }) =>
+          !(authorized(authorization) && createSkuBody.safeParse(tryParseJson(body)).success),
+      );
     await fc.assert(
       fc.asyncProperty(request, async (r) => {
-        const answer = await send('POST', '/skus', { 'content-type': r.contentType, authorization: r.authorization }, r.body);
-        if (r.authorization === undefined || !/^Bearer +\S+\s*$/i.test(r.authorization)) expectRejected(answer, r, [401]);
+        const answer = await send(
+          'POST',
+          '/skus',
+          { 'content-type': r.contentType, authorization: r.authorization },
+          r.body,
+        );
+        if (r.authorization === undefined || !/^Bearer +\S+\s*$/i.test(r.authorization))
+          expectRejected(answer, r, [401]);
         else if (!authorized(r.authorization)) expectRejected(answer, r, [403]);
         else expectRejected(answer, r);
       }),
@@ -348,7 +412,12 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       fc.asyncProperty(request, async (r) => {
         const method = r.route === 'segments' ? 'PUT' : 'POST';
         const path = `/skus/${encodeSegment(r.sku)}/${r.route}`;
-        const answer = await send(method, path, { 'content-type': r.contentType, authorization: r.authorization }, r.body);
+        const answer = await send(
+          method,
+          path,
+          { 'content-type': r.contentType, authorization: r.authorization },
+          r.body,
+        );
         // Without the right token nothing gets past the token check, except a path that resolves to another route
         // ('.' and '..' segments) or to none.
         expectRejected(answer, r, authorized(r.authorization) ? undefined : [401, 403, 404, 405]);
@@ -366,17 +435,33 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       fc.uuid().map((id) => `/orders/${id}`),
       nastyString.map((s) => `/${encodeSegment(s)}`),
       nastyString.map((s) => `/skus/${target}/${encodeSegment(s)}`),
-      fc.constantFrom('/skus', '/orders', '/healthz/x', '/skus/%', '/orders/%E0%A4%A', '//', '/skus//segments', `/skus/${target}`, '/readyz/..%2f', '/%2e%2e/%2e%2e/etc/passwd'),
+      fc.constantFrom(
+        '/skus',
+        '/orders',
+        '/healthz/x',
+        '/skus/%',
+        '/orders/%E0%A4%A',
+        '//',
+        '/skus//segments',
+        `/skus/${target}`,
+        '/readyz/..%2f',
+        '/%2e%2e/%2e%2e/etc/passwd',
+      ),
     );
     const request = fc
       .record({
         method: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD'),
         path,
-        query: fc.option(fc.tuple(nastyString, nastyString).map(([k, v]) => `?${encodeSegment(k)}=${encodeSegment(v)}`), { nil: '' }),
+        query: fc.option(
+          fc.tuple(nastyString, nastyString).map(([k, v]) => `?${encodeSegment(k)}=${encodeSegment(v)}`),
+          { nil: '' },
+        ),
       })
       // Reading an existing SKU succeeds: not bad input. Compared as the URL parser resolves it (dot segments, %2e).
       .filter(({ method, path: p }) => {
-        const resolved = URL.canParse(p, 'http://127.0.0.1') ? new URL(p, 'http://127.0.0.1').pathname.replace(/\/+$/, '') : p;
+        const resolved = URL.canParse(p, 'http://127.0.0.1')
+          ? new URL(p, 'http://127.0.0.1').pathname.replace(/\/+$/, '')
+          : p;
         return !((method === 'GET' || method === 'HEAD') && resolved.toLowerCase() === `/skus/${target}`.toLowerCase());
       });
     await fc.assert(
@@ -391,10 +476,14 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
 
   it('raw requests: control characters and raw bytes in paths and headers, oversized headers', async () => {
     before = await snapshot();
-    const rawText = (maxLength: number) => fc.uint8Array({ minLength: 1, maxLength }).map((b) => Buffer.from(b).toString('latin1'));
+    const rawText = (maxLength: number) =>
+      fc.uint8Array({ minLength: 1, maxLength }).map((b) => Buffer.from(b).toString('latin1'));
     const request = fc
       .record({
-        method: fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'FOO', 'G ET'), fc.stringMatching(/^[A-Z]{1,8}$/)),
+        method: fc.oneof(
+          fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'FOO', 'G ET'),
+          fc.stringMatching(/^[A-Z]{1,8}$/),
+        ),
         path: fc.oneof(
           fc.constantFrom('/orders', '/skus', `/skus/${target}/restock`, `/skus/${target}/segments`),
           rawText(40).map((t) => `/${t}`),
@@ -403,15 +492,25 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
         ),
         headers: fc.array(
           fc.tuple(
-            fc.oneof(fc.constantFrom('Content-Type', 'Idempotency-Key', 'Authorization', 'X-Forwarded-For', 'Accept'), fc.stringMatching(/^[A-Za-z-]{1,20}$/), rawText(10)),
+            fc.oneof(
+              fc.constantFrom('Content-Type', 'Idempotency-Key', 'Authorization', 'X-Forwarded-For', 'Accept'),
+              fc.stringMatching(/^[A-Za-z-]{1,20}$/),
+              rawText(10),
+            ),
             rawText(60),
           ),
           { maxLength: 4 },
         ),
         oversizedHeader: fc.boolean().chain((big) => (big ? fc.constant(Math.random() < 0.15) : fc.constant(false))),
-        body: fc.oneof(rawText(300), hostileBodies({ sku: target, quantity: 1 }, { sku: anyValue, quantity: anyValue })),
+        body: fc.oneof(
+          rawText(300),
+          hostileBodies({ sku: target, quantity: 1 }, { sku: anyValue, quantity: anyValue }),
+        ),
       })
-      .filter(({ method, body }) => method !== 'CONNECT' && !orderBody(MAX_ORDER_QUANTITY).safeParse(tryParseJson(body)).success);
+      .filter(
+        ({ method, body }) =>
+          method !== 'CONNECT' && !orderBody(MAX_ORDER_QUANTITY).safeParse(tryParseJson(body)).success,
+      );
     await fc.assert(
       fc.asyncProperty(request, async (r) => {
         const body = Buffer.from(r.body, 'utf8');
@@ -425,7 +524,10 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
         ].join('\r\n');
         sent++;
         const answer = await rawRequest(port, Buffer.concat([Buffer.from(`${head}\r\n\r\n`, 'latin1'), body]));
-        expectRejected({ status: answer.status, contentType: answer.headers['content-type'] ?? '', body: answer.body }, r);
+        expectRejected(
+          { status: answer.status, contentType: answer.headers['content-type'] ?? '', body: answer.body },
+          r,
+        );
       }),
       budget(1_500),
     );

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditSku } from '../support/invariants.js';
-import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -42,13 +42,21 @@ describe('SKU administration', () => {
     const missing = await call(svc.url, 'POST', '/skus', { sku, stock: 1, segments: 1 });
     expect(missing.status).toBe(401);
     expect(missing.headers.get('www-authenticate')).toBe('Bearer');
-    const wrong = await call(svc.url, 'POST', '/skus', { sku, stock: 1, segments: 1 }, { authorization: 'Bearer nope' });
+    const wrong = await call(
+      svc.url,
+      'POST',
+      '/skus',
+      { sku, stock: 1, segments: 1 },
+      { authorization: 'Bearer nope' },
+    );
     expect(wrong.status).toBe(403);
     expect((await call(svc.url, 'GET', `/skus/${sku}`)).status).toBe(404);
 
     expect((await call(svc.url, 'POST', '/skus', { sku, stock: 8, segments: 2 }, admin)).status).toBe(201);
     expect((await call(svc.url, 'POST', `/skus/${sku}/restock`, { quantity: 5 })).status).toBe(401);
-    expect((await call(svc.url, 'PUT', `/skus/${sku}/segments`, { segments: 4 }, { authorization: 'Bearer x' })).status).toBe(403);
+    expect(
+      (await call(svc.url, 'PUT', `/skus/${sku}/segments`, { segments: 4 }, { authorization: 'Bearer x' })).status,
+    ).toBe(403);
     expect((await call(svc.url, 'GET', `/skus/${sku}`)).body).toMatchObject({ stock: 8, segments: 2 });
     // The order route is public but cannot touch configuration.
     expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1, segments: 9 })).status).toBe(400);
@@ -74,7 +82,9 @@ describe('SKU administration', () => {
     const resegmented = await call(svc.url, 'PUT', `/skus/${sku}/segments`, { segments: 8 }, admin);
     expect(resegmented.status).toBe(200);
     expect(resegmented.body).toMatchObject({ segments: 8, stock: 100, available: 93, sold: 7 });
-    expect(resegmented.body.segmentStock.map((s: { available: number }) => s.available)).toEqual([12, 12, 12, 12, 12, 11, 11, 11]);
+    expect(resegmented.body.segmentStock.map((s: { available: number }) => s.available)).toEqual([
+      12, 12, 12, 12, 12, 11, 11, 11,
+    ]);
     const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
     expect(placed.status).toBe(201);
     expect(placed.body.deductions[0].segment).toBeLessThan(8);
@@ -105,7 +115,10 @@ describe('SKU administration', () => {
     expect(changes.every((s) => s === 200)).toBe(true);
     // A configuration change holds every segment lock for a moment; on a loaded machine an order may run out of its
     // wait budget meanwhile (503 lock_busy, nothing deducted). Anything else would be a fault.
-    expect([...statuses.keys()].every((s) => [201, 409, 503].includes(s)), JSON.stringify([...statuses])).toBe(true);
+    expect(
+      [...statuses.keys()].every((s) => [201, 409, 503].includes(s)),
+      JSON.stringify([...statuses]),
+    ).toBe(true);
     expect(statuses.get(503) ?? 0).toBeLessThan(0.05 * sold.length + 5);
     const audit = await auditSku(svc.service.db, sku);
     const totalSold = sold.reduce((a, b) => a + b, 0);

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 describe('bad input', () => {
   let svc: RunningService;
@@ -72,7 +72,11 @@ describe('bad input', () => {
       body: `sku=${sku}&quantity=1`,
     });
     expect(form.status).toBe(415);
-    const text = await fetch(`${svc.url}/orders`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' });
+    const text = await fetch(`${svc.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: '{}',
+    });
     expect(text.status).toBe(415);
     const none = await fetch(`${svc.url}/orders`, { method: 'POST' });
     expect(none.status).toBe(400);

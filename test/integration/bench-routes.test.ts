@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { auditSku } from '../support/invariants.js';
-import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 const benchRequests = [
   ['POST', '/bench/echo'],
@@ -46,7 +46,9 @@ describe('benchmark routes', () => {
   });
 
   it('when enabled, sell through every mode and keep the books of the locked and lock-free ones', async () => {
-    expect((await call(bench.url, 'POST', '/bench/echo', { sku, quantity: 1 })).body).toEqual({ echo: { sku, quantity: 1 } });
+    expect((await call(bench.url, 'POST', '/bench/echo', { sku, quantity: 1 })).body).toEqual({
+      echo: { sku, quantity: 1 },
+    });
     for (const [, path] of benchRequests.slice(1)) {
       const answer = await call(bench.url, 'POST', path, { sku, quantity: 1 });
       expect(answer.status, path).toBe(201);
@@ -54,7 +56,13 @@ describe('benchmark routes', () => {
     }
     // Four sales from the segment; the Redis counter baseline keeps its stock in Redis, seeded from the 6 left then.
     const audit = await auditSku(bench.service.db, sku);
-    expect(audit).toMatchObject({ sold: 5, available: 6, negativeSegments: 0, ordersWithoutLedger: 0, ordersLedgerMismatch: 0 });
+    expect(audit).toMatchObject({
+      sold: 5,
+      available: 6,
+      negativeSegments: 0,
+      ordersWithoutLedger: 0,
+      ordersLedgerMismatch: 0,
+    });
     expect((await call(bench.url, 'GET', `/bench/lock-free/redis-counter/${sku}`)).body).toEqual({ sku, available: 5 });
     expect((await call(bench.url, 'POST', '/bench/oversell/sideways', { sku, quantity: 1 })).status).toBe(400);
   });
@@ -63,7 +71,9 @@ describe('benchmark routes', () => {
     const guarded = await startService({ BENCH_ROUTES: '1', ADMIN_TOKEN: 'a-long-enough-admin-token' });
     try {
       expect((await call(guarded.url, 'POST', '/bench/oversell/none', { sku, quantity: 1 })).status).toBe(401);
-      expect((await call(guarded.url, 'POST', '/bench/lock-free/pg-conditional', { sku, quantity: 1 })).status).toBe(401);
+      expect((await call(guarded.url, 'POST', '/bench/lock-free/pg-conditional', { sku, quantity: 1 })).status).toBe(
+        401,
+      );
       expect((await call(guarded.url, 'POST', '/bench/echo', { sku, quantity: 1 })).status).toBe(200);
     } finally {
       await guarded.stop();

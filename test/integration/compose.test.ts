@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
  */
 const compose = parse(readFileSync('docker-compose.yml', 'utf8'));
 const dockerfile = readFileSync('Dockerfile', 'utf8');
+// biome-ignore lint/suspicious/noExplicitAny: parsed YAML; the assertions below are the type check
 const services = compose.services as Record<string, any>;
 
 const commandText = (test: unknown) => (Array.isArray(test) ? test.join(' ') : String(test));
@@ -29,7 +30,11 @@ describe('docker-compose.yml', () => {
     const postgres = services.postgres;
     expect(postgres.volumes.some((v: string) => v.endsWith(':/var/lib/postgresql/data'))).toBe(true);
     expect(commandText(postgres.healthcheck.test)).toMatch(/pg_isready -U stock -d stock/);
-    expect(postgres.environment).toMatchObject({ POSTGRES_USER: 'stock', POSTGRES_PASSWORD: 'stock', POSTGRES_DB: 'stock' });
+    expect(postgres.environment).toMatchObject({
+      POSTGRES_USER: 'stock',
+      POSTGRES_PASSWORD: 'stock',
+      POSTGRES_DB: 'stock',
+    });
   });
 
   it('declares every named volume it mounts', () => {

@@ -45,7 +45,11 @@ describe('several service processes on one Redis and one Postgres', () => {
     const ledger = await db
       .selectFrom('stock_deductions')
       .select(['order_id', (eb) => eb.fn.sum<number>('quantity').as('quantity')])
-      .where('order_id', 'in', placed.map((o) => o.orderId))
+      .where(
+        'order_id',
+        'in',
+        placed.map((o) => o.orderId),
+      )
       .groupBy('order_id')
       .execute();
     const ledgerByOrder = new Map(ledger.map((row) => [row.order_id, Number(row.quantity)]));

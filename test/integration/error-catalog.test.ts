@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { errorCatalog, type ErrorCode } from '../../src/errors.js';
+import { type ErrorCode, errorCatalog } from '../../src/errors.js';
 import { problemType } from '../../src/http/problem.js';
 
 /** Rows of the first markdown table whose header starts with `| Code |`, as arrays of trimmed cells. */
@@ -12,7 +12,12 @@ function tableRows(markdown: string): string[][] {
   const rows: string[][] = [];
   for (const line of lines.slice(header + 2)) {
     if (!line.startsWith('|')) break;
-    rows.push(line.slice(1, line.lastIndexOf('|')).split('|').map((cell) => cell.trim()));
+    rows.push(
+      line
+        .slice(1, line.lastIndexOf('|'))
+        .split('|')
+        .map((cell) => cell.trim()),
+    );
   }
   return rows;
 }
@@ -52,7 +57,9 @@ describe('docs/api.yaml and errorCatalog', () => {
 
   it('only document statuses the catalog can produce on error responses', () => {
     const statuses = new Set(Object.values(errorCatalog).map((e) => String(e.status)));
+    // biome-ignore lint/suspicious/noExplicitAny: parsed YAML, walked by shape
     for (const [path, operations] of Object.entries<any>(api.paths)) {
+      // biome-ignore lint/suspicious/noExplicitAny: as above
       for (const [method, operation] of Object.entries<any>(operations)) {
         for (const status of Object.keys(operation.responses ?? {})) {
           if (Number(status) >= 400) {

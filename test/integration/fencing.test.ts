@@ -1,8 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { randomUUID } from 'node:crypto';
 import { commitDeduction } from '../../src/inventory/deduction.repository.js';
 import { readSegment } from '../../src/inventory/inventory.repository.js';
 import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
@@ -99,13 +99,23 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
   });
 
   it('keeps the books exact when every holder outlives its lease (TTL shorter than the critical section)', async () => {
-    const svc = await startService({ LOCK_TTL_MS: '40', CRITICAL_SECTION_DELAY_MS: '120', LOCK_WAIT_MS: '8000', LOCK_WATCHDOG: '0' });
+    const svc = await startService({
+      LOCK_TTL_MS: '40',
+      CRITICAL_SECTION_DELAY_MS: '120',
+      LOCK_WAIT_MS: '8000',
+      LOCK_WATCHDOG: '0',
+    });
     const sku = uniqueSku('stall');
     await call(svc.url, 'POST', '/skus', { sku, stock: 6, segments: 1 });
-    const answers = await Promise.all(Array.from({ length: 10 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })),
+    );
     await svc.stop();
     const statuses = answers.map((a) => a.status);
-    expect(statuses.every((s) => [201, 409, 503].includes(s)), statuses.join()).toBe(true);
+    expect(
+      statuses.every((s) => [201, 409, 503].includes(s)),
+      statuses.join(),
+    ).toBe(true);
     const audit = await auditSku(db, sku);
     const acknowledged = statuses.filter((s) => s === 201).length;
     expect(audit.sold).toBe(acknowledged);

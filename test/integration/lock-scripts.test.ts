@@ -44,10 +44,20 @@ describe('lock scripts, called directly', () => {
 
   it('tells each acquisition the token issued just before its own', async () => {
     const r = ref();
-    const [first, none] = (await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), 'a', 10_000)) as number[];
+    const [first, none] = (await redis.acquireLock(
+      redisKeys.segmentLock(r),
+      redisKeys.segmentFence(r),
+      'a',
+      10_000,
+    )) as number[];
     expect(none).toBe(0);
     await redis.releaseLock(redisKeys.segmentLock(r), 'a', redisKeys.unlockChannel(r.sku), 'n');
-    const [second, previous] = (await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), 'b', 10_000)) as number[];
+    const [second, previous] = (await redis.acquireLock(
+      redisKeys.segmentLock(r),
+      redisKeys.segmentFence(r),
+      'b',
+      10_000,
+    )) as number[];
     expect(previous).toBe(first);
     expect(second).toBeGreaterThan(first!);
   });
@@ -78,7 +88,9 @@ describe('lock scripts, called directly', () => {
     const r = ref(3);
     const channel = redisKeys.unlockChannel(r.sku);
     await listener.subscribe(channel);
-    const received = new Promise<string>((resolve) => listener.once('message', (_c, message: string) => resolve(message)));
+    const received = new Promise<string>((resolve) =>
+      listener.once('message', (_c, message: string) => resolve(message)),
+    );
     await acquire(r, 'x');
     await redis.releaseLock(redisKeys.segmentLock(r), 'x', channel, '1/3');
     expect(await received).toBe('1/3');

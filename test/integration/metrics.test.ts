@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 /** One sample of the Prometheus text, or undefined when the series is absent. */
 function sample(text: string, series: string): number | undefined {

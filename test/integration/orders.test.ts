@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditSku } from '../support/invariants.js';
-import { call, startService, uniqueSku, type RunningService } from '../support/service.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 describe('placing orders', () => {
   let svc: RunningService;

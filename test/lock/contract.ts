@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAsLockOwner, type DistributedLock, type LockLease } from '../../src/lock/distributed-lock.js';
+import { type DistributedLock, type LockLease, runAsLockOwner } from '../../src/lock/distributed-lock.js';
 import { LockLostError, LockTimeoutError, NotLockOwnerError } from '../../src/lock/errors.js';
 import type { LockClientOptions } from '../../src/lock/lock-client.js';
-import { HolderProcess, type BackendRecipe } from './support/holder-process.js';
+import { type BackendRecipe, HolderProcess } from './support/holder-process.js';
 
 export interface LockHarness {
   /** A new client with connections of its own, as another process would have. */
@@ -37,7 +37,8 @@ async function retryFor<T>(ms: number, attempt: () => Promise<T>): Promise<T> {
 }
 
 let keys = 0;
-const freshKey = (label: string) => `contract-${label}-${Date.now().toString(36)}-${++keys}-${Math.random().toString(36).slice(2, 6)}`;
+const freshKey = (label: string) =>
+  `contract-${label}-${Date.now().toString(36)}-${++keys}-${Math.random().toString(36).slice(2, 6)}`;
 
 /** One contract, run once per backend: every backend must behave the same through the DistributedLock interface. */
 export function describeLockContract(name: string, traits: LockTraits, setup: () => Promise<LockHarness>): void {
@@ -174,7 +175,9 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
     it('fires the lease signal with LockLostError when the watchdog finds the lock gone', async () => {
       const key = freshKey('lost');
       const lease = (await lock.tryAcquire(key))!;
-      const lost = new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+      const lost = new Promise<unknown>((resolve) =>
+        lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)),
+      );
       const stolenAt = Date.now();
       await harness.steal(key);
       const reason = await lost;

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
+import { RedisLock } from '../../src/lock/backends/redis.js';
 import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
 import { RedisSegmentLock } from '../../src/lock/backends/redis-segment.js';
-import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
@@ -57,7 +57,9 @@ describe('fencing tokens across backends', () => {
       }
     }
     for (let i = 1; i < issued.length; i++) {
-      expect(issued[i]!.fence, `${issued[i - 1]!.backend} → ${issued[i]!.backend}`).toBeGreaterThan(issued[i - 1]!.fence);
+      expect(issued[i]!.fence, `${issued[i - 1]!.backend} → ${issued[i]!.backend}`).toBeGreaterThan(
+        issued[i - 1]!.fence,
+      );
     }
   });
 });

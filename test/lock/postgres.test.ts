@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
-import { describeLockContract } from './contract.js';
 import { RestartablePostgres } from '../support/restartable-postgres.js';
+import { describeLockContract } from './contract.js';
 
 /** A Postgres of the lock tests' own, migrated like the service's, whose lock table survives a restart. */
 async function startLockPostgres(): Promise<RestartablePostgres> {
@@ -17,9 +17,16 @@ describeLockContract('postgres', { ttlMs: 600, ttlLease: true }, async () => {
   admin.on('error', () => {});
   return {
     create: (options) => new PostgresLock({ ...options, connectionString: server.url }),
-    recipe: { module: 'dist/src/lock/backends/postgres.js', className: 'PostgresLock', options: { connectionString: server.url } },
+    recipe: {
+      module: 'dist/src/lock/backends/postgres.js',
+      className: 'PostgresLock',
+      options: { connectionString: server.url },
+    },
     steal: async (key) => {
-      await admin.query('update distributed_locks set owner = null, hold_count = 0, expires_at = null where lock_key = $1', [key]);
+      await admin.query(
+        'update distributed_locks set owner = null, hold_count = 0, expires_at = null where lock_key = $1',
+        [key],
+      );
     },
     restartStore: () => server.restart(),
     teardown: async () => {
@@ -47,7 +54,12 @@ describe('postgres lock: the lock table', () => {
   });
 
   const row = async (key: string) =>
-    (await admin.query('select owner, hold_count, fence::text as fence, expires_at > clock_timestamp() as live from distributed_locks where lock_key = $1', [key])).rows[0];
+    (
+      await admin.query(
+        'select owner, hold_count, fence::text as fence, expires_at > clock_timestamp() as live from distributed_locks where lock_key = $1',
+        [key],
+      )
+    ).rows[0];
 
   it('counts re-entries in the row and keeps the row, with its token, after release', async () => {
     const key = `pg-row-${Date.now()}`;
@@ -63,10 +75,15 @@ describe('postgres lock: the lock table', () => {
   it('issues tokens from the database clock, above a larger token an earlier backend left in the row', async () => {
     const key = `pg-clock-${Date.now()}`;
     const lease = (await lock.tryAcquire(key))!;
-    const { rows } = await admin.query<{ micros: string }>('select floor(extract(epoch from clock_timestamp()) * 1000000)::bigint::text as micros');
+    const { rows } = await admin.query<{ micros: string }>(
+      'select floor(extract(epoch from clock_timestamp()) * 1000000)::bigint::text as micros',
+    );
     expect(Math.abs(lease.fence - Number(rows[0]!.micros))).toBeLessThan(5_000_000);
     await lock.release(lease);
-    await admin.query('update distributed_locks set fence = $2 where lock_key = $1', [key, String(lease.fence + 10_000_000)]);
+    await admin.query('update distributed_locks set fence = $2 where lock_key = $1', [
+      key,
+      String(lease.fence + 10_000_000),
+    ]);
     const next = (await lock.tryAcquire(key))!;
     expect(next.fence).toBe(lease.fence + 10_000_001);
     await lock.release(next);

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisLock } from '../../src/lock/backends/redis.js';
 import { LockScriptCode } from '../../src/lock/backends/redis-commands.js';
 import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
-import { RedisLock } from '../../src/lock/backends/redis.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
 import { TestRedis } from '../support/servers.js';
 import { describeLockContract } from './contract.js';
@@ -90,7 +90,9 @@ describe('redis lock: scripts and fair queue', () => {
     expect((await acquire(lock, 'w1', 'queue'))[0]).toBe(LockScriptCode.Held);
     expect((await acquire(lock, 'w2', 'queue'))[0]).toBe(LockScriptCode.Held);
     await listener.subscribe(ks.grantChannel);
-    const notice = new Promise<string>((resolve) => listener.once('message', (_channel, message: string) => resolve(message)));
+    const notice = new Promise<string>((resolve) =>
+      listener.once('message', (_channel, message: string) => resolve(message)),
+    );
     const reply = await release(lock, 'holder');
     expect(reply[0]).toBe(0);
     expect(reply[1]).toBe('w1');
@@ -116,7 +118,10 @@ describe('redis lock: scripts and fair queue', () => {
   it('serves fair waiters from several clients in arrival order', async () => {
     const lock = name();
     const holder = new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true });
-    const clients = Array.from({ length: 4 }, () => new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true }));
+    const clients = Array.from(
+      { length: 4 },
+      () => new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true }),
+    );
     const held = (await holder.tryAcquire(lock))!;
     const order: number[] = [];
     const waits = [];
@@ -156,26 +161,38 @@ describe('redis lock: scripts and fair queue', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
-
   it('passes the lock among the waiters of one client with consecutive tokens, then frees it for other clients', async () => {
     const lock = name();
-    const local = new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true, maxLocalHandoffs: 4 });
+    const local = new RedisLock({
+      redis: new Redis(server.url),
+      keyspace: ks,
+      ownsConnection: true,
+      maxLocalHandoffs: 4,
+    });
     const remote = new RedisLock({ redis: new Redis(server.url), keyspace: ks, ownsConnection: true });
     const fences: number[] = [];
     const first = (await local.tryAcquire(lock))!;
     fences.push(first.fence);
     // Twenty local waiters and one other process queue up behind the holder.
     const locals = Array.from({ length: 20 }, () =>
-      local.using(lock, async (lease) => {
-        fences.push(lease.fence);
-      }, { waitMs: 10_000 }),
+      local.using(
+        lock,
+        async (lease) => {
+          fences.push(lease.fence);
+        },
+        { waitMs: 10_000 },
+      ),
     );
     await sleep(50);
     let remoteFence = 0;
-    const other = remote.using(lock, async (lease) => {
-      remoteFence = lease.fence;
-      fences.push(lease.fence);
-    }, { waitMs: 10_000 });
+    const other = remote.using(
+      lock,
+      async (lease) => {
+        remoteFence = lease.fence;
+        fences.push(lease.fence);
+      },
+      { waitMs: 10_000 },
+    );
     await sleep(50);
     await local.release(first);
     await Promise.all([...locals, other]);

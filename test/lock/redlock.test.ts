@@ -38,7 +38,7 @@ describe('redlock: quorum', () => {
   beforeAll(async () => {
     nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
     admins = nodes.map((node) => new Redis(node.url, { maxRetriesPerRequest: 1 }));
-    admins.forEach((admin) => admin.on('error', () => {}));
+    for (const admin of admins) admin.on('error', () => {});
     lock = new RedlockLock({ urls: nodes.map((n) => n.url), ttlMs: 5_000, nodeTimeoutMs: 200 });
   });
   afterAll(async () => {

@@ -9,8 +9,8 @@ import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
 import { SegmentLock } from '../../src/lock/segment-lock.js';
 import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
-import { testEndpoints, uniqueSku } from '../support/service.js';
 import { TestRedis } from '../support/servers.js';
+import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The order flow's SegmentLock, unchanged in use, on each backend it can delegate to. */
 describe('SegmentLock over the lock backends', () => {

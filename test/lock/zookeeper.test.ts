@@ -47,8 +47,13 @@ describe.skipIf(missing !== undefined)('zookeeper', () => {
     const server = await TestZooKeeper.start();
     const admin = await adminClient(server.connect);
     return {
-      create: (options) => new ZooKeeperLock({ ...options, connect: server.connect, sessionTimeoutMs: options?.ttlMs ?? SESSION_MS }),
-      recipe: { module: 'dist/src/lock/backends/zookeeper.js', className: 'ZooKeeperLock', options: { connect: server.connect, sessionTimeoutMs: SESSION_MS } },
+      create: (options) =>
+        new ZooKeeperLock({ ...options, connect: server.connect, sessionTimeoutMs: options?.ttlMs ?? SESSION_MS }),
+      recipe: {
+        module: 'dist/src/lock/backends/zookeeper.js',
+        className: 'ZooKeeperLock',
+        options: { connect: server.connect, sessionTimeoutMs: SESSION_MS },
+      },
       steal: (key) => removeChildren(admin, key),
       restartStore: async () => {
         await server.stop();
@@ -74,11 +79,16 @@ describe.skipIf(missing !== undefined)('zookeeper', () => {
     });
 
     const children = (key: string) =>
-      call<string[]>((done) => admin.getChildren(posix.join(ROOT, encodeURIComponent(key)), (error, names) => done(error, names)));
+      call<string[]>((done) =>
+        admin.getChildren(posix.join(ROOT, encodeURIComponent(key)), (error, names) => done(error, names)),
+      );
 
     it('queues contenders as ephemeral sequential nodes, in order, and removes each on release', async () => {
       const key = `zk-queue-${Date.now()}`;
-      const clients = Array.from({ length: 3 }, () => new ZooKeeperLock({ connect: server.connect, sessionTimeoutMs: 2_000 }));
+      const clients = Array.from(
+        { length: 3 },
+        () => new ZooKeeperLock({ connect: server.connect, sessionTimeoutMs: 2_000 }),
+      );
       const first = (await clients[0]!.tryAcquire(key))!;
       const order: number[] = [];
       const waits = [1, 2].map(async (i) => {
@@ -102,7 +112,9 @@ describe.skipIf(missing !== undefined)('zookeeper', () => {
       const holder = new ZooKeeperLock({ connect: server.connect, sessionTimeoutMs: SESSION_MS });
       const waiter = new ZooKeeperLock({ connect: server.connect, sessionTimeoutMs: SESSION_MS });
       const lease = (await holder.tryAcquire(key))!;
-      const lost = new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+      const lost = new Promise<unknown>((resolve) =>
+        lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)),
+      );
       const next = waiter.acquire(key, { waitMs: 30_000 });
       // The server goes away longer than the session lasts: the holder cannot prove it still holds the lock.
       await server.stop();

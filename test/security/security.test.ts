@@ -4,7 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { auditSku } from '../support/invariants.js';
 import { TestRedis } from '../support/servers.js';
-import { call, ServiceProcess, startService, testEndpoints, uniqueSku, type RunningService } from '../support/service.js';
+import {
+  call,
+  type RunningService,
+  ServiceProcess,
+  startService,
+  testEndpoints,
+  uniqueSku,
+} from '../support/service.js';
 
 const ADMIN_TOKEN = `sec-admin-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -82,7 +89,9 @@ describe('per-client rate limit on order placement', () => {
     try {
       const sku = uniqueSku('rl-off');
       await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 4 });
-      const statuses = await Promise.all(Array.from({ length: 60 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })));
+      const statuses = await Promise.all(
+        Array.from({ length: 60 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })),
+      );
       expect(statuses.map((a) => a.status).filter((s) => s === 429)).toEqual([]);
       expect(statuses[0]!.headers.get('ratelimit')).toBeNull();
     } finally {
@@ -144,15 +153,36 @@ describe('secrets and internals', () => {
   });
 
   it('never logs the admin token or the database password, nor puts internals in answers, even when Redis is gone', async () => {
-    const service = await ServiceProcess.spawn({ REDIS_URL: redis.url, DATABASE_URL: secretDatabaseUrl, ADMIN_TOKEN, LOG_LEVEL: 'trace' });
+    const service = await ServiceProcess.spawn({
+      REDIS_URL: redis.url,
+      DATABASE_URL: secretDatabaseUrl,
+      ADMIN_TOKEN,
+      LOG_LEVEL: 'trace',
+    });
     try {
       const sku = uniqueSku('sec-log');
       expect((await call(service.url, 'POST', '/skus', { sku, stock: 10, segments: 2 }, admin)).status).toBe(201);
-      expect((await call(service.url, 'POST', '/skus', { sku: 'x', stock: 1, segments: 1 }, { authorization: 'Bearer wrong-token-123' })).status).toBe(403);
+      expect(
+        (
+          await call(
+            service.url,
+            'POST',
+            '/skus',
+            { sku: 'x', stock: 1, segments: 1 },
+            { authorization: 'Bearer wrong-token-123' },
+          )
+        ).status,
+      ).toBe(403);
       await redis.stop();
       const answers = [
         await call(service.url, 'POST', '/orders', { sku, quantity: 1 }, admin),
-        await call(service.url, 'POST', '/orders', { sku, quantity: 2 }, { ...admin, 'idempotency-key': uniqueSku('key') }),
+        await call(
+          service.url,
+          'POST',
+          '/orders',
+          { sku, quantity: 2 },
+          { ...admin, 'idempotency-key': uniqueSku('key') },
+        ),
         await call(service.url, 'GET', '/readyz', undefined, admin),
       ];
       for (const answer of answers) {

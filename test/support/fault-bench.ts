@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { createLogger } from '../../src/logger.js';
-import { checkBooks, locksWithoutExpiry, type FaultCaseReport } from './fault-books.js';
+import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
 import { RestartablePostgres } from './restartable-postgres.js';
 import { TestRedis } from './servers.js';
@@ -36,7 +36,10 @@ export class FaultBench {
   ) {}
 
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
-    const [redis, postgres] = await Promise.all([TestRedis.start({ extraArgs: options.redisArgs ?? [] }), RestartablePostgres.start()]);
+    const [redis, postgres] = await Promise.all([
+      TestRedis.start({ extraArgs: options.redisArgs ?? [] }),
+      RestartablePostgres.start(),
+    ]);
     const db = createDatabase(postgres.url, 4);
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations'));
     const redisUrl = options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url;
@@ -76,7 +79,12 @@ export class FaultBench {
   }
 
   /** Waits for the load to end, then checks the books against what the clients were told and prints the numbers. */
-  async finish(label: string, sku: string, load: OrderLoad, extra: Record<string, unknown> = {}): Promise<FaultCaseReport> {
+  async finish(
+    label: string,
+    sku: string,
+    load: OrderLoad,
+    extra: Record<string, unknown> = {},
+  ): Promise<FaultCaseReport> {
     await load.finished();
     // Killed members end by signal and drained ones with 0: any other exit is a crash.
     const crashed = this.fleet.members.filter((m) => m.child.exitCode !== null && m.child.exitCode !== 0);

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { auditSku } from './invariants.js';
-import { statusCounts, type OrderLoad } from './order-load.js';
+import { type OrderLoad, statusCounts } from './order-load.js';
 
 export interface FaultCaseReport {
   stock: number;
@@ -46,7 +46,13 @@ export async function checkBooks(
 ): Promise<FaultCaseReport> {
   const { sku, load } = input;
   const audit = await auditSku(db, sku);
-  const { rows } = await sql<{ id: string; key: string | null; quantity: number; created_at: Date; deductions: StoredOrder['deductions'] }>`
+  const { rows } = await sql<{
+    id: string;
+    key: string | null;
+    quantity: number;
+    created_at: Date;
+    deductions: StoredOrder['deductions'];
+  }>`
     select o.id, o.idempotency_key as key, o.quantity, o.created_at,
            coalesce(json_agg(json_build_object('segment', d.segment, 'quantity', d.quantity) order by d.segment)
                     filter (where d.order_id is not null), '[]') as deductions
@@ -66,11 +72,18 @@ export async function checkBooks(
 
   const oversold = Math.max(0, audit.sold + audit.available - audit.totalStock);
   const vanished = Math.max(0, audit.totalStock - audit.sold - audit.available);
-  if (oversold > 0) violations.push(`${oversold} unit(s) oversold: sold ${audit.sold} + available ${audit.available} > stock ${audit.totalStock}`);
-  if (vanished > 0) violations.push(`${vanished} unit(s) vanished: sold ${audit.sold} + available ${audit.available} < stock ${audit.totalStock}`);
+  if (oversold > 0)
+    violations.push(
+      `${oversold} unit(s) oversold: sold ${audit.sold} + available ${audit.available} > stock ${audit.totalStock}`,
+    );
+  if (vanished > 0)
+    violations.push(
+      `${vanished} unit(s) vanished: sold ${audit.sold} + available ${audit.available} < stock ${audit.totalStock}`,
+    );
   if (audit.negativeSegments > 0) violations.push(`${audit.negativeSegments} segment(s) below 0`);
   if (audit.ordersWithoutLedger > 0) violations.push(`${audit.ordersWithoutLedger} order(s) without ledger rows`);
-  if (audit.ordersLedgerMismatch > 0) violations.push(`${audit.ordersLedgerMismatch} order(s) whose ledger does not add up`);
+  if (audit.ordersLedgerMismatch > 0)
+    violations.push(`${audit.ordersLedgerMismatch} order(s) whose ledger does not add up`);
   const orderedUnits = orders.reduce((total, o) => total + o.quantity, 0);
   if (orderedUnits !== audit.sold) violations.push(`Σ order quantities ${orderedUnits} ≠ Σ ledger ${audit.sold}`);
 
@@ -84,7 +97,8 @@ export async function checkBooks(
       answered !== undefined &&
       stored.id === answered.orderId &&
       stored.quantity === intent.quantity &&
-      JSON.stringify(stored.deductions) === JSON.stringify([...answered.deductions].sort((a, b) => a.segment - b.segment));
+      JSON.stringify(stored.deductions) ===
+        JSON.stringify([...answered.deductions].sort((a, b) => a.segment - b.segment));
     if (!matches) lost++;
   }
   if (lost > 0) violations.push(`${lost} acknowledged order(s) lost or different in Postgres`);
@@ -102,15 +116,21 @@ export async function checkBooks(
   if (load.hitBound()) violations.push('the load hit its bound before the SKU sold out');
   else if (audit.available !== 0) violations.push(`${audit.available} unit(s) left although demand exceeded supply`);
 
-  const unexpected = load.attempts.filter((a) => ![0, 200, 201, 503].includes(a.status) && !(a.status === 409 && a.code === 'out_of_stock'));
+  const unexpected = load.attempts.filter(
+    (a) => ![0, 200, 201, 503].includes(a.status) && !(a.status === 409 && a.code === 'out_of_stock'),
+  );
   if (unexpected.length > 0) {
-    violations.push(`${unexpected.length} unexpected answer(s): ${JSON.stringify(statusCounts(unexpected))} codes ${[...new Set(unexpected.map((a) => a.code))].join(',')}`);
+    violations.push(
+      `${unexpected.length} unexpected answer(s): ${JSON.stringify(statusCounts(unexpected))} codes ${[...new Set(unexpected.map((a) => a.code))].join(',')}`,
+    );
   }
 
   if (input.apiView) {
     const { available, sold, stock } = input.apiView;
     if (available !== audit.available || sold !== audit.sold || stock !== audit.totalStock) {
-      violations.push(`GET /skus says available ${available}, sold ${sold}, stock ${stock}; Postgres says ${audit.available}, ${audit.sold}, ${audit.totalStock}`);
+      violations.push(
+        `GET /skus says available ${available}, sold ${sold}, stock ${stock}; Postgres says ${audit.available}, ${audit.sold}, ${audit.totalStock}`,
+      );
     }
   }
 
@@ -142,7 +162,10 @@ function countFalseSoldOut(load: OrderLoad, orders: StoredOrder[], stock: number
   const times = sorted.map((o) => o.createdAt);
   const soldBy: number[] = [];
   let running = 0;
-  for (const o of sorted) soldBy.push((running += o.quantity));
+  for (const o of sorted) {
+    running += o.quantity;
+    soldBy.push(running);
+  }
   let count = 0;
   for (const a of load.attempts) {
     if (a.status !== 409 || a.code !== 'out_of_stock') continue;

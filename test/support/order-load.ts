@@ -138,7 +138,14 @@ export class OrderLoad {
   private async send(index: number, intent: Intent): Promise<Attempt> {
     const targets = this.options.targets();
     const target = targets[this.nextTarget++ % Math.max(1, targets.length)] ?? 'http://127.0.0.1:9';
-    const attempt: Attempt = { intent: index, target, quantity: intent.quantity, sentAt: Date.now(), receivedAt: 0, status: 0 };
+    const attempt: Attempt = {
+      intent: index,
+      target,
+      quantity: intent.quantity,
+      sentAt: Date.now(),
+      receivedAt: 0,
+      status: 0,
+    };
     try {
       const response = await fetch(`${target}/orders`, {
         method: 'POST',
@@ -150,7 +157,10 @@ export class OrderLoad {
       attempt.status = response.status;
       if (typeof body.code === 'string') attempt.code = body.code;
       if (response.status === 201 || response.status === 200) {
-        intent.order = { orderId: String(body.orderId), deductions: body.deductions as { segment: number; quantity: number }[] };
+        intent.order = {
+          orderId: String(body.orderId),
+          deductions: body.deductions as { segment: number; quantity: number }[],
+        };
       }
     } catch {
       attempt.status = 0;

@@ -18,7 +18,9 @@ export function rawRequest(port: number, request: Buffer, timeoutMs = 10_000): P
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`no answer within ${timeoutMs} ms to ${JSON.stringify(request.subarray(0, 200).toString('latin1'))}`));
+      reject(
+        new Error(`no answer within ${timeoutMs} ms to ${JSON.stringify(request.subarray(0, 200).toString('latin1'))}`),
+      );
     }, timeoutMs);
     // Write without half-closing: Node's HTTP server ends a connection whose client sent FIN, even mid-request.
     socket.on('connect', () => socket.write(request));

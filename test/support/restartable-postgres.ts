@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { freePort } from '../../src/dev/free-port.js';
-import { loadEmbeddedPostgres, type EmbeddedPostgres } from '../../src/dev/load-embedded-postgres.js';
+import { type EmbeddedPostgres, loadEmbeddedPostgres } from '../../src/dev/load-embedded-postgres.js';
 import { createLogger } from '../../src/logger.js';
 
 /** How a Postgres goes down: `fast` is an orderly restart, `immediate` a crash (recovery from WAL on the next start). */
@@ -30,7 +30,9 @@ export class RestartablePostgres {
    * `durableCommits: false` (the shared test database) also turns synchronous_commit off: its data is thrown away,
    * so waiting for the WAL would only slow the tests down.
    */
-  static async start(options: { durableCommits?: boolean; maxConnections?: number } = {}): Promise<RestartablePostgres> {
+  static async start(
+    options: { durableCommits?: boolean; maxConnections?: number } = {},
+  ): Promise<RestartablePostgres> {
     const { durableCommits = true, maxConnections = 200 } = options;
     const dir = mkdtempSync(path.join(tmpdir(), 'stock-test-pg-'));
     // Run as root, Postgres runs as the `postgres` user, which must reach the data directory.

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,11 @@ export class TestRedis {
   ) {}
 
   static async start(options: { extraArgs?: string[] } = {}): Promise<TestRedis> {
-    const redis = new TestRedis(await freePort(), mkdtempSync(path.join(tmpdir(), 'stock-redis-')), options.extraArgs ?? []);
+    const redis = new TestRedis(
+      await freePort(),
+      mkdtempSync(path.join(tmpdir(), 'stock-redis-')),
+      options.extraArgs ?? [],
+    );
     await redis.resume();
     return redis;
   }
@@ -29,7 +33,19 @@ export class TestRedis {
   async resume(): Promise<void> {
     const child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', ...this.extraArgs],
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        this.dir,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        ...this.extraArgs,
+      ],
       { stdio: ['ignore', 'pipe', 'ignore'] },
     );
     this.child = child;

@@ -12,7 +12,11 @@ export class ServiceFleet {
   constructor(private readonly env: Record<string, string>) {}
 
   /** Starts `count` members; `members[i]` is the one started with `envOf(i)`. */
-  static async start(count: number, env: Record<string, string>, envOf: (index: number) => Record<string, string> = () => ({})) {
+  static async start(
+    count: number,
+    env: Record<string, string>,
+    envOf: (index: number) => Record<string, string> = () => ({}),
+  ) {
     const fleet = new ServiceFleet(env);
     const started = await Promise.allSettled(Array.from({ length: count }, (_, index) => fleet.spawn(envOf(index))));
     for (const result of started) if (result.status === 'fulfilled') fleet.members.push(result.value);

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { inject } from 'vitest';
@@ -26,7 +26,12 @@ export function testEndpoints() {
 /** The service in this process on a free port, against the test Redis and Postgres. */
 export async function startService(env: Record<string, string> = {}): Promise<RunningService> {
   const endpoints = testEndpoints();
-  const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: endpoints.redisUrl, DATABASE_URL: endpoints.databaseUrl, ...env });
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    REDIS_URL: endpoints.redisUrl,
+    DATABASE_URL: endpoints.databaseUrl,
+    ...env,
+  });
   const service = new StockService(config, createLogger(config.logLevel), endpoints);
   const port = await service.start(0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, service, stop: () => service.stop() };
@@ -80,6 +85,7 @@ export async function call(
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON answer, asserted on by each test
 ): Promise<{ status: number; headers: Headers; body: any }> {
   const response = await fetch(base + path, {
     method,
@@ -96,4 +102,5 @@ export async function call(
   return { status: response.status, headers: response.headers, body: parsed };
 }
 
-export const uniqueSku = (label: string) => `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+export const uniqueSku = (label: string) =>
+  `${label}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;

@@ -1,6 +1,6 @@
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 
 interface Link {
   client: Socket;

@@ -8,7 +8,10 @@ describe('isDependencyFailure: outages answer 503, bugs 500', () => {
     expect(isDependencyFailure(Object.assign(new Error('x'), { code: 'ECONNREFUSED' }))).toBe(true);
     expect(isDependencyFailure(Object.assign(new Error('terminating connection'), { code: '57P01' }))).toBe(true);
     expect(isDependencyFailure(new Error('Connection terminated unexpectedly'))).toBe(true);
-    const zookeeperLoss = Object.assign(new Error('Exception: CONNECTION_LOSS[-4]'), { name: 'CONNECTION_LOSS', code: -4 });
+    const zookeeperLoss = Object.assign(new Error('Exception: CONNECTION_LOSS[-4]'), {
+      name: 'CONNECTION_LOSS',
+      code: -4,
+    });
     expect(isDependencyFailure(zookeeperLoss)).toBe(true);
   });
 

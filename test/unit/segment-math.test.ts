@@ -10,7 +10,12 @@ describe('splitEvenly', () => {
   });
 
   it('conserves the total and keeps shares within one of each other', () => {
-    for (const [total, parts] of [[1e12, 1024], [7, 7], [1, 1024], [999_999_999_999, 13]] as const) {
+    for (const [total, parts] of [
+      [1e12, 1024],
+      [7, 7],
+      [1, 1024],
+      [999_999_999_999, 13],
+    ] as const) {
       const shares = splitEvenly(total, parts);
       expect(shares).toHaveLength(parts);
       expect(shares.reduce((a, b) => a + b, 0)).toBe(total);

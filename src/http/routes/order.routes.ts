@@ -1,12 +1,12 @@
 import { Router } from 'express';
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
 import type { OrderPlacement, PlacedOrder } from '../../inventory/order-placement.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
 import { findOrder } from '../../orders/order.repository.js';
-import type { Db } from '../../db/database.js';
-import { AppError } from '../../errors.js';
 import { jsonBody } from '../json-body.js';
-import { sendProblem } from '../problem.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
+import { sendProblem } from '../problem.js';
 import { idempotencyKey, orderBody, orderId } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
@@ -52,7 +52,8 @@ export function orderRoutes(placement: OrderPlacement, db: Db, maxOrderQuantity:
 
 function parseOrHeader400(header: string): string {
   const result = idempotencyKey.safeParse(header);
-  if (!result.success) throw new AppError('invalid_idempotency_key', 'Idempotency-Key must be 1–128 visible ASCII characters');
+  if (!result.success)
+    throw new AppError('invalid_idempotency_key', 'Idempotency-Key must be 1–128 visible ASCII characters');
   return result.data;
 }
 

@@ -1,4 +1,4 @@
-import { Router, type RequestHandler } from 'express';
+import { type RequestHandler, Router } from 'express';
 import type { StockAdmin } from '../../inventory/stock-admin.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
@@ -13,7 +13,10 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
       const view = await admin.create(input);
-      res.status(201).location(`/skus/${encodeURIComponent(view.sku)}`).json(view);
+      res
+        .status(201)
+        .location(`/skus/${encodeURIComponent(view.sku)}`)
+        .json(view);
     })
     .all(methodNotAllowed('POST'));
 

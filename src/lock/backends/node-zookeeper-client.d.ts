@@ -22,10 +22,19 @@ declare module 'node-zookeeper-client' {
     getSessionId(): Buffer;
     getSessionTimeout(): number;
     getState(): State;
-    create(path: string, data: Buffer | null, mode: number, callback: (error: Error | null, path: string) => void): void;
+    create(
+      path: string,
+      data: Buffer | null,
+      mode: number,
+      callback: (error: Error | null, path: string) => void,
+    ): void;
     mkdirp(path: string, callback: (error: Error | null, path: string) => void): void;
     remove(path: string, version: number, callback: (error: Error | null) => void): void;
-    exists(path: string, watcher: Watcher | undefined, callback: (error: Error | null, stat: Stat | null) => void): void;
+    exists(
+      path: string,
+      watcher: Watcher | undefined,
+      callback: (error: Error | null, stat: Stat | null) => void,
+    ): void;
     getChildren(path: string, callback: (error: Error | null, children: string[], stat: Stat) => void): void;
     getData(path: string, callback: (error: Error | null, data: Buffer | null, stat: Stat) => void): void;
     setData(path: string, data: Buffer, version: number, callback: (error: Error | null, stat: Stat) => void): void;
@@ -36,7 +45,12 @@ declare module 'node-zookeeper-client' {
     readonly code: number;
   }
   export const State: { SYNC_CONNECTED: State; DISCONNECTED: State; EXPIRED: State };
-  export const CreateMode: { PERSISTENT: number; EPHEMERAL: number; PERSISTENT_SEQUENTIAL: number; EPHEMERAL_SEQUENTIAL: number };
+  export const CreateMode: {
+    PERSISTENT: number;
+    EPHEMERAL: number;
+    PERSISTENT_SEQUENTIAL: number;
+    EPHEMERAL_SEQUENTIAL: number;
+  };
   export const Exception: {
     CONNECTION_LOSS: number;
     NO_NODE: number;
@@ -44,5 +58,8 @@ declare module 'node-zookeeper-client' {
     NODE_EXISTS: number;
     SESSION_EXPIRED: number;
   };
-  export function createClient(connectionString: string, options?: { sessionTimeout?: number; spinDelay?: number; retries?: number }): Client;
+  export function createClient(
+    connectionString: string,
+    options?: { sessionTimeout?: number; spinDelay?: number; retries?: number },
+  ): Client;
 }

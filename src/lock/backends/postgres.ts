@@ -1,6 +1,14 @@
 import pg from 'pg';
 import type { LockCapabilities } from '../distributed-lock.js';
-import { Hold, LockClient, sleepUntilWoken, type LockClientOptions, type StoreGrant, type StoreRelease, type WaitBudget } from '../lock-client.js';
+import {
+  type Hold,
+  LockClient,
+  type LockClientOptions,
+  type StoreGrant,
+  type StoreRelease,
+  sleepUntilWoken,
+  type WaitBudget,
+} from '../lock-client.js';
 
 export interface PostgresLockOptions extends LockClientOptions {
   connectionString: string;

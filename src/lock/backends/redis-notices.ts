@@ -61,7 +61,12 @@ export class RedisLockNotices {
    * that follows them.
    */
   listenForReleases(channel: string): Promise<void> {
-    return this.subscribe(channel, (message) => this.releaseWaiters.get(channel)?.find((w) => w.message === message)?.wake());
+    return this.subscribe(channel, (message) =>
+      this.releaseWaiters
+        .get(channel)
+        ?.find((w) => w.message === message)
+        ?.wake(),
+    );
   }
 
   listenForHandoffs(channel: string): Promise<void> {
@@ -80,7 +85,8 @@ export class RedisLockNotices {
     return () => {
       const index = queue.indexOf(waiter);
       if (index >= 0) queue.splice(index, 1);
-      if (queue.length === 0 && this.releaseWaiters.get(notice.channel) === queue) this.releaseWaiters.delete(notice.channel);
+      if (queue.length === 0 && this.releaseWaiters.get(notice.channel) === queue)
+        this.releaseWaiters.delete(notice.channel);
     };
   }
 

@@ -1,7 +1,15 @@
 import type { Redis } from 'ioredis';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { redisKeys, unlockNotice } from '../keys.js';
-import { Hold, LockClient, sleepUntilWoken, type LockClientOptions, type StoreGrant, type StoreRelease, type WaitBudget } from '../lock-client.js';
+import {
+  type Hold,
+  LockClient,
+  type LockClientOptions,
+  type StoreGrant,
+  type StoreRelease,
+  sleepUntilWoken,
+  type WaitBudget,
+} from '../lock-client.js';
 import { defineLockCommands, ScriptResult } from '../scripts.js';
 import { segmentRefOf } from '../segment-lock-names.js';
 
@@ -69,7 +77,9 @@ export class RedisSegmentLock extends LockClient {
   }
 
   protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
-    return (await this.redis.extendLock(redisKeys.segmentLock(refOf(hold.key)), hold.owner, ttlMs)) === ScriptResult.Done;
+    return (
+      (await this.redis.extendLock(redisKeys.segmentLock(refOf(hold.key)), hold.owner, ttlMs)) === ScriptResult.Done
+    );
   }
 
   protected async closeStore(): Promise<void> {}

@@ -1,9 +1,17 @@
 import type { Redis } from 'ioredis';
 import type { LockCapabilities } from '../distributed-lock.js';
-import { Hold, LockClient, sleepUntilWoken, type LockClientOptions, type StoreGrant, type StoreRelease, type WaitBudget } from '../lock-client.js';
+import {
+  type Hold,
+  LockClient,
+  type LockClientOptions,
+  type StoreGrant,
+  type StoreRelease,
+  sleepUntilWoken,
+  type WaitBudget,
+} from '../lock-client.js';
 import { ensureLockCommands, LockScriptCode } from './redis-commands.js';
 import { namedLockKeyspace, type RedisLockKeyspace } from './redis-keyspace.js';
-import { RedisLockNotices } from './redis-notices.js';
+import { type Handoff, RedisLockNotices } from './redis-notices.js';
 
 export interface RedisLockOptions extends LockClientOptions {
   /** Connection for the lock scripts. */
@@ -100,8 +108,15 @@ export class RedisLock extends LockClient<string> {
     return this.startTenure(key, owner, ttlMs);
   }
 
-  protected async waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<string> | null> {
-    return budget.fair ? this.waitInLine(key, owner, ttlMs, budget) : this.waitLocallyThenForRelease(key, owner, ttlMs, budget);
+  protected async waitStore(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<string> | null> {
+    return budget.fair
+      ? this.waitInLine(key, owner, ttlMs, budget)
+      : this.waitLocallyThenForRelease(key, owner, ttlMs, budget);
   }
 
   /** One attempt at Redis; on success this client holds the lock with a block of tokens to pass on locally. */
@@ -111,11 +126,22 @@ export class RedisLock extends LockClient<string> {
     if (fence <= 0) return null;
     const line = this.line(key);
     line.holder = owner;
-    line.tenure = { redisOwner: owner, nextFence: fence + 1, lastFence: lastFence ?? fence, leaseMs: ttlMs, confirmedAt: requestedAt };
+    line.tenure = {
+      redisOwner: owner,
+      nextFence: fence + 1,
+      lastFence: lastFence ?? fence,
+      leaseMs: ttlMs,
+      confirmedAt: requestedAt,
+    };
     return { fence, leaseMs: ttlMs, requestedAt, handle: owner };
   }
 
-  private async waitLocallyThenForRelease(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<string> | null> {
+  private async waitLocallyThenForRelease(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<string> | null> {
     const line = this.line(key);
     const me: LocalWaiter = { owner, ttlMs, grant: undefined, wake: () => {} };
     line.waiters.push(me);
@@ -138,10 +164,22 @@ export class RedisLock extends LockClient<string> {
               me.wake();
             });
             const requestedAt = Date.now();
-            const [fence, pttl, lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', this.maxLocalHandoffs + 1);
+            const [fence, pttl, lastFence] = await this.callAcquire(
+              key,
+              owner,
+              ttlMs,
+              'try',
+              this.maxLocalHandoffs + 1,
+            );
             if (fence > 0) {
               line.holder = owner;
-              line.tenure = { redisOwner: owner, nextFence: fence + 1, lastFence: lastFence ?? fence, leaseMs: ttlMs, confirmedAt: requestedAt };
+              line.tenure = {
+                redisOwner: owner,
+                nextFence: fence + 1,
+                lastFence: lastFence ?? fence,
+                leaseMs: ttlMs,
+                confirmedAt: requestedAt,
+              };
               return { fence, leaseMs: ttlMs, requestedAt, handle: owner };
             }
             // Woken by the release notice; at the latest when the holder's lease would run out.
@@ -165,7 +203,12 @@ export class RedisLock extends LockClient<string> {
     }
   }
 
-  private async waitInLine(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<string> | null> {
+  private async waitInLine(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<string> | null> {
     const notices = this.noticeBoard();
     await notices.listenForHandoffs(this.keyspace.grantChannel);
     const slot = notices.openSlot(owner, key);
@@ -181,14 +224,19 @@ export class RedisLock extends LockClient<string> {
           await this.leaveLine(key, owner);
           return null;
         }
-        let handoff;
+        let handoff: Handoff | undefined;
         try {
           handoff = await slot.wait(Math.min(remaining, this.waiterLeaseMs / 3), budget.signal);
         } catch (aborted) {
           await this.leaveLine(key, owner);
           throw aborted;
         }
-        if (handoff) return this.granted(key, owner, { fence: handoff.fence, leaseMs: handoff.leaseMs, requestedAt: handoff.receivedAt });
+        if (handoff)
+          return this.granted(key, owner, {
+            fence: handoff.fence,
+            leaseMs: handoff.leaseMs,
+            requestedAt: handoff.receivedAt,
+          });
       }
     } finally {
       notices.closeSlot(owner, key, slot);
@@ -216,7 +264,12 @@ export class RedisLock extends LockClient<string> {
       const next = line.waiters.find((w) => !w.grant);
       if (next && tenure.nextFence <= tenure.lastFence) {
         line.holder = next.owner;
-        next.grant = { fence: tenure.nextFence++, leaseMs: tenure.leaseMs, requestedAt: tenure.confirmedAt, handle: tenure.redisOwner };
+        next.grant = {
+          fence: tenure.nextFence++,
+          leaseMs: tenure.leaseMs,
+          requestedAt: tenure.confirmedAt,
+          handle: tenure.redisOwner,
+        };
         next.wake();
         return 'released';
       }
@@ -240,7 +293,8 @@ export class RedisLock extends LockClient<string> {
 
   protected async extendStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
-    const extended = (await this.redis.lockExtend(this.keyspace.lock(hold.key), hold.handle!, ttlMs)) === LockScriptCode.Done;
+    const extended =
+      (await this.redis.lockExtend(this.keyspace.lock(hold.key), hold.handle!, ttlMs)) === LockScriptCode.Done;
     const tenure = this.lines.get(hold.key)?.tenure;
     if (extended && tenure && tenure.redisOwner === hold.handle) tenure.confirmedAt = requestedAt;
     return extended;
@@ -289,13 +343,37 @@ export class RedisLock extends LockClient<string> {
 
   private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll', reserveTokens = 1) {
     const k = this.keyspace;
-    return this.redis.lockAcquire(k.lock(key), k.fence(key), k.queue(key), k.queueDeadlines(key), owner, ttlMs, mode, this.waiterLeaseMs, k.grantChannel, key, reserveTokens);
+    return this.redis.lockAcquire(
+      k.lock(key),
+      k.fence(key),
+      k.queue(key),
+      k.queueDeadlines(key),
+      owner,
+      ttlMs,
+      mode,
+      this.waiterLeaseMs,
+      k.grantChannel,
+      key,
+      reserveTokens,
+    );
   }
 
   private async callRelease(key: string, owner: string, handOffLeaseMs: number, dropAll: '0' | '1') {
     const k = this.keyspace;
     const { channel, message } = k.releaseNotice(key);
-    const reply = await this.redis.lockRelease(k.lock(key), k.fence(key), k.queue(key), k.queueDeadlines(key), owner, handOffLeaseMs, channel, message, k.grantChannel, key, dropAll);
+    const reply = await this.redis.lockRelease(
+      k.lock(key),
+      k.fence(key),
+      k.queue(key),
+      k.queueDeadlines(key),
+      owner,
+      handOffLeaseMs,
+      channel,
+      message,
+      k.grantChannel,
+      key,
+      dropAll,
+    );
     // Handed to a waiter of this process: wake it now rather than after the notice's round trip.
     if (reply.length === 3) this.notices?.deliverHandoff(reply[1], key, reply[2], handOffLeaseMs);
     return reply;
@@ -303,7 +381,9 @@ export class RedisLock extends LockClient<string> {
 
   private noticeBoard(): RedisLockNotices {
     // Its own connection: a subscribed connection can do nothing else, and it may queue commands until it is ready.
-    this.notices ??= new RedisLockNotices(this.options.subscriber ?? this.redis.duplicate({ enableOfflineQueue: true, lazyConnect: false }));
+    this.notices ??= new RedisLockNotices(
+      this.options.subscriber ?? this.redis.duplicate({ enableOfflineQueue: true, lazyConnect: false }),
+    );
     return this.notices;
   }
 }

@@ -1,7 +1,16 @@
 import { Redis } from 'ioredis';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { LockUnavailableError } from '../errors.js';
-import { clockDrift, Hold, LockClient, sleepUntilWoken, type LockClientOptions, type StoreGrant, type StoreRelease, type WaitBudget } from '../lock-client.js';
+import {
+  clockDrift,
+  type Hold,
+  LockClient,
+  type LockClientOptions,
+  type StoreGrant,
+  type StoreRelease,
+  sleepUntilWoken,
+  type WaitBudget,
+} from '../lock-client.js';
 import { ensureLockCommands, LockScriptCode } from './redis-commands.js';
 import { namedLockKeyspace, type RedisLockKeyspace } from './redis-keyspace.js';
 
@@ -84,10 +93,23 @@ export class RedlockLock extends LockClient {
     const requestedAt = Date.now();
     const votes = await Promise.allSettled(
       this.nodes.map((node) =>
-        node.lockAcquire(k.lock(key), k.fence(key), k.queue(key), k.queueDeadlines(key), owner, ttlMs, 'try', 1_000, k.grantChannel, key),
+        node.lockAcquire(
+          k.lock(key),
+          k.fence(key),
+          k.queue(key),
+          k.queueDeadlines(key),
+          owner,
+          ttlMs,
+          'try',
+          1_000,
+          k.grantChannel,
+          key,
+        ),
       ),
     );
-    const granted = votes.flatMap((vote, i) => (vote.status === 'fulfilled' && vote.value[0] > 0 ? [{ node: this.nodes[i]!, fence: vote.value[0] }] : []));
+    const granted = votes.flatMap((vote, i) =>
+      vote.status === 'fulfilled' && vote.value[0] > 0 ? [{ node: this.nodes[i]!, fence: vote.value[0] }] : [],
+    );
     const failed = votes.filter((vote) => vote.status === 'rejected').length;
     const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
     if (granted.length >= this.quorum && validFor() > 0) {
@@ -121,7 +143,9 @@ export class RedlockLock extends LockClient {
 
   protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
-    const replies = await Promise.allSettled(this.nodes.map((node) => node.lockExtend(this.keyspace.lock(hold.key), hold.owner, ttlMs)));
+    const replies = await Promise.allSettled(
+      this.nodes.map((node) => node.lockExtend(this.keyspace.lock(hold.key), hold.owner, ttlMs)),
+    );
     const extended = replies.filter((r) => r.status === 'fulfilled' && r.value === LockScriptCode.Done).length;
     const refused = replies.filter((r) => r.status === 'fulfilled' && r.value === LockScriptCode.NotOwner).length;
     if (extended >= this.quorum && ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs) > 0) return true;
@@ -138,13 +162,28 @@ export class RedlockLock extends LockClient {
     const { channel, message } = k.releaseNotice(key);
     return Promise.allSettled(
       this.nodes.map((node) =>
-        node.lockRelease(k.lock(key), k.fence(key), k.queue(key), k.queueDeadlines(key), owner, leaseMs, channel, message, k.grantChannel, key, '1'),
+        node.lockRelease(
+          k.lock(key),
+          k.fence(key),
+          k.queue(key),
+          k.queueDeadlines(key),
+          owner,
+          leaseMs,
+          channel,
+          message,
+          k.grantChannel,
+          key,
+          '1',
+        ),
       ),
     );
   }
 
   private unavailable(key: string): LockUnavailableError {
     const reachable = this.nodes.filter((node) => node.status === 'ready').length;
-    return new LockUnavailableError(key, `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`);
+    return new LockUnavailableError(
+      key,
+      `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`,
+    );
   }
 }

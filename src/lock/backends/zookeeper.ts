@@ -2,7 +2,15 @@ import { posix } from 'node:path';
 import * as zookeeper from 'node-zookeeper-client';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { LockUnavailableError } from '../errors.js';
-import { Hold, LockClient, sleepUntilWoken, type LockClientOptions, type StoreGrant, type StoreRelease, type WaitBudget } from '../lock-client.js';
+import {
+  type Hold,
+  LockClient,
+  type LockClientOptions,
+  type StoreGrant,
+  type StoreRelease,
+  sleepUntilWoken,
+  type WaitBudget,
+} from '../lock-client.js';
 
 export interface ZooKeeperLockOptions extends LockClientOptions {
   /** `host:port[,host:port…][/chroot]` */
@@ -66,7 +74,12 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     }
   }
 
-  protected async waitStore(key: string, owner: string, _ttlMs: number, budget: WaitBudget): Promise<StoreGrant<NodeHandle> | null> {
+  protected async waitStore(
+    key: string,
+    owner: string,
+    _ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<NodeHandle> | null> {
     const { client, dir, path } = await this.enqueue(key, owner);
     try {
       for (;;) {
@@ -134,7 +147,12 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     return { client, dir, path };
   }
 
-  private async grant(client: zookeeper.Client, dir: string, path: string, requestedAt: number): Promise<StoreGrant<NodeHandle>> {
+  private async grant(
+    client: zookeeper.Client,
+    dir: string,
+    path: string,
+    requestedAt: number,
+  ): Promise<StoreGrant<NodeHandle>> {
     const fence = await this.issueFence(client, dir);
     return { fence, leaseMs: client.getSessionTimeout(), requestedAt, handle: { client, path } };
   }
@@ -158,13 +176,15 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   private async sortedChildren(client: zookeeper.Client, dir: string): Promise<string[]> {
-    const children = await this.call<string[]>(client, (done) => client.getChildren(dir, (error, names) => done(error, names)));
+    const children = await this.call<string[]>(client, (done) =>
+      client.getChildren(dir, (error, names) => done(error, names)),
+    );
     return children.filter((name) => /-lock-\d{10}$/.test(name)).sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 
   private async ownsNode(client: zookeeper.Client, path: string): Promise<boolean> {
     const stat = await this.call<zookeeper.Stat | null>(client, (done) => client.exists(path, undefined, done));
-    return stat !== null && stat.ephemeralOwner.equals(client.getSessionId());
+    return stat?.ephemeralOwner.equals(client.getSessionId()) ?? false;
   }
 
   private async removeNode(client: zookeeper.Client, path: string): Promise<void> {
@@ -179,11 +199,20 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   private connected(): Promise<zookeeper.Client> {
     if (this.closing) return Promise.reject(new LockUnavailableError('*', 'the ZooKeeper lock client is closed'));
     if (!this.session) {
-      const client = zookeeper.createClient(this.options.connect, { sessionTimeout: this.sessionTimeoutMs, spinDelay: 100, retries: 0 });
+      const client = zookeeper.createClient(this.options.connect, {
+        sessionTimeout: this.sessionTimeoutMs,
+        spinDelay: 100,
+        retries: 0,
+      });
       const session = new Promise<zookeeper.Client>((resolve, reject) => {
         const timer = setTimeout(() => {
           client.close();
-          reject(new LockUnavailableError('*', `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`));
+          reject(
+            new LockUnavailableError(
+              '*',
+              `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`,
+            ),
+          );
         }, this.operationTimeoutMs);
         client.once('connected', () => {
           clearTimeout(timer);
@@ -201,7 +230,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
       let disconnectedTimer: NodeJS.Timeout | undefined;
       client.on('disconnected', () => {
         clearTimeout(disconnectedTimer);
-        disconnectedTimer = setTimeout(() => abandon('its ZooKeeper connection was down for a whole session timeout'), this.sessionTimeoutMs);
+        disconnectedTimer = setTimeout(
+          () => abandon('its ZooKeeper connection was down for a whole session timeout'),
+          this.sessionTimeoutMs,
+        );
         disconnectedTimer.unref();
       });
       client.on('connected', () => clearTimeout(disconnectedTimer));
@@ -219,7 +251,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
    * A ZooKeeper call as a promise, bounded in time. None is sent while disconnected: node-zookeeper-client does not
    * reconnect once requests are queued on a dropped connection.
    */
-  private call<T = unknown>(client: zookeeper.Client, start: (done: (error: Error | null, value?: T) => void) => void): Promise<T> {
+  private call<T = unknown>(
+    client: zookeeper.Client,
+    start: (done: (error: Error | null, value?: T) => void) => void,
+  ): Promise<T> {
     if (client.getState() !== zookeeper.State.SYNC_CONNECTED) {
       return Promise.reject(new LockUnavailableError('*', 'not connected to ZooKeeper'));
     }
