@@ -1,4 +1,6 @@
-// tsc copies no Lua: put the lock scripts next to the compiled loader that reads them.
-import { cpSync } from 'node:fs';
+// tsc copies no Lua: put the lock scripts next to the compiled loader that reads them (and only these: the loader
+// registers every script in the folder, so a script deleted from src must not linger in dist).
+import { cpSync, rmSync } from 'node:fs';
 
+rmSync('dist/src/lock/lua', { recursive: true, force: true });
 cpSync('src/lock/lua', 'dist/src/lock/lua', { recursive: true });

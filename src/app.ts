@@ -18,20 +18,17 @@ import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
 import { orderRateLimit, securityHeaders } from './http/security.js';
-import type { OrderPlacement } from './inventory/order-placement.js';
+import { OrderPlacement } from './inventory/order-placement.js';
+import { SegmentLocks } from './inventory/segment-locks.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './inventory/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
-import { NoticeSubscriber } from './lock/notice-subscriber.js';
-import { defineLockCommands } from './lock/scripts.js';
-import type { SegmentLock } from './lock/segment-lock.js';
-import { UnlockWaiters } from './lock/unlock-waiters.js';
+import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
-import { MeteredOrderPlacement } from './metrics/metered-order-placement.js';
-import { MeteredSegmentLock } from './metrics/metered-segment-lock.js';
 import { readAvailableBySku } from './metrics/metrics.repository.js';
 import { metricsRoutes } from './metrics/metrics.routes.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
+import { OrderService } from './orders/order.service.js';
 
 export interface Endpoints {
   redisUrl: string;
@@ -49,9 +46,9 @@ export class StockService {
   readonly db: Db;
   readonly redis: Redis;
   private readonly subscriberConnection: Redis;
-  readonly lock: SegmentLock;
+  readonly locks: SegmentLocks;
   readonly metrics: ServiceMetrics;
-  private readonly waiters: UnlockWaiters;
+  private readonly notices: ReleaseNotices;
   private readonly directory: SkuDirectory;
   private readonly app: express.Express;
   private server: Server | undefined;
@@ -73,31 +70,30 @@ export class StockService {
     for (const connection of [this.redis, this.subscriberConnection]) {
       connection.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
     }
-    defineLockCommands(this.redis);
-    const subscriber = new NoticeSubscriber(this.subscriberConnection);
-    this.waiters = new UnlockWaiters(subscriber);
+    this.notices = new ReleaseNotices(this.subscriberConnection);
     this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
-    // LOCK_BACKEND=redis keeps the segment locks on the service's own Redis, SegmentLock's default.
-    const lockBackend =
-      config.lockBackend === 'redis'
-        ? undefined
-        : createLockBackend(config, { redis: this.redis, databaseUrl: endpoints.databaseUrl });
-    this.lock = new MeteredSegmentLock(this.metrics, this.redis, this.waiters, config.lockTtlMs, {
-      backend: lockBackend,
-      watchdog: config.lockWatchdog,
+    const backend = createLockBackend(config, {
+      redis: this.redis,
+      databaseUrl: endpoints.databaseUrl,
+      notices: this.notices,
     });
+    this.locks = new SegmentLocks(
+      backend,
+      this.notices,
+      this.redis,
+      { ttlMs: config.lockTtlMs, watchdog: config.lockWatchdog },
+      this.metrics.segmentLockHooks,
+    );
     // Callers waiting on a layout that just went stale look again at once.
-    this.directory = new SkuDirectory(this.db, this.redis, subscriber, (sku) => this.waiters.wakeAll(sku));
-    const placement = new MeteredOrderPlacement(
-      this.metrics,
+    this.directory = new SkuDirectory(this.db, this.redis, this.subscriberConnection, (sku) => this.locks.wakeAll(sku));
+    const placement = new OrderPlacement(
       this.db,
-      this.lock,
-      this.waiters,
+      this.locks,
       this.directory,
       { lockWaitMs: config.lockWaitMs, criticalSectionDelayMs: config.criticalSectionDelayMs },
       this.metrics.orderFlowHooks,
     );
-    const admin = new StockAdmin(this.db, this.lock, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
+    const admin = new StockAdmin(this.db, this.locks, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
     this.app = this.buildApp(placement, admin);
   }
 
@@ -128,7 +124,7 @@ export class StockService {
     app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
     if (limitOrders) app.post('/orders', limitOrders);
-    app.use(orderRoutes(placement, this.db, this.config.maxOrderQuantity));
+    app.use(orderRoutes(placement, new OrderService(this.db), this.config.maxOrderQuantity));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
@@ -142,7 +138,7 @@ export class StockService {
     this.log.warn('BENCH_ROUTES is on: /bench/* serves unlocked sales for benchmarks; never enable it in production');
     const skus = new BenchSkus(this.db);
     return benchRoutes({
-      demo: new OversellDemo(this.db, this.lock, skus, {
+      demo: new OversellDemo(this.db, this.locks, skus, {
         lockWaitMs: this.config.lockWaitMs,
         criticalSectionDelayMs: this.config.criticalSectionDelayMs,
       }),
@@ -187,9 +183,8 @@ export class StockService {
       await closed;
       clearTimeout(grace);
     }
-    await this.lock.releaseQuietly(this.lock.held);
-    await this.lock.close().catch(() => {});
-    this.waiters.close();
+    await this.locks.close().catch(() => {});
+    this.notices.close();
     this.subscriberConnection.disconnect();
     await this.redis.quit().catch(() => this.redis.disconnect());
     await this.db.destroy();

@@ -50,16 +50,6 @@ export class AppError extends Error {
   }
 }
 
-/**
- * The lock a writer held was lost before its write: its fenced update touched no row. Internal only: the order
- * flow retries on it; it never reaches a client.
- */
-export class FencedOutError extends Error {
-  constructor(readonly segments: number[]) {
-    super(`fenced write refused on segment(s) ${segments.join(',')}`);
-  }
-}
-
 const lockStoreFailures = new Set(['LockUnavailableError', 'CONNECTION_LOSS', 'SESSION_EXPIRED', 'OPERATION_TIMEOUT']);
 const connectionErrorCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
 

@@ -8,7 +8,6 @@ import { startEmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
 import type { EmbeddedServer } from '../../src/dev/embedded-redis.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
-import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
@@ -72,14 +71,10 @@ export class BackendStores {
     let lock: DistributedLock;
     switch (kind) {
       case 'redis':
-        lock = new RedisLock({
-          redis: new Redis(this.redisUrl),
-          keyspace: namedLockKeyspace(`bench:${runId}:backend:`),
-          ownsConnection: true,
-        });
+        lock = new RedisLock({ redis: new Redis(this.redisUrl), ownsConnection: true });
         break;
       case 'redlock':
-        lock = new RedlockLock({ urls: this.lockNodeUrls, keyspace: namedLockKeyspace(`bench:${runId}:`) });
+        lock = new RedlockLock({ urls: this.lockNodeUrls });
         break;
       case 'postgres':
         lock = new PostgresLock({ connectionString: this.databaseUrl!, poolSize: 10 });

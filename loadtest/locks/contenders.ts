@@ -2,7 +2,6 @@ import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import Redlock from 'redlock';
 import { RedisLock } from '../../src/lock/backends/redis.js';
-import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
 
 /** One lock implementation under test: acquire (waiting as long as it takes, or until `stop`), then release. */
 export interface Contender {
@@ -25,16 +24,11 @@ export function createContender(name: ContenderName, redisUrl: string, runId: st
     case 'this-lock':
     case 'this-lock-fair': {
       const fair = name === 'this-lock-fair';
-      const lock = new RedisLock({
-        redis,
-        keyspace: namedLockKeyspace(`bench:${runId}:${name}:`),
-        ttlMs: LEASE_MS,
-        ownsConnection: true,
-      });
+      const lock = new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true });
       return {
         name,
         async acquire(key, stop) {
-          const lease = await lock.acquire(key, { fair, waitMs: 600_000, signal: stop });
+          const lease = await lock.acquire(`bench:${runId}:${name}:${key}`, { fair, waitMs: 600_000, signal: stop });
           return () => lock.release(lease);
         },
         close: () => lock.close(),

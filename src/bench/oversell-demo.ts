@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import type { SegmentLock } from '../lock/segment-lock.js';
+import type { SegmentLocks } from '../inventory/segment-locks.js';
 import { readSegmentStock, writeDecidedSale } from './bench.repository.js';
 import type { BenchSkus } from './bench-skus.js';
 import { LocalMutex } from './local-mutex.js';
@@ -27,7 +27,7 @@ export class OversellDemo {
 
   constructor(
     private readonly db: Db,
-    private readonly lock: SegmentLock,
+    private readonly locks: SegmentLocks,
     private readonly skus: BenchSkus,
     private readonly options: { lockWaitMs: number; criticalSectionDelayMs: number },
   ) {}
@@ -44,10 +44,10 @@ export class OversellDemo {
       const unlock = await this.mutex.acquire(sku.sku);
       release = async () => unlock();
     } else if (mode === 'redis-lock') {
-      const lease = await this.lock.acquire({ sku: sku.sku, ...segment }, Date.now() + this.options.lockWaitMs);
+      const lease = await this.locks.acquire({ sku: sku.sku, ...segment }, Date.now() + this.options.lockWaitMs);
       if (!lease) throw new AppError('lock_busy', `the segment stayed locked for ${this.options.lockWaitMs} ms`, {}, 1);
       fence = lease.fence;
-      release = () => this.lock.releaseQuietly([lease]);
+      release = () => this.locks.releaseAll([lease]);
     }
     try {
       const available = await readSegmentStock(this.db, segment);

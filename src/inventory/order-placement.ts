@@ -1,13 +1,14 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
-import { AppError, FencedOutError } from '../errors.js';
-import { type SegmentRef, unlockNotice } from '../lock/keys.js';
-import type { Lease, SegmentLock } from '../lock/segment-lock.js';
-import type { UnlockWaiters } from '../lock/unlock-waiters.js';
+import { AppError } from '../errors.js';
+import type { LockLease } from '../lock/distributed-lock.js';
+import type { SegmentRef } from '../lock/keys.js';
 import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
 import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
 import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
+import { FencedOutError, lockBusy, outOfStock } from './refusals.js';
+import type { SegmentLocks } from './segment-locks.js';
 import { chooseSegmentsToCover, rotate, type SegmentTake, splitAcross } from './segment-math.js';
 import { SegmentMemory } from './segment-memory.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
@@ -32,6 +33,8 @@ export interface OrderPlacementOptions {
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
 export interface OrderFlowHooks {
+  /** Wraps each placement, to time it and record its outcome. */
+  observeOrder?(place: () => Promise<PlacedOrder>): Promise<PlacedOrder>;
   onSegmentVisit?(sku: string): void;
   onLockBusy?(sku: string): void;
   onWait?(sku: string, waitedMs: number): void;
@@ -41,6 +44,9 @@ export interface OrderFlowHooks {
 
 /** Why an attempt ended without an answer: the caller starts over with a fresh view of the SKU. */
 type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lock-lost' | 'lost-race' };
+type Attempt = { order: OrderRecord } | Restart;
+/** A segment's share of an order, decided under its lock. */
+type Take = { segment: number; lease: LockLease; state: SegmentState; take: number };
 
 /**
  * The order flow: pick a random segment, try its lock without waiting, read and decide under the lock, write fenced.
@@ -52,14 +58,18 @@ export class OrderPlacement {
 
   constructor(
     private readonly db: Db,
-    private readonly lock: SegmentLock,
-    private readonly waiters: UnlockWaiters,
+    private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
     private readonly options: OrderPlacementOptions,
     private readonly hooks: OrderFlowHooks = {},
   ) {}
 
-  async place(request: OrderRequest): Promise<PlacedOrder> {
+  place(request: OrderRequest): Promise<PlacedOrder> {
+    const place = () => this.placeOnce(request);
+    return this.hooks.observeOrder ? this.hooks.observeOrder(place) : place();
+  }
+
+  private async placeOnce(request: OrderRequest): Promise<PlacedOrder> {
     const fingerprint = request.idempotencyKey ? fingerprintOf(request) : null;
     if (request.idempotencyKey) {
       const prior = await findOrder(this.db, { idempotencyKey: request.idempotencyKey });
@@ -79,134 +89,164 @@ export class OrderPlacement {
     }
   }
 
+  /**
+   * One attempt on one layout of the SKU, in rounds: try each segment that may suffice; else cover from several;
+   * else, if some segment was busy, wait for a release and go again. Out of stock once no segment is left unread.
+   */
   private async attempt(
     entry: SkuEntry,
     request: OrderRequest,
     fingerprint: string | null,
     deadline: number,
-  ): Promise<{ order: OrderRecord } | Restart> {
-    const { quantity } = request;
+  ): Promise<Attempt> {
     /** Latest stock read under each segment's lock in this attempt; stock only shrinks, so these are upper bounds. */
     const seen = new Map<number, number>();
-    const since = Date.now();
-    // When this process holds every segment and others of its callers already wait, a newcomer queues behind them
-    // instead of overtaking (the single-lock case stays first come, first served).
-    let queueFirst =
-      this.waiters.hasWaiters(entry.sku) &&
-      range(entry.segmentCount).every((s) => entry.emptySegments.has(s) || this.lock.isHeldHere(refOf(entry, s)));
-    let listening = false;
-    let queued: boolean;
-    /** The segment whose release woke this caller: tried first in the next pass. */
+    const ticket = this.locks.ticket();
+    // Listening before the first try: a release between a try and the wait after it must still wake this caller.
+    await this.locks.listen(
+      entry.sku,
+      this.nonEmptySegments(entry).map((s) => refOf(entry, s)),
+    );
+    // When this process holds every segment and others of its callers already wait, a newcomer lines up behind them
+    // instead of overtaking: the single-lock case stays first come, first served.
+    let lineUpFirst =
+      this.locks.hasWaiters(entry.sku) &&
+      this.nonEmptySegments(entry).every((s) => this.locks.isHeldHere(refOf(entry, s)));
+    /** The segment whose release woke this caller: tried first in the next round. */
     let wokenFor: number | undefined;
-    for (let round = 0; ; round++) {
+    for (;;) {
       if (entry.stale) return { restart: 'layout-changed' };
-      if (round > 0 && Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
-      const mark = this.waiters.mark();
-      const available = range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s));
-      const start = wokenFor !== undefined ? available.indexOf(wokenFor) : -1;
-      const candidates = rotate(available, start >= 0 ? start : Math.floor(Math.random() * available.length));
-      const busy: number[] = [];
-      for (const segment of candidates) {
-        const known = seen.get(segment);
-        if (known !== undefined && known < quantity) continue;
-        if (queueFirst) {
-          busy.push(segment);
-          continue;
-        }
-        this.hooks.onSegmentVisit?.(entry.sku);
-        const lease = await this.lock.tryAcquire(refOf(entry, segment));
-        if (!lease) {
-          this.hooks.onLockBusy?.(entry.sku);
-          busy.push(segment);
-          continue;
-        }
-        try {
-          const state =
-            this.memory.recall(lease) ??
-            (await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment }));
-          if (state === undefined) return { restart: 'layout-changed' };
-          this.memory.remember(lease, state);
-          if (state.available >= quantity) {
-            return await this.commit(entry, request, fingerprint, [{ lease, state, take: quantity }]);
-          }
-          seen.set(segment, state.available);
-          if (state.available === 0) this.markEmpty(entry, segment);
-        } finally {
-          // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
-          await this.lock.releaseQuietly([lease]);
-        }
+      const mark = this.locks.mark();
+      const candidates = this.candidates(entry, request.quantity, seen, wokenFor);
+      let busy = candidates;
+      if (!lineUpFirst) {
+        const tried = await this.trySegments(entry, request, fingerprint, candidates, seen);
+        if ('order' in tried || 'restart' in tried) return tried;
+        busy = tried.busy;
       }
-      queued = queueFirst;
-      queueFirst = false;
+      lineUpFirst = false;
 
-      const unseenBusy = busy.filter((s) => !seen.has(s));
-      const seenStock = [...seen].map(([segment, available]) => ({ segment, available }));
-      const cover = chooseSegmentsToCover(seenStock, quantity);
+      const cover = chooseSegmentsToCover(
+        [...seen].map(([segment, available]) => ({ segment, available })),
+        request.quantity,
+      );
       if (cover) {
-        const outcome = await this.commitAcross(entry, request, fingerprint, cover, seen, deadline);
-        if (outcome) return outcome;
+        const covered = await this.coverFromSeveral(entry, request, fingerprint, cover, seen, { deadline, ticket });
+        if (covered) return covered;
         continue;
       }
-      if (unseenBusy.length === 0) {
-        throw outOfStock(entry.sku, quantity, sum(seen.values()));
-      }
-      if (!listening) {
-        await this.waiters.prepare(entry.sku);
-        listening = true;
-        // A release between the pass above and subscribing would be missed: look once more before waiting.
-        if (!queued) continue;
-      }
-      const segmentOfNotice = new Map(busy.map((segment) => [unlockNotice.encode(refOf(entry, segment)), segment]));
+      const unread = busy.filter((s) => !seen.has(s));
+      if (unread.length === 0) return this.soldOut(entry, request, seen);
+      if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
+
       const started = Date.now();
-      const notice = await this.waiters.wait(entry.sku, new Set(segmentOfNotice.keys()), {
-        since,
-        timeoutMs: deadline - started,
-        mark,
-      });
-      wokenFor = notice === undefined ? undefined : segmentOfNotice.get(notice);
+      const refs = busy.map((s) => refOf(entry, s));
+      wokenFor = await this.locks.waitForRelease(refs, { ticket, deadline, mark });
       this.hooks.onWait?.(entry.sku, Date.now() - started);
     }
   }
 
+  /** Segments not known to be empty, in a random order (or starting with the one whose release woke the caller). */
+  private candidates(entry: SkuEntry, quantity: number, seen: Map<number, number>, first?: number): number[] {
+    const open = this.nonEmptySegments(entry).filter((s) => (seen.get(s) ?? quantity) >= quantity);
+    const start = first === undefined ? -1 : open.indexOf(first);
+    return rotate(open, start >= 0 ? start : Math.floor(Math.random() * open.length));
+  }
+
   /**
-   * Covers the order from several segments: their locks in ascending order (so two such orders cannot deadlock),
-   * a fresh read under all of them, one transaction. Undefined when stock moved meanwhile; `seen` is updated.
+   * Tries each segment's lock without waiting; the first that holds enough serves the whole order. Returns the busy
+   * segments when none did, or as soon as those read cover the order together; `seen` learns what they held.
    */
-  private async commitAcross(
+  private async trySegments(
     entry: SkuEntry,
     request: OrderRequest,
     fingerprint: string | null,
     segments: number[],
     seen: Map<number, number>,
-    deadline: number,
-  ): Promise<{ order: OrderRecord } | Restart | undefined> {
-    const leases: Lease[] = [];
-    try {
-      for (const segment of segments) {
-        const lease = await this.lock.acquire(refOf(entry, segment), deadline);
-        if (!lease) throw lockBusy(this.options.lockWaitMs);
-        leases.push(lease);
+  ): Promise<Attempt | { busy: number[] }> {
+    const busy: number[] = [];
+    for (const segment of segments) {
+      this.hooks.onSegmentVisit?.(entry.sku);
+      const lease = await this.locks.tryAcquire(refOf(entry, segment));
+      if (!lease) {
+        this.hooks.onLockBusy?.(entry.sku);
+        busy.push(segment);
+        continue;
       }
-      const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
-      if (states.length !== segments.length) return { restart: 'layout-changed' };
-      for (const [i, lease] of leases.entries()) this.memory.remember(lease, states[i]!);
-      for (const { segment, available } of states) {
-        seen.set(segment, available);
-        if (available === 0) this.markEmpty(entry, segment);
+      try {
+        const state =
+          this.memory.recall(lease) ??
+          (await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment }));
+        if (state === undefined) return { restart: 'layout-changed' };
+        this.memory.remember(lease, state);
+        if (state.available >= request.quantity) {
+          return await this.commit(entry, request, fingerprint, [{ segment, lease, state, take: request.quantity }]);
+        }
+        seen.set(segment, state.available);
+        if (state.available === 0) this.markEmpty(entry, segment);
+      } finally {
+        // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
+        await this.locks.releaseAll([lease]);
       }
-      const takes = splitAcross(states, request.quantity);
-      if (!takes) return undefined;
-      const stateOf = new Map(states.map((s) => [s.segment, s]));
-      const leaseOf = new Map(leases.map((l) => [l.ref.segment, l]));
-      return await this.commit(
-        entry,
-        request,
-        fingerprint,
-        takes.map((t) => ({ lease: leaseOf.get(t.segment)!, state: stateOf.get(t.segment)!, take: t.quantity })),
-      );
-    } finally {
-      await this.lock.releaseQuietly(leases);
+      // The segments read so far cover the order together: cover from them, rather than lock every other segment
+      // in the hope of one that suffices alone (near sell-out, none does).
+      if (sum(seen.values()) >= request.quantity) break;
     }
+    return { busy };
+  }
+
+  /**
+   * Covers the order from several segments: their locks in ascending order (so two such orders cannot deadlock), a
+   * fresh read under all of them, one transaction. First from the segments seen to suffice together; if stock moved
+   * meanwhile, from every segment not known to be empty, locked all at once: what they then hold is the definitive
+   * answer, so covers racing each other end in an order or out of stock rather than chasing each other until the
+   * wait budget runs out. Undefined when a restart is needed; `seen` is updated.
+   */
+  private async coverFromSeveral(
+    entry: SkuEntry,
+    request: OrderRequest,
+    fingerprint: string | null,
+    chosen: number[],
+    seen: Map<number, number>,
+    wait: { deadline: number; ticket: number },
+  ): Promise<Attempt | undefined> {
+    const everyOpen = this.nonEmptySegments(entry);
+    const rounds = chosen.length < everyOpen.length ? [chosen, everyOpen] : [everyOpen];
+    for (const [round, segments] of rounds.entries()) {
+      const refs = segments.map((segment) => refOf(entry, segment));
+      const leases = await this.locks.acquireInOrder(refs, wait.deadline, wait.ticket);
+      if (!leases) throw lockBusy(this.options.lockWaitMs);
+      try {
+        const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
+        if (states.length !== segments.length) return { restart: 'layout-changed' };
+        for (const [i, state] of states.entries()) {
+          this.memory.remember(leases[i]!, state);
+          seen.set(state.segment, state.available);
+          if (state.available === 0) this.markEmpty(entry, state.segment);
+        }
+        const split = splitAcross(states, request.quantity);
+        if (split) {
+          const takes = split.map(({ segment, quantity }) => {
+            const i = segments.indexOf(segment);
+            return { segment, lease: leases[i]!, state: states[i]!, take: quantity };
+          });
+          return await this.commit(entry, request, fingerprint, takes);
+        }
+        if (round === rounds.length - 1) return this.soldOut(entry, request, seen);
+      } finally {
+        await this.locks.releaseAll(leases);
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Every segment not known to be empty was read under its lock and they fall short. Segments marked empty stay
+   * empty until a restock, which marks the entry stale: then look again rather than refuse.
+   */
+  private soldOut(entry: SkuEntry, request: OrderRequest, seen: Map<number, number>): Restart {
+    if (entry.stale) return { restart: 'layout-changed' };
+    throw outOfStock(entry.sku, request.quantity, sum(seen.values()));
   }
 
   /**
@@ -214,9 +254,11 @@ export class OrderPlacement {
    * all now, to look elsewhere or conclude the stock is gone.
    */
   private markEmpty(entry: SkuEntry, segment: number): void {
-    if (this.directory.markEmpty(entry, segment)) {
-      this.waiters.wakeAll(entry.sku, unlockNotice.encode(refOf(entry, segment)));
-    }
+    if (this.directory.markEmpty(entry, segment)) this.locks.wakeAll(entry.sku, refOf(entry, segment));
+  }
+
+  private nonEmptySegments(entry: SkuEntry): number[] {
+    return range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s));
   }
 
   /** The write half of the critical section: fenced segment updates, the order and its ledger, one transaction. */
@@ -224,8 +266,8 @@ export class OrderPlacement {
     entry: SkuEntry,
     request: OrderRequest,
     fingerprint: string | null,
-    takes: { lease: Lease; state: SegmentState; take: number }[],
-  ): Promise<{ order: OrderRecord } | Restart> {
+    takes: Take[],
+  ): Promise<Attempt> {
     const lockLost = AbortSignal.any(takes.map(({ lease }) => lease.signal));
     if (this.options.criticalSectionDelayMs > 0) {
       await sleep(this.options.criticalSectionDelayMs, undefined, { signal: lockLost }).catch(() => undefined);
@@ -244,8 +286,8 @@ export class OrderPlacement {
       quantity: request.quantity,
       idempotencyKey: request.idempotencyKey ?? null,
       requestFingerprint: fingerprint,
-      deductions: takes.map(({ lease, state, take }) => ({
-        segment: state.segment,
+      deductions: takes.map(({ segment, lease, state, take }) => ({
+        segment,
         availableSeen: state.available,
         fenceSeen: state.fence,
         fence: lease.fence,
@@ -269,11 +311,11 @@ export class OrderPlacement {
       if (isIdempotencyConflict(error)) return { restart: 'lost-race' };
       throw error;
     }
-    for (const { lease, state, take } of takes) {
-      this.memory.remember(lease, { segment: state.segment, available: state.available - take, fence: lease.fence });
-      if (state.available === take) this.markEmpty(entry, state.segment);
+    for (const { segment, lease, state, take } of takes) {
+      this.memory.remember(lease, { segment, available: state.available - take, fence: lease.fence });
+      if (state.available === take) this.markEmpty(entry, segment);
     }
-    const deductions: SegmentTake[] = takes.map(({ lease, take }) => ({ segment: lease.ref.segment, quantity: take }));
+    const deductions: SegmentTake[] = takes.map(({ segment, take }) => ({ segment, quantity: take }));
     return {
       order: {
         id,
@@ -309,14 +351,6 @@ function fingerprintOf(request: OrderRequest): string {
 
 function refOf(entry: SkuEntry, segment: number): SegmentRef {
   return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
-}
-
-function outOfStock(sku: string, quantity: number, available: number): AppError {
-  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
-}
-
-export function lockBusy(waitedMs: number): AppError {
-  return new AppError('lock_busy', `every segment stayed locked for ${waitedMs} ms`, {}, 1);
 }
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);

@@ -1,5 +1,4 @@
-import { redisKeys } from '../lock/keys.js';
-import type { Lease } from '../lock/segment-lock.js';
+import type { LockLease } from '../lock/distributed-lock.js';
 import type { SegmentState } from './inventory.repository.js';
 
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
@@ -18,20 +17,20 @@ export class SegmentMemory {
   private readonly known = new Map<string, { fence: number; state: SegmentState }>();
 
   /** The segment's state if nobody else held its lock since this process last saw it. */
-  recall(lease: Lease): SegmentState | undefined {
-    const entry = this.known.get(redisKeys.segmentLock(lease.ref));
+  recall(lease: LockLease): SegmentState | undefined {
+    const entry = this.known.get(lease.key);
     return entry && lease.previousFence !== undefined && entry.fence === lease.previousFence ? entry.state : undefined;
   }
 
   /** The state as the holder of `lease` last saw or wrote it. */
-  remember(lease: Lease, state: SegmentState): void {
-    const key = redisKeys.segmentLock(lease.ref);
+  remember(lease: LockLease, state: SegmentState): void {
+    const key = lease.key;
     if (this.known.size >= MAX_ENTRIES && !this.known.has(key)) this.known.clear();
     this.known.set(key, { fence: lease.fence, state });
   }
 
   /** After a failed or uncertain write: the row may or may not hold what we meant to write. */
-  forget(lease: Lease): void {
-    this.known.delete(redisKeys.segmentLock(lease.ref));
+  forget(lease: LockLease): void {
+    this.known.delete(lease.key);
   }
 }

@@ -2,7 +2,6 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
-import type { NoticeSubscriber } from '../lock/notice-subscriber.js';
 import { findSku } from './inventory.repository.js';
 
 /** What an instance remembers about a SKU between orders. */
@@ -22,7 +21,8 @@ export interface SkuEntry {
 
 /**
  * Per-instance cache of SKU layouts and known-empty segments. Entries are dropped on a "SKU changed" notice from
- * any instance, and all of them when the notice connection comes back after a drop (notices may have been missed).
+ * any instance (published on the service's Redis by `announceChange`), and all of them when the notice connection
+ * comes back after a drop (notices may have been missed meanwhile).
  */
 export class SkuDirectory {
   private readonly entries = new Map<string, SkuEntry>();
@@ -33,16 +33,20 @@ export class SkuDirectory {
   constructor(
     private readonly db: Db,
     private readonly publisher: Redis,
-    private readonly subscriber: NoticeSubscriber,
+    /** A subscriber connection, shared with the lock's release notices. */
+    private readonly subscriber: Redis,
     /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
     private readonly onStale: (sku: string) => void = () => {},
   ) {}
 
   async start(): Promise<void> {
-    this.subscriber.onReconnect(() => {
+    this.subscriber.on('message', (channel: string, sku: string) => {
+      if (channel === redisKeys.skuChangedChannel) this.forget(sku);
+    });
+    this.subscriber.on('ready', () => {
       for (const sku of [...this.entries.keys()]) this.forget(sku);
     });
-    await this.subscriber.listen(redisKeys.skuChangedChannel, (sku) => this.forget(sku));
+    await this.subscriber.subscribe(redisKeys.skuChangedChannel);
   }
 
   /** The SKU's current layout; throws sku_not_found. */

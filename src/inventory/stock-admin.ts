@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
 import { AppError } from '../errors.js';
-import type { Lease, SegmentLock } from '../lock/segment-lock.js';
+import type { LockLease } from '../lock/distributed-lock.js';
 import {
   addToSegmentsFenced,
   deleteSegmentsFenced,
@@ -13,7 +13,8 @@ import {
   recordAddition,
   updateSkuLayout,
 } from './inventory.repository.js';
-import { lockBusy } from './order-placement.js';
+import { FencedOutError, lockBusy } from './refusals.js';
+import type { SegmentLocks } from './segment-locks.js';
 import { splitEvenly } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
@@ -37,7 +38,7 @@ export interface SkuView {
 export class StockAdmin {
   constructor(
     private readonly db: Db,
-    private readonly lock: SegmentLock,
+    private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
     /** How long a configuration change may wait for the segment locks. */
     private readonly lockWaitMs: number,
@@ -82,7 +83,7 @@ export class StockAdmin {
         throw new AppError('stock_limit_exceeded', `total stock would exceed ${MAX_TOTAL_STOCK}`);
       }
       const shares = splitEvenly(quantity, row.segment_count);
-      const writes = leases.map((lease, i) => ({ segment: lease.ref.segment, fence: lease.fence, add: shares[i]! }));
+      const writes = leases.map((lease, segment) => ({ segment, fence: lease.fence, add: shares[segment]! }));
       const written = await addToSegmentsFenced(trx, { skuId: row.id, layoutVersion: row.layout_version }, writes);
       if (written !== writes.length) return false;
       await updateSkuLayout(trx, row.id, { totalStock });
@@ -94,7 +95,7 @@ export class StockAdmin {
 
   async resegment(sku: string, segmentCount: number): Promise<SkuView> {
     await this.changeUnderAllLocks(sku, async (trx, row, leases) => {
-      const writes = leases.map((lease) => ({ segment: lease.ref.segment, fence: lease.fence }));
+      const writes = leases.map((lease, segment) => ({ segment, fence: lease.fence }));
       const removed = await deleteSegmentsFenced(trx, { skuId: row.id, layoutVersion: row.layout_version }, writes);
       if (removed.length !== writes.length) return false;
       const available = removed.reduce((total, s) => total + s.available, 0);
@@ -112,7 +113,7 @@ export class StockAdmin {
    */
   private async changeUnderAllLocks(
     sku: string,
-    change: (trx: Transaction<Database>, row: SkuRow, leases: Lease[]) => Promise<boolean>,
+    change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
   ): Promise<void> {
     const deadline = Date.now() + this.lockWaitMs;
     for (;;) {
@@ -124,11 +125,11 @@ export class StockAdmin {
           .execute(async (trx) => {
             const row = await findSkuForUpdate(trx, entry.id);
             if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
-            if (!(await change(trx, row, leases))) throw new RolledBack();
+            if (!(await change(trx, row, leases))) throw new FencedOutError([]);
             return 'applied' as const;
           })
           .catch((error: unknown) => {
-            if (error instanceof RolledBack) return 'fenced-out' as const;
+            if (error instanceof FencedOutError) return 'fenced-out' as const;
             throw error;
           });
         if (applied === 'applied') {
@@ -137,25 +138,20 @@ export class StockAdmin {
         }
         this.directory.invalidate(entry);
       } finally {
-        await this.lock.releaseQuietly(leases);
+        await this.locks.releaseAll(leases);
       }
       if (Date.now() >= deadline) throw lockBusy(this.lockWaitMs);
     }
   }
 
-  private async acquireAll(entry: SkuEntry, deadline: number): Promise<Lease[]> {
-    const leases: Lease[] = [];
-    for (let segment = 0; segment < entry.segmentCount; segment++) {
-      const lease = await this.lock.acquire({ sku: entry.sku, layoutVersion: entry.layoutVersion, segment }, deadline);
-      if (!lease) {
-        await this.lock.releaseQuietly(leases);
-        throw lockBusy(this.lockWaitMs);
-      }
-      leases.push(lease);
-    }
+  private async acquireAll(entry: SkuEntry, deadline: number): Promise<LockLease[]> {
+    const refs = Array.from({ length: entry.segmentCount }, (_, segment) => ({
+      sku: entry.sku,
+      layoutVersion: entry.layoutVersion,
+      segment,
+    }));
+    const leases = await this.locks.acquireInOrder(refs, deadline, this.locks.ticket());
+    if (!leases) throw lockBusy(this.lockWaitMs);
     return leases;
   }
 }
-
-/** Thrown inside a transaction to roll it back when a fenced write was refused. */
-class RolledBack extends Error {}

@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis';
 import { PostgresLock } from './backends/postgres.js';
 import { RedisLock } from './backends/redis.js';
-import { namedLockKeyspace, type RedisLockKeyspace } from './backends/redis-keyspace.js';
 import { RedlockLock } from './backends/redlock.js';
 import { ZooKeeperLock } from './backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from './distributed-lock.js';
+import type { ReleaseNotices } from './release-notices.js';
 
 export interface LockSettings {
   lockBackend: LockBackendKind;
@@ -22,8 +22,8 @@ export interface LockStores {
   redis: Redis;
   /** The service's own database (the `postgres` backend opens a small pool of its own on it). */
   databaseUrl: string;
-  /** Key layout for the `redis` backend. */
-  redisKeyspace?: RedisLockKeyspace;
+  /** The process's release notices: the `redis` backend wakes their waiters on its releases. */
+  notices?: ReleaseNotices;
 }
 
 /** The backend LOCK_BACKEND selects. */
@@ -31,7 +31,7 @@ export function createLockBackend(settings: LockSettings, stores: LockStores): D
   const common = { ttlMs: settings.lockTtlMs, waitMs: settings.lockWaitMs, watchdog: settings.lockWatchdog };
   switch (settings.lockBackend) {
     case 'redis':
-      return new RedisLock({ ...common, redis: stores.redis, keyspace: stores.redisKeyspace ?? namedLockKeyspace() });
+      return new RedisLock({ ...common, redis: stores.redis, notices: stores.notices });
     case 'redlock':
       return new RedlockLock({ ...common, urls: [...settings.redisLockUrls] });
     case 'postgres':

@@ -51,8 +51,11 @@ export interface LockLease {
 export interface LockCapabilities {
   /** `fair: true` is honoured. */
   readonly fair: boolean;
-  /** Waiters are woken by a release notice rather than only by polling. */
-  readonly releaseNotices: boolean;
+  /**
+   * Releases publish notices on the service's Redis (ReleaseNotices) themselves: only the `redis` backend. Callers of
+   * the other backends publish them, where others wait on those notices.
+   */
+  readonly publishesReleaseNotices: boolean;
 }
 
 export interface DistributedLock {
@@ -70,6 +73,9 @@ export interface DistributedLock {
    * in another owner scope, a lease already released, or a lock that expired and was taken over.
    */
   release(lease: LockLease): Promise<void>;
+
+  /** Drops one hold, like `release`, but answers false instead of rejecting when the lock expired or was taken over. */
+  tryRelease(lease: LockLease): Promise<boolean>;
 
   /** Renews the lease (to `ttlMs`, default its TTL). Rejects with LockLostError when the lock is gone. */
   extend(lease: LockLease, ttlMs?: number): Promise<void>;

@@ -1,6 +1,9 @@
 /**
- * Every Redis key and channel the service uses is built here. The `{…}` hashtag keeps a segment's lock and its
- * fencing counter in one Redis Cluster slot, as one script touches both. SKU names cannot contain braces.
+ * Every Redis key and channel the service uses is built here, and nowhere else.
+ *
+ * A lock's keys and channels share one `{hashtag}`, the lock's name, so one script can touch them all and, on a
+ * Redis Cluster, they live in one slot (sharded pub/sub can then publish its notices from the script). Each segment of
+ * a SKU is a lock of its own, so a hot SKU's segments spread over the shards. SKU names cannot contain braces.
  */
 export interface SegmentRef {
   sku: string;
@@ -8,17 +11,20 @@ export interface SegmentRef {
   segment: number;
 }
 
-const segmentTag = ({ sku, layoutVersion, segment }: SegmentRef) => `{${sku}/v${layoutVersion}/${segment}}`;
-
 export const redisKeys = {
-  segmentLock: (ref: SegmentRef) => `stock:lock:${segmentTag(ref)}`,
-  segmentFence: (ref: SegmentRef) => `stock:fence:${segmentTag(ref)}`,
-  /** Release notices for every segment of one SKU; the payload names the segment. */
-  unlockChannel: (sku: string) => `stock:unlocked:${sku}`,
+  /** The lock's hash {owner, count, fence}. */
+  lock: (name: string) => `lock:{${name}}`,
+  /** The last fencing token issued for the lock; outlives the lock itself. */
+  fence: (name: string) => `lock:fence:{${name}}`,
+  /** Fair mode's FIFO queue of waiters, and the time by which each must poll again. */
+  queue: (name: string) => `lock:queue:{${name}}`,
+  queueDeadlines: (name: string) => `lock:queue-deadlines:{${name}}`,
+  /** Published when the lock is freed; the payload names the releasing process. */
+  releasedChannel: (name: string) => `lock:released:{${name}}`,
+  /** Published when a release hands the lock to the head of the fair queue; the payload names the new owner. */
+  grantedChannel: (name: string) => `lock:granted:{${name}}`,
+  /** The lock name of one segment of one layout of a SKU. */
+  segmentLock: ({ sku, layoutVersion, segment }: SegmentRef) => `stock/${sku}/v${layoutVersion}/${segment}`,
   /** Restock and re-segmentation notices: instances drop what they cached about the SKU. */
   skuChangedChannel: 'stock:sku-changed',
 } as const;
-
-export const unlockNotice = {
-  encode: (ref: SegmentRef) => `${ref.layoutVersion}/${ref.segment}`,
-};

@@ -60,7 +60,8 @@ export class Hold<H = unknown> {
   }
 }
 
-class HeldLease<H> implements LockLease {
+/** A lease, as handed to the caller: one per acquisition, sharing its hold with the owner's other re-entries. */
+class Lease<H> implements LockLease {
   released = false;
 
   constructor(
@@ -134,10 +135,6 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   protected abstract closeStore(): Promise<void>;
-  /** The hold was lost (not released): stores that track holders locally forget it here. */
-  protected holdLost(hold: Hold<H>): void {
-    void hold;
-  }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<LockLease> {
     options.signal?.throwIfAborted();
@@ -167,10 +164,14 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
 
   async release(lease: LockLease): Promise<void> {
-    if (!(lease instanceof HeldLease) || lease.client !== this) {
+    if (!(await this.tryRelease(lease))) throw new NotLockOwnerError(lease.key, 'it expired or was taken over');
+  }
+
+  async tryRelease(lease: LockLease): Promise<boolean> {
+    if (!(lease instanceof Lease) || lease.client !== this) {
       throw new NotLockOwnerError(lease.key, 'the lease was not issued by this client');
     }
-    const held = lease as HeldLease<H>;
+    const held = lease as Lease<H>;
     const hold = held.hold;
     if (held.released) throw new NotLockOwnerError(hold.key, 'this lease was already released');
     if (hold.scoped && `${this.clientId}:${currentLockOwner()}` !== hold.owner) {
@@ -183,9 +184,10 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     const outcome = await this.releaseStore(hold, final);
     if (outcome === 'not-owner') {
       this.lose(hold, 'it expired or was taken over before the release');
-      throw new NotLockOwnerError(hold.key, 'it expired or was taken over');
+      return false;
     }
     if (outcome === 'released' && !final) this.lose(hold, 'the store released it with holds still open');
+    return true;
   }
 
   async extend(lease: LockLease, ttlMs?: number): Promise<void> {
@@ -258,7 +260,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       throw hold.controller.signal.reason as LockLostError;
     }
     hold.depth++;
-    return new HeldLease(this, hold, hold.depth);
+    return new Lease(this, hold, hold.depth);
   }
 
   private hold(key: string, owner: string, scoped: boolean, grant: StoreGrant<H>, options: AcquireOptions): LockLease {
@@ -276,14 +278,14 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     this.holds.set(holdId(owner, key), hold);
     this.armExpiry(hold);
     if (hold.watchdog) this.scheduleRenewal(hold);
-    return new HeldLease(this, hold, 1);
+    return new Lease(this, hold, 1);
   }
 
   private holdOf(lease: LockLease): Hold<H> {
-    if (!(lease instanceof HeldLease) || lease.client !== this || lease.released) {
+    if (!(lease instanceof Lease) || lease.client !== this || lease.released) {
       throw new NotLockOwnerError(lease.key, 'the lease is not a live lease of this client');
     }
-    return (lease as HeldLease<H>).hold;
+    return (lease as Lease<H>).hold;
   }
 
   private confirmed(hold: Hold<H>, requestedAt: number): void {
@@ -333,7 +335,6 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     hold.lost = true;
     this.stopTimers(hold);
     if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
-    this.holdLost(hold);
     hold.controller.abort(new LockLostError(hold.key, reason));
   }
 

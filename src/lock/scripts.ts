@@ -3,38 +3,77 @@ import type { Redis, Result } from 'ioredis';
 
 const luaFolder = new URL('./lua/', import.meta.url);
 
-/** Result codes the scripts return besides a token. */
-export enum ScriptResult {
-  LockHeld = -1,
-  NotOwner = 0,
-  Done = 1,
+/** What the lock scripts answer besides tokens and counts. */
+export enum LockCode {
+  /** Held by another owner. */
+  Held = -1,
+  /** The caller does not own the lock (expired, taken over, never held): nothing was changed. */
+  NotOwner = -2,
+}
+
+export type ScriptOutcome = 'done' | 'held' | 'not-owner';
+
+/** The one place a script's leading code becomes an outcome: any other number (a token, a count, 0, 1) is 'done'. */
+export function outcomeOf(code: number): ScriptOutcome {
+  if (code === LockCode.Held) return 'held';
+  if (code === LockCode.NotOwner) return 'not-owner';
+  return 'done';
 }
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    acquireLock(
-      lockKey: string,
-      fenceKey: string,
+    lockAcquire(
+      lock: string,
+      fence: string,
+      queue: string,
+      queueDeadlines: string,
       owner: string,
       leaseMs: number,
-    ): Result<number | [number, number], Context>;
-    releaseLock(lockKey: string, owner: string, channel: string, notice: string): Result<number, Context>;
-    extendLock(lockKey: string, owner: string, leaseMs: number): Result<number, Context>;
+      mode: 'try' | 'queue' | 'poll',
+      waiterLeaseMs: number,
+      grantedChannel: string,
+    ): Result<[number, number, number?], Context>;
+    lockRelease(
+      lock: string,
+      fence: string,
+      queue: string,
+      queueDeadlines: string,
+      owner: string,
+      handOffLeaseMs: number,
+      releasedChannel: string,
+      releaseNotice: string,
+      grantedChannel: string,
+      dropAll: '0' | '1',
+    ): Result<[number] | [number, string, number], Context>;
+    lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
+    lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
   }
 }
 
+/** `--@include name` lines are replaced by lua/include/<name>.lua: code shared between scripts is written once. */
+function withIncludes(lua: string): string {
+  return lua.replace(/^--@include ([\w-]+)$/gm, (_, name: string) =>
+    readFileSync(new URL(`include/${name}.lua`, luaFolder), 'utf8'),
+  );
+}
+
+const scripts = readdirSync(luaFolder).flatMap((file) => {
+  const match = /^(\w+)-(\d+)\.lua$/.exec(file);
+  if (!match) return [];
+  return [
+    {
+      name: match[1]!,
+      numberOfKeys: Number(match[2]),
+      lua: withIncludes(readFileSync(new URL(file, luaFolder), 'utf8')),
+    },
+  ];
+});
+
 /**
- * Registers every `<name>-<numberOfKeys>.lua` script as a command on the connection. ioredis sends EVALSHA and falls
- * back to EVAL when a restarted Redis no longer has the script.
+ * Registers every `<name>-<numberOfKeys>.lua` script as a command on the connection, once. ioredis sends EVALSHA and
+ * falls back to EVAL when a restarted Redis no longer has the script.
  */
 export function defineLockCommands(redis: Redis): void {
-  for (const file of readdirSync(luaFolder)) {
-    const match = /^(\w+)-(\d+)\.lua$/.exec(file);
-    if (!match) continue;
-    const [, name, keys] = match;
-    redis.defineCommand(name!, {
-      numberOfKeys: Number(keys),
-      lua: readFileSync(new URL(file, luaFolder), 'utf8'),
-    });
-  }
+  if (typeof (redis as Partial<Redis>).lockAcquire === 'function') return;
+  for (const { name, numberOfKeys, lua } of scripts) redis.defineCommand(name, { numberOfKeys, lua });
 }

@@ -3,6 +3,7 @@ import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { AppError, isDependencyFailure } from '../errors.js';
 import type { OrderFlowHooks } from '../inventory/order-placement.js';
+import type { SegmentLockHooks } from '../inventory/segment-locks.js';
 
 /** What one order did on its way through the flow; lives in async-local storage for the order's duration. */
 interface OrderTrace {
@@ -135,6 +136,7 @@ export class ServiceMetrics {
 
   /** Hooks for the order flow: they feed the counters and the current order's trace. */
   readonly orderFlowHooks: OrderFlowHooks = {
+    observeOrder: (place) => this.observeOrder(place, (placed) => (placed.replayed ? 'replayed' : 'placed')),
     onSegmentVisit: () => {
       this.lockAttempts.inc();
       const trace = this.traces.getStore();
@@ -175,13 +177,11 @@ export class ServiceMetrics {
     }
   }
 
-  lockAcquired(): void {
-    this.lockAcquisitions.inc();
-  }
-
-  lockReleased(heldMs: number): void {
-    this.lockHold.observe(heldMs / 1000);
-  }
+  /** Hooks for the segment locks: how often they are taken and how long each is held. */
+  readonly segmentLockHooks: SegmentLockHooks = {
+    onAcquired: () => this.lockAcquisitions.inc(),
+    onReleased: (heldMs) => this.lockHold.observe(heldMs / 1000),
+  };
 }
 
 function outcomeOfError(error: unknown): OrderOutcome {

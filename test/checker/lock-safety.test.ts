@@ -1,17 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { commitDeduction, type DeductionCommit } from '../../src/inventory/deduction.repository.js';
 import { insertSku, readSegment } from '../../src/inventory/inventory.repository.js';
-import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
-import { defineLockCommands } from '../../src/lock/scripts.js';
-import { SegmentLock } from '../../src/lock/segment-lock.js';
-import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
+import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { type CriticalSection, findConcurrentEffectiveWriters } from '../support/lock-history.js';
+import { segmentLocksProcess } from '../support/segment-locks.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The write half of a critical section, as the order flow commits it; resolves true when it took effect. */
@@ -60,10 +57,7 @@ const RUN_LIMIT_MS = 120_000;
  */
 async function recordHistory(db: Db, write: CommitWrite) {
   const { redisUrl } = testEndpoints();
-  const redis = new Redis(redisUrl);
-  const subscriberConnection = new Redis(redisUrl);
-  defineLockCommands(redis);
-  const waiters = Array.from({ length: HOLDERS }, () => new UnlockWaiters(new NoticeSubscriber(subscriberConnection)));
+  const holders = Array.from({ length: HOLDERS }, () => segmentLocksProcess(redisUrl, { ttlMs: LOCK_TTL_MS }));
   const sku = uniqueSku('checker');
   const row = await db
     .transaction()
@@ -74,7 +68,7 @@ async function recordHistory(db: Db, write: CommitWrite) {
   const history: CriticalSection[] = [];
   const deadline = Date.now() + RUN_LIMIT_MS;
 
-  const holder = async (lock: SegmentLock) => {
+  const holder = async (lock: SegmentLocks) => {
     while (history.length < SECTIONS && Date.now() < deadline) {
       const segment = Math.floor(Math.random() * SEGMENTS);
       const lease = await lock.acquire({ sku, layoutVersion: ref.layoutVersion, segment }, Date.now() + 2_000);
@@ -97,16 +91,14 @@ async function recordHistory(db: Db, write: CommitWrite) {
         });
         history.push({ owner: lease.owner, segment, fence: lease.fence, start, end, effective, pausedMs });
       } finally {
-        await lock.releaseQuietly([lease]);
+        await lock.releaseAll([lease]);
       }
     }
   };
   try {
-    await Promise.all(waiters.map((w) => holder(new SegmentLock(redis, w, LOCK_TTL_MS))));
+    await Promise.all(holders.map((h) => holder(h.locks)));
   } finally {
-    for (const w of waiters) w.close();
-    redis.disconnect();
-    subscriberConnection.disconnect();
+    await Promise.all(holders.map((h) => h.close()));
   }
 
   const { left } = await db

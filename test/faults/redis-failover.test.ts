@@ -54,7 +54,7 @@ describe('fault: Redis primary fails over to a lagging replica while locks are h
   it('hands held locks to new owners, and the fencing guard still keeps the stock exact', async () => {
     const sku = await bench.createSku(STOCK, SEGMENTS);
     const fenceKeys = Array.from({ length: SEGMENTS }, (_, segment) =>
-      redisKeys.segmentFence({ sku, layoutVersion: 1, segment }),
+      redisKeys.fence(redisKeys.segmentLock({ sku, layoutVersion: 1, segment })),
     );
     const load = bench.load(sku);
     expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);

@@ -9,25 +9,22 @@ const STALL_MS = 2_500;
 const STALLS = 3;
 const STOCK = 4_500;
 
-/**
- * Locks that kept the owner they had in `before`, with their fencing tokens. Lock and counter are read in one
- * MULTI: while a lock is held nobody else can draw a token for its segment, so the counter is the holder's token.
- */
+/** Locks that kept the owner they had in `before`, with their fencing tokens (both in the lock's hash). */
 async function stillHeld(bench: FaultBench, before: Map<string, string>) {
   const held: { key: string; owner: string; token: number }[] = [];
   for (const [key, owner] of before) {
-    const result = await bench.inspector.multi().get(key).get(parseLockKey(key).fenceKey).exec();
+    const result = await bench.inspector.multi().hget(key, 'owner').hget(key, 'fence').exec();
     const [[, currentOwner], [, token]] = result as [[null, string | null], [null, string | null]];
     if (currentOwner === owner && token !== null) held.push({ key, owner, token: Number(token) });
   }
   return held;
 }
 
-/** `stock:lock:{sku/v1/3}` → the segment and its fencing counter key. */
-function parseLockKey(key: string): { segment: number; fenceKey: string } {
-  const match = /^stock:lock:(\{.+\/v\d+\/(\d+)\})$/.exec(key);
+/** `lock:{stock/sku/v1/3}` → the segment. */
+function parseLockKey(key: string): { segment: number } {
+  const match = /^lock:\{stock\/.+\/v\d+\/(\d+)\}$/.exec(key);
   if (!match) throw new Error(`unexpected lock key ${key}`);
-  return { segment: Number(match[2]), fenceKey: `stock:fence:${match[1]}` };
+  return { segment: Number(match[1]) };
 }
 
 describe('fault: a lock holder paused past its lease', () => {

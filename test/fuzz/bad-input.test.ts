@@ -108,7 +108,7 @@ const nastyString = fc.oneof(
     '1e309',
     '../../etc/passwd',
     '{sku}',
-    'stock:lock:*',
+    'lock:{stock/*',
     '*',
     '',
     ' ',

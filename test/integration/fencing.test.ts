@@ -1,37 +1,29 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { commitDeduction } from '../../src/inventory/deduction.repository.js';
 import { readSegment } from '../../src/inventory/inventory.repository.js';
-import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
-import { defineLockCommands } from '../../src/lock/scripts.js';
-import { SegmentLock } from '../../src/lock/segment-lock.js';
-import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
+import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
+import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
+import { segmentLocksProcess } from '../support/segment-locks.js';
 import { call, startService, testEndpoints, uniqueSku } from '../support/service.js';
 
 describe('fencing: a holder whose lease expired cannot write stale stock', () => {
   let db: Db;
-  let redis: Redis;
-  let subscriber: Redis;
   /** Two holders as two processes would be: each with its own lock client (a process never races itself). */
-  let staleHolder: SegmentLock;
-  let freshHolder: SegmentLock;
+  let processes: ReturnType<typeof segmentLocksProcess>[];
+  let staleHolder: SegmentLocks;
+  let freshHolder: SegmentLocks;
   beforeAll(() => {
     const { redisUrl, databaseUrl } = testEndpoints();
     db = createDatabase(databaseUrl, 4);
-    redis = new Redis(redisUrl);
-    subscriber = new Redis(redisUrl);
-    defineLockCommands(redis);
-    const waiters = () => new UnlockWaiters(new NoticeSubscriber(subscriber));
-    staleHolder = new SegmentLock(redis, waiters(), 50);
-    freshHolder = new SegmentLock(redis, waiters(), 50);
+    processes = [segmentLocksProcess(redisUrl, { ttlMs: 50 }), segmentLocksProcess(redisUrl, { ttlMs: 50 })];
+    [staleHolder, freshHolder] = processes.map((p) => p.locks) as [SegmentLocks, SegmentLocks];
   });
   afterAll(async () => {
-    redis.disconnect();
-    subscriber.disconnect();
+    await Promise.all(processes.map((p) => p.close()));
     await db.destroy();
   });
 
@@ -134,7 +126,9 @@ describe('watchdog: a holder that loses its lease abandons the write', () => {
       const placing = call(svc.url, 'POST', '/orders', { sku, quantity: 2 });
       // While the holder sleeps in its critical section, the lock disappears (as after a Redis failover).
       await sleep(120);
-      expect(await svc.service.redis.del(`stock:lock:{${sku}/v1/0}`)).toBe(1);
+      expect(
+        await svc.service.redis.del(redisKeys.lock(redisKeys.segmentLock({ sku, layoutVersion: 1, segment: 0 }))),
+      ).toBe(1);
       const placed = await placing;
       expect(placed.status).toBe(201);
       const metrics = await (await fetch(`${svc.url}/metrics`)).text();

@@ -1,14 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redisKeys, type SegmentRef } from '../../src/lock/keys.js';
-import { defineLockCommands, ScriptResult } from '../../src/lock/scripts.js';
+import { redisKeys } from '../../src/lock/keys.js';
+import { defineLockCommands, LockCode } from '../../src/lock/scripts.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 describe('lock scripts, called directly', () => {
   let redis: Redis;
   let listener: Redis;
-  const ref = (segment = 0): SegmentRef => ({ sku: uniqueSku('lua'), layoutVersion: 1, segment });
+  const lockName = () => redisKeys.segmentLock({ sku: uniqueSku('lua'), layoutVersion: 1, segment: 0 });
 
   beforeAll(() => {
     redis = new Redis(testEndpoints().redisUrl);
@@ -20,88 +20,140 @@ describe('lock scripts, called directly', () => {
     listener.disconnect();
   });
 
-  /** The token, or ScriptResult.LockHeld. */
-  const acquire = async (r: SegmentRef, owner: string, ttl = 10_000) => {
-    const result = await redis.acquireLock(redisKeys.segmentLock(r), redisKeys.segmentFence(r), owner, ttl);
-    return Array.isArray(result) ? result[0] : result;
-  };
+  const acquire = (name: string, owner: string, ttl = 10_000, mode: 'try' | 'queue' | 'poll' = 'try') =>
+    redis.lockAcquire(
+      redisKeys.lock(name),
+      redisKeys.fence(name),
+      redisKeys.queue(name),
+      redisKeys.queueDeadlines(name),
+      owner,
+      ttl,
+      mode,
+      3_000,
+      redisKeys.grantedChannel(name),
+    );
+  const release = (name: string, owner: string, notice = 'n') =>
+    redis.lockRelease(
+      redisKeys.lock(name),
+      redisKeys.fence(name),
+      redisKeys.queue(name),
+      redisKeys.queueDeadlines(name),
+      owner,
+      10_000,
+      redisKeys.releasedChannel(name),
+      notice,
+      redisKeys.grantedChannel(name),
+      '0',
+    );
 
   it('acquires once, refuses a second owner, and issues strictly increasing fencing tokens', async () => {
-    const r = ref();
-    const first = await acquire(r, 'a');
+    const name = lockName();
+    const [first] = await acquire(name, 'a');
     expect(first).toBeGreaterThan(0);
-    expect(await acquire(r, 'b')).toBe(ScriptResult.LockHeld);
-    expect(await redis.pttl(redisKeys.segmentLock(r))).toBeGreaterThan(9_000);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect(await redis.pttl(redisKeys.lock(name))).toBeGreaterThan(9_000);
 
     const tokens = [first];
     for (let i = 0; i < 20; i++) {
       const owner = tokens.length === 1 ? 'a' : `o${i - 1}`;
-      expect(await redis.releaseLock(redisKeys.segmentLock(r), owner, redisKeys.unlockChannel(r.sku), 'n')).toBe(1);
-      tokens.push(await acquire(r, `o${i}`));
+      expect(await release(name, owner)).toEqual([0]);
+      tokens.push((await acquire(name, `o${i}`))[0]);
     }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
   });
 
-  it('tells each acquisition the token issued just before its own', async () => {
-    const r = ref();
-    const [first, none] = (await redis.acquireLock(
-      redisKeys.segmentLock(r),
-      redisKeys.segmentFence(r),
-      'a',
-      10_000,
-    )) as number[];
+  it('tells each new hold the token issued just before its own', async () => {
+    const name = lockName();
+    const [first, , none] = await acquire(name, 'a');
     expect(none).toBe(0);
-    await redis.releaseLock(redisKeys.segmentLock(r), 'a', redisKeys.unlockChannel(r.sku), 'n');
-    const [second, previous] = (await redis.acquireLock(
-      redisKeys.segmentLock(r),
-      redisKeys.segmentFence(r),
-      'b',
-      10_000,
-    )) as number[];
+    await release(name, 'a');
+    const [second, count, previous] = await acquire(name, 'b');
+    expect(count).toBe(1);
     expect(previous).toBe(first);
-    expect(second).toBeGreaterThan(first!);
+    expect(second).toBeGreaterThan(first);
   });
 
-  it('release and extend refuse a token that does not own the lock, and change nothing', async () => {
-    const r = ref();
-    await acquire(r, 'owner');
-    const key = redisKeys.segmentLock(r);
-    expect(await redis.releaseLock(key, 'intruder', redisKeys.unlockChannel(r.sku), 'n')).toBe(ScriptResult.NotOwner);
-    expect(await redis.extendLock(key, 'intruder', 60_000)).toBe(ScriptResult.NotOwner);
-    expect(await redis.get(key)).toBe('owner');
-    expect(await redis.pttl(key)).toBeLessThanOrEqual(10_000);
-    expect(await redis.extendLock(key, 'owner', 60_000)).toBe(ScriptResult.Done);
-    expect(await redis.pttl(key)).toBeGreaterThan(10_000);
+  it('counts re-entries by the same owner under the same token, and frees the lock at count 0', async () => {
+    const name = lockName();
+    const [fence] = await acquire(name, 'a');
+    expect(await acquire(name, 'a')).toEqual([fence, 2, 0]);
+    expect(await release(name, 'a')).toEqual([1]);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect(await release(name, 'a')).toEqual([0]);
+    expect((await acquire(name, 'b'))[0]).toBeGreaterThan(fence);
+  });
+
+  it('release and extend refuse an owner that does not hold the lock, and change nothing', async () => {
+    const name = lockName();
+    await acquire(name, 'owner');
+    expect(await release(name, 'intruder')).toEqual([LockCode.NotOwner]);
+    expect(await redis.lockExtend(redisKeys.lock(name), 'intruder', 60_000)).toBe(LockCode.NotOwner);
+    expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('owner');
+    expect(await redis.pttl(redisKeys.lock(name))).toBeLessThanOrEqual(10_000);
+    expect(await redis.lockExtend(redisKeys.lock(name), 'owner', 60_000)).toBe(1);
+    expect(await redis.pttl(redisKeys.lock(name))).toBeGreaterThan(10_000);
   });
 
   it('lets the lease expire, after which another owner gets a larger token and the old owner cannot release', async () => {
-    const r = ref();
-    const stale = await acquire(r, 'stale', 50);
+    const name = lockName();
+    const [stale] = await acquire(name, 'stale', 50);
     await sleep(80);
-    const fresh = await acquire(r, 'fresh');
+    const [fresh] = await acquire(name, 'fresh');
     expect(fresh).toBeGreaterThan(stale);
-    expect(await redis.releaseLock(redisKeys.segmentLock(r), 'stale', redisKeys.unlockChannel(r.sku), 'n')).toBe(0);
-    expect(await redis.get(redisKeys.segmentLock(r))).toBe('fresh');
+    expect(await release(name, 'stale')).toEqual([LockCode.NotOwner]);
+    expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('fresh');
   });
 
-  it('publishes an unlock notice on release', async () => {
-    const r = ref(3);
-    const channel = redisKeys.unlockChannel(r.sku);
+  it("publishes a release notice on the lock's own channel, carrying the releaser's payload", async () => {
+    const name = lockName();
+    const channel = redisKeys.releasedChannel(name);
     await listener.subscribe(channel);
     const received = new Promise<string>((resolve) =>
       listener.once('message', (_c, message: string) => resolve(message)),
     );
-    await acquire(r, 'x');
-    await redis.releaseLock(redisKeys.segmentLock(r), 'x', channel, '1/3');
-    expect(await received).toBe('1/3');
+    await acquire(name, 'x');
+    await release(name, 'x', 'instance-7');
+    expect(await received).toBe('instance-7');
     await listener.unsubscribe(channel);
   });
 
+  it('hands a freed lock to the head of the fair queue, with a new token, instead of freeing it', async () => {
+    const name = lockName();
+    const [first] = await acquire(name, 'holder');
+    expect((await acquire(name, 'queued', 10_000, 'queue'))[0]).toBe(LockCode.Held);
+    // A newcomer does not overtake the queue, even once the lock is free.
+    const handed = await release(name, 'holder');
+    expect(handed[0]).toBe(0);
+    expect(handed[1]).toBe('queued');
+    expect(handed[2]).toBeGreaterThan(first);
+    expect((await acquire(name, 'newcomer'))[0]).toBe(LockCode.Held);
+    expect(await acquire(name, 'queued', 10_000, 'poll')).toEqual([handed[2], 1, 0]);
+  });
+
+  it('drops a fair waiter that stopped polling from the queue', async () => {
+    const name = lockName();
+    await acquire(name, 'holder');
+    await redis.lockAcquire(
+      redisKeys.lock(name),
+      redisKeys.fence(name),
+      redisKeys.queue(name),
+      redisKeys.queueDeadlines(name),
+      'ghost',
+      10_000,
+      'queue',
+      50,
+      redisKeys.grantedChannel(name),
+    );
+    await acquire(name, 'alive', 10_000, 'queue');
+    await sleep(80);
+    expect((await release(name, 'holder'))[1]).toBe('alive');
+  });
+
   it('keeps tokens rising when the counter is lost, as after a Redis restart without persistence', async () => {
-    const r = ref();
-    const before = await acquire(r, 'a');
-    await redis.del(redisKeys.segmentLock(r), redisKeys.segmentFence(r));
-    const after = await acquire(r, 'b');
+    const name = lockName();
+    const [before] = await acquire(name, 'a');
+    await redis.del(redisKeys.lock(name), redisKeys.fence(name));
+    const [after] = await acquire(name, 'b');
     expect(after).toBeGreaterThan(before);
   });
 });

@@ -2,12 +2,10 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
-import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
-import { RedisSegmentLock } from '../../src/lock/backends/redis-segment.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
-import { segmentLockName } from '../../src/lock/segment-lock-names.js';
+import { redisKeys } from '../../src/lock/keys.js';
 import { TestRedis } from '../support/servers.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 import { TestZooKeeper, zookeeperMissing } from './support/test-zookeeper.js';
@@ -29,8 +27,7 @@ describe('fencing tokens across backends', () => {
     redis = new Redis(testEndpoints().redisUrl);
     nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
     zookeeper = zkMissing ? undefined : await TestZooKeeper.start();
-    locks.push(['redis', new RedisLock({ redis, keyspace: namedLockKeyspace('xfence:') })]);
-    locks.push(['redis segment lock', new RedisSegmentLock({ redis })]);
+    locks.push(['redis', new RedisLock({ redis })]);
     locks.push(['postgres', new PostgresLock({ connectionString: testEndpoints().databaseUrl })]);
     locks.push(['redlock', new RedlockLock({ urls: nodes.map((n) => n.url) })]);
     if (zookeeper) locks.push(['zookeeper', new ZooKeeperLock({ connect: zookeeper.connect })]);
@@ -43,7 +40,7 @@ describe('fencing tokens across backends', () => {
   });
 
   it('strictly increase whichever backend takes the lock next, and back again', async () => {
-    const key = segmentLockName({ sku: uniqueSku('xfence'), layoutVersion: 1, segment: 0 });
+    const key = redisKeys.segmentLock({ sku: uniqueSku('xfence'), layoutVersion: 1, segment: 0 });
     const issued: { backend: string; fence: number }[] = [];
     for (let round = 0; round < 3; round++) {
       for (const [backend, lock] of locks) {

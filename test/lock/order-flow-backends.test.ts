@@ -3,7 +3,7 @@ import { loadConfig } from '../../src/config.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { auditSku } from '../support/invariants.js';
 import { TestRedis } from '../support/servers.js';
-import { call, startService, testEndpoints, uniqueSku } from '../support/service.js';
+import { call, ServiceProcess, startService, testEndpoints, uniqueSku } from '../support/service.js';
 import { TestZooKeeper, zookeeperMissing } from './support/test-zookeeper.js';
 
 const zkMissing = zookeeperMissing();
@@ -30,7 +30,12 @@ describe('the order flow on each lock backend', () => {
     ['redis', () => ({ LOCK_BACKEND: 'redis' })],
     ['postgres', () => ({ LOCK_BACKEND: 'postgres' })],
     ['redlock', () => ({ LOCK_BACKEND: 'redlock', REDIS_LOCK_URLS: nodes.map((n) => n.url).join(',') })],
-    ['zookeeper', () => ({ LOCK_BACKEND: 'zookeeper', ZOOKEEPER_CONNECT: zookeeper!.connect })],
+    [
+      'zookeeper',
+      // Each ZooKeeper attempt costs several round trips and a write to a JVM sharing these two cores with both
+      // services: the race takes seconds there, so it gets a budget to match.
+      () => ({ LOCK_BACKEND: 'zookeeper', ZOOKEEPER_CONNECT: zookeeper!.connect, LOCK_WAIT_MS: '10000' }),
+    ],
   ];
 
   for (const [backend, env] of backends) {
@@ -62,6 +67,98 @@ describe('the order flow on each lock backend', () => {
       },
     );
   }
+});
+
+/** Orders of `quantity` sent all at once, spread over the instances; their statuses. */
+async function burst(urls: string[], sku: string, orders: number, quantity: number): Promise<string[]> {
+  const answers = await Promise.all(
+    Array.from({ length: orders }, (_, i) => call(urls[i % urls.length]!, 'POST', '/orders', { sku, quantity })),
+  );
+  return answers.map((a) => `${a.status}${a.status >= 400 ? ` ${a.body?.code}` : ''}`);
+}
+
+/** How many answers had this status; the failure message lists them all, with their problem codes. */
+const count = (answers: string[], status: number) => answers.filter((a) => a.startsWith(String(status))).length;
+
+/** Two real service processes per case, as production runs them. */
+describe('definitive answers across processes', () => {
+  let db: Db;
+  let nodes: TestRedis[];
+  let zookeeper: TestZooKeeper | undefined;
+  beforeAll(async () => {
+    db = createDatabase(testEndpoints().databaseUrl, 2);
+    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+    zookeeper = zkMissing ? undefined : await TestZooKeeper.start();
+  });
+  afterAll(async () => {
+    await db?.destroy();
+    await Promise.all((nodes ?? []).map((n) => n.destroy()));
+    await zookeeper?.destroy();
+  });
+
+  const backends: [string, () => Record<string, string>][] = [
+    ['redis', () => ({ LOCK_BACKEND: 'redis' })],
+    ['postgres', () => ({ LOCK_BACKEND: 'postgres' })],
+    ['redlock', () => ({ LOCK_BACKEND: 'redlock', REDIS_LOCK_URLS: nodes.map((n) => n.url).join(',') })],
+    [
+      'zookeeper',
+      // Each ZooKeeper attempt costs several round trips and a write to a JVM sharing these two cores with both
+      // services: the race takes seconds there, so it gets a budget to match.
+      () => ({ LOCK_BACKEND: 'zookeeper', ZOOKEEPER_CONNECT: zookeeper!.connect, LOCK_WAIT_MS: '10000' }),
+    ],
+  ];
+
+  for (const [backend, env] of backends) {
+    it.skipIf(backend === 'zookeeper' && zkMissing !== undefined)(
+      `${backend}: orders that must be covered from several segments, racing near sell-out, end in 201 or 409`,
+      async () => {
+        const fleet = await Promise.all([ServiceProcess.spawn(env()), ServiceProcess.spawn(env())]);
+        try {
+          const urls = fleet.map((f) => f.url);
+          const sku = uniqueSku(`cover-${backend}`);
+          // 20 segments of 2 units: every order of 5 needs three segments; 40 units serve exactly 8 of 20.
+          expect((await call(urls[0]!, 'POST', '/skus', { sku, stock: 40, segments: 20 })).status).toBe(201);
+          const statuses = await burst(urls, sku, 20, 5);
+          expect(count(statuses, 201), statuses.join()).toBe(8);
+          expect(count(statuses, 409), statuses.join()).toBe(12);
+          expect(await auditSku(db, sku)).toMatchObject({ sold: 40, available: 0, negativeSegments: 0 });
+        } finally {
+          await Promise.all(fleet.map((f) => f.stop()));
+        }
+      },
+    );
+  }
+
+  it('redlock with one of three nodes dead: no order waits out its budget, the books stay exact', async () => {
+    const urls = nodes.map((n) => n.url).join(',');
+    const fleet = await Promise.all([
+      ServiceProcess.spawn({ LOCK_BACKEND: 'redlock', REDIS_LOCK_URLS: urls }),
+      ServiceProcess.spawn({ LOCK_BACKEND: 'redlock', REDIS_LOCK_URLS: urls }),
+    ]);
+    try {
+      const sku = uniqueSku('redlock-dead-node');
+      expect((await call(fleet[0]!.url, 'POST', '/skus', { sku, stock: 200, segments: 20 })).status).toBe(201);
+      await nodes[0]!.stop();
+      const statuses: string[] = [];
+      // 600 orders of one unit, 60 at a time, against 200 units.
+      for (let round = 0; round < 10; round++)
+        statuses.push(
+          ...(await burst(
+            fleet.map((f) => f.url),
+            sku,
+            60,
+            1,
+          )),
+        );
+      expect(count(statuses, 503), statuses.join()).toBe(0);
+      expect(count(statuses, 201)).toBe(200);
+      expect(count(statuses, 409)).toBe(400);
+      expect(await auditSku(db, sku)).toMatchObject({ sold: 200, available: 0, ordersLedgerMismatch: 0 });
+    } finally {
+      await Promise.all(fleet.map((f) => f.stop()));
+      await nodes[0]!.resume();
+    }
+  });
 });
 
 describe('lock configuration', () => {

@@ -187,9 +187,12 @@ function upperBound(sorted: number[], value: number): number {
   return lo;
 }
 
+/** The Redis keys of every segment lock (see redisKeys.lock and redisKeys.segmentLock). */
+export const SEGMENT_LOCK_KEYS = 'lock:{stock/*';
+
 /** Lock keys left in Redis without an expiry would block their segment forever. */
 export async function locksWithoutExpiry(redis: Redis): Promise<string[]> {
-  const keys = await scanKeys(redis, 'stock:lock:*');
+  const keys = await scanKeys(redis, SEGMENT_LOCK_KEYS);
   const ttls = await Promise.all(keys.map((k) => redis.pttl(k)));
   return keys.filter((_, i) => ttls[i] === -1);
 }
@@ -205,13 +208,13 @@ export async function scanKeys(redis: Redis, pattern: string): Promise<string[]>
   return keys;
 }
 
-/** Lock keys and their owners at one moment. */
+/** Segment lock keys and their owners at one moment. */
 export async function lockOwners(redis: Redis): Promise<Map<string, string>> {
-  const keys = await scanKeys(redis, 'stock:lock:*');
-  const owners = keys.length > 0 ? await redis.mget(...keys) : [];
+  const keys = await scanKeys(redis, SEGMENT_LOCK_KEYS);
+  const owners = await Promise.all(keys.map((key) => redis.hget(key, 'owner')));
   const result = new Map<string, string>();
-  keys.forEach((k, i) => {
-    if (owners[i] !== null && owners[i] !== undefined) result.set(k, owners[i]!);
-  });
+  for (const [i, key] of keys.entries()) {
+    if (owners[i]) result.set(key, owners[i]);
+  }
   return result;
 }

@@ -1,16 +1,15 @@
 import { Router } from 'express';
-import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { OrderPlacement, PlacedOrder } from '../../inventory/order-placement.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
-import { findOrder } from '../../orders/order.repository.js';
+import type { OrderService } from '../../orders/order.service.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { sendProblem } from '../problem.js';
 import { idempotencyKey, orderBody, orderId } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
-export function orderRoutes(placement: OrderPlacement, db: Db, maxOrderQuantity: number): Router {
+export function orderRoutes(placement: OrderPlacement, orders: OrderService, maxOrderQuantity: number): Router {
   const router = Router();
   const body = orderBody(maxOrderQuantity);
 
@@ -41,9 +40,7 @@ export function orderRoutes(placement: OrderPlacement, db: Db, maxOrderQuantity:
     .route('/orders/:id')
     .get(async (req, res) => {
       const id = parseOr400(orderId, req.params.id, 'id');
-      const order = await findOrder(db, { id });
-      if (!order) throw new AppError('order_not_found', `order '${id}' does not exist`);
-      res.json(orderView(order));
+      res.json(orderView(await orders.get(id)));
     })
     .all(methodNotAllowed('GET'));
 

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { LockCapabilities } from '../distributed-lock.js';
+import { redisKeys } from '../keys.js';
 import {
   type Hold,
   LockClient,
@@ -9,237 +10,135 @@ import {
   sleepUntilWoken,
   type WaitBudget,
 } from '../lock-client.js';
-import { ensureLockCommands, LockScriptCode } from './redis-commands.js';
-import { namedLockKeyspace, type RedisLockKeyspace } from './redis-keyspace.js';
-import { type Handoff, RedisLockNotices } from './redis-notices.js';
+import { ReleaseNotices } from '../release-notices.js';
+import { defineLockCommands, outcomeOf } from '../scripts.js';
 
 export interface RedisLockOptions extends LockClientOptions {
   /** Connection for the lock scripts. */
   redis: Redis;
-  /** Connection for release notices; default: a duplicate of `redis`, opened on the first wait. */
-  subscriber?: Redis;
-  keyspace?: RedisLockKeyspace;
+  /**
+   * Where waiters learn of releases. The service passes its own, shared with the order flow, whose waiters must be
+   * woken by this lock's releases. Default: one of this lock's own, on a duplicate connection opened at the first wait.
+   */
+  notices?: ReleaseNotices;
   /** Quit `redis` on close() (a connection made for this lock); a shared one is left open. */
   ownsConnection?: boolean;
-  /** How long a queued waiter keeps its place without polling (default 3 s): a dead process's place lapses. */
+  /** How long a queued fair waiter keeps its place without polling (default 3 s): a dead process's place lapses. */
   waiterLeaseMs?: number;
-  /**
-   * How many times in a row a release may pass the lock to a waiter of this client instead of freeing it (default 16):
-   * the bound on how long other processes' waiters can be kept out in non-fair mode.
-   */
-  maxLocalHandoffs?: number;
 }
 
-/** Longest sleep between attempts of a non-fair waiter when no notice comes (a holder that died publishes none). */
+/** Longest sleep of a non-fair waiter when no notice comes and the holder's lease is long. */
 const MAX_SLEEP_MS = 1_000;
-/**
- * After freeing a lock that another process tried to take, this client's next waiter holds back this long, so that
- * process, woken by the release notice, can get it: local waiters are woken in microseconds, remote ones in a round trip.
- */
-const YIELD_TO_OTHERS_MS = 5;
 
-/** A waiter of this client for one lock, in non-fair mode. */
-interface LocalWaiter {
-  readonly owner: string;
-  readonly ttlMs: number;
-  /** Set by a release that passed the lock on within this client. */
-  grant: StoreGrant<string> | undefined;
+/** A fair waiter's mailbox: the hand-off may arrive while the waiter is between two polls, so it is kept. */
+interface HandoffSlot {
+  grant: StoreGrant | undefined;
   wake: () => void;
 }
 
-/** Redis holds the lock for this client, under one owner id, with a block of fencing tokens reserved for it. */
-interface Tenure {
-  readonly redisOwner: string;
-  nextFence: number;
-  readonly lastFence: number;
-  readonly leaseMs: number;
-  /** When Redis last confirmed the lease: a hold passed on locally is valid only as long as that lease. */
-  confirmedAt: number;
-}
-
-/** This client's view of one lock: which of its owners holds it, on what tenure, and who of its own waits behind. */
-class LocalLine {
-  holder: string | undefined;
-  tenure: Tenure | undefined;
-  readonly waiters: LocalWaiter[] = [];
-
-  get idle(): boolean {
-    return this.holder === undefined && this.waiters.length === 0;
-  }
-}
-
 /**
- * The single-Redis lock: a hash {owner, count, fence} per lock (reentrant, Redisson style), taken and released by Lua.
+ * The Redis lock: a hash {owner, count, fence} per lock, reentrant (Redisson style), taken and released by Lua
+ * (lua/lock*.lua), with a fencing token issued on every new hold.
  *
- * Non-fair mode (lock cohorting): the waiters of one client line up locally and only the first talks to Redis, woken
- * by release notices. A holder that took the lock from Redis reserved a block of fencing tokens with it; while its
- * own process has waiters and tokens remain, a release passes the lock to the next of them without a Redis call, each
- * with the next token (every token issued elsewhere afterwards is larger). After `maxLocalHandoffs` such passes the
- * lock is freed in Redis, so other processes get their chance.
+ * Non-fair mode: waiters are woken by release notices (ReleaseNotices), the longest waiter of this process first;
+ * a release by this process wakes its next waiter without the round trip through Redis.
  *
  * Fair mode: every waiter joins a FIFO queue in Redis beside the hash; the release script hands the lock to the
- * queue's head and tells it, so nobody is overtaken, across processes.
- *
- * Each hold's handle is the owner id Redis holds the lock under (the tenure's, or the waiter's own in fair mode).
+ * queue's head and tells it on the lock's hand-off channel, so nobody is overtaken, across processes.
  */
-export class RedisLock extends LockClient<string> {
+export class RedisLock extends LockClient {
   readonly kind = 'redis' as const;
-  readonly capabilities: LockCapabilities = { fair: true, releaseNotices: true };
-  readonly keyspace: RedisLockKeyspace;
+  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: true };
   private readonly redis: Redis;
+  private readonly notices: ReleaseNotices;
+  /** The subscriber connection of notices this lock made for itself (closed with it). */
+  private readonly ownSubscriber: Redis | undefined;
   private readonly waiterLeaseMs: number;
-  private readonly maxLocalHandoffs: number;
-  private notices: RedisLockNotices | undefined;
-  private readonly lines = new Map<string, LocalLine>();
+  private readonly handoffSlots = new Map<string, HandoffSlot>();
 
   constructor(private readonly options: RedisLockOptions) {
     super(options);
     this.redis = options.redis;
-    ensureLockCommands(this.redis);
-    this.keyspace = options.keyspace ?? namedLockKeyspace();
+    defineLockCommands(this.redis);
+    if (options.notices) {
+      this.notices = options.notices;
+    } else {
+      // A subscribed connection can do nothing else; it connects when the first waiter subscribes.
+      this.ownSubscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true });
+      this.ownSubscriber.on('error', () => {});
+      this.notices = new ReleaseNotices(this.ownSubscriber);
+    }
     this.waiterLeaseMs = options.waiterLeaseMs ?? 3_000;
-    this.maxLocalHandoffs = options.maxLocalHandoffs ?? 16;
   }
 
   /** Never overtakes a queued fair waiter: a free lock with a queue goes to the queue's head. */
-  protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant<string> | null> {
-    // Another owner of this client holds it: Redis would only say so.
-    if (this.lines.get(key)?.holder !== undefined) return null;
-    return this.startTenure(key, owner, ttlMs);
-  }
-
-  protected async waitStore(
-    key: string,
-    owner: string,
-    ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<string> | null> {
-    return budget.fair
-      ? this.waitInLine(key, owner, ttlMs, budget)
-      : this.waitLocallyThenForRelease(key, owner, ttlMs, budget);
-  }
-
-  /** One attempt at Redis; on success this client holds the lock with a block of tokens to pass on locally. */
-  private async startTenure(key: string, owner: string, ttlMs: number): Promise<StoreGrant<string> | null> {
+  protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant | null> {
     const requestedAt = Date.now();
-    const [fence, , lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', this.maxLocalHandoffs + 1);
-    if (fence <= 0) return null;
-    const line = this.line(key);
-    line.holder = owner;
-    line.tenure = {
-      redisOwner: owner,
-      nextFence: fence + 1,
-      lastFence: lastFence ?? fence,
-      leaseMs: ttlMs,
-      confirmedAt: requestedAt,
-    };
-    return { fence, leaseMs: ttlMs, requestedAt, handle: owner };
+    const [code, , previous] = await this.callAcquire(key, owner, ttlMs, 'try');
+    return outcomeOf(code) === 'done' ? grant(code, previous, ttlMs, requestedAt) : null;
   }
 
-  private async waitLocallyThenForRelease(
+  protected waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
+    return budget.fair ? this.waitInLine(key, owner, ttlMs, budget) : this.waitForRelease(key, owner, ttlMs, budget);
+  }
+
+  private async waitForRelease(
     key: string,
     owner: string,
     ttlMs: number,
     budget: WaitBudget,
-  ): Promise<StoreGrant<string> | null> {
-    const line = this.line(key);
-    const me: LocalWaiter = { owner, ttlMs, grant: undefined, wake: () => {} };
-    line.waiters.push(me);
-    try {
-      for (;;) {
-        if (me.grant) return me.grant;
-        budget.signal?.throwIfAborted();
-        const isHead = line.holder === undefined && line.waiters[0] === me;
-        let untilExpiry = MAX_SLEEP_MS;
-        // Listening before the attempt: a release between the attempt and the sleep still wakes us.
-        let released = false;
-        let unlisten: (() => void) | undefined;
-        try {
-          if (isHead) {
-            const notices = this.noticeBoard();
-            const notice = this.keyspace.releaseNotice(key);
-            await notices.listenForReleases(notice.channel);
-            unlisten = notices.onRelease(notice, () => {
-              released = true;
-              me.wake();
-            });
-            const requestedAt = Date.now();
-            const [fence, pttl, lastFence] = await this.callAcquire(
-              key,
-              owner,
-              ttlMs,
-              'try',
-              this.maxLocalHandoffs + 1,
-            );
-            if (fence > 0) {
-              line.holder = owner;
-              line.tenure = {
-                redisOwner: owner,
-                nextFence: fence + 1,
-                lastFence: lastFence ?? fence,
-                leaseMs: ttlMs,
-                confirmedAt: requestedAt,
-              };
-              return { fence, leaseMs: ttlMs, requestedAt, handle: owner };
-            }
-            // Woken by the release notice; at the latest when the holder's lease would run out.
-            untilExpiry = pttl > 0 ? pttl + 1 : 5;
-          }
-          // Handed the lock, or told of a release, while the attempt was out: no sleep.
-          if (me.grant || released) continue;
-          const remaining = budget.deadline - Date.now();
-          if (remaining <= 0) return null;
-          const sleep = sleepUntilWoken(Math.min(remaining, untilExpiry, MAX_SLEEP_MS), budget.signal);
-          me.wake = sleep.wake;
-          await sleep.promise;
-        } finally {
-          unlisten?.();
-          me.wake = () => {};
-        }
-      }
-    } finally {
-      line.waiters.splice(line.waiters.indexOf(me), 1);
-      this.wakeHead(key, line);
+  ): Promise<StoreGrant | null> {
+    const ticket = this.notices.ticket();
+    // Listening before the first attempt: a release between an attempt and the wait after it still wakes us.
+    await this.notices.listen(key, [key]);
+    const accepts = new Set([key]);
+    for (;;) {
+      budget.signal?.throwIfAborted();
+      const mark = this.notices.mark();
+      const requestedAt = Date.now();
+      const [code, pttl, previous] = await this.callAcquire(key, owner, ttlMs, 'try');
+      if (outcomeOf(code) === 'done') return grant(code, previous, ttlMs, requestedAt);
+      const remaining = budget.deadline - Date.now();
+      if (remaining <= 0) return null;
+      // Woken by the release notice; at the latest when the holder's lease runs out (a dead holder sends none).
+      const untilExpiry = pttl > 0 ? pttl + 1 : 5;
+      const deadline = Date.now() + Math.min(remaining, untilExpiry, MAX_SLEEP_MS);
+      await this.notices.wait(key, accepts, { ticket, deadline, mark, signal: budget.signal });
     }
   }
 
-  private async waitInLine(
-    key: string,
-    owner: string,
-    ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<string> | null> {
-    const notices = this.noticeBoard();
-    await notices.listenForHandoffs(this.keyspace.grantChannel);
-    const slot = notices.openSlot(owner, key);
+  private async waitInLine(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
+    await this.notices.listenTo(redisKeys.grantedChannel(key), (message) => {
+      const [waiter, fence, leaseMs] = message.split('\n');
+      this.deliverHandoff(waiter!, Number(fence), Number(leaseMs));
+    });
+    const slot: HandoffSlot = { grant: undefined, wake: () => {} };
+    this.handoffSlots.set(owner, slot);
     try {
       let mode: 'queue' | 'poll' = 'queue';
       for (;;) {
         const requestedAt = Date.now();
-        const [fence] = await this.callAcquire(key, owner, ttlMs, mode);
+        const [code, , previous] = await this.callAcquire(key, owner, ttlMs, mode);
         mode = 'poll';
-        if (fence > 0) return this.granted(key, owner, { fence, leaseMs: ttlMs, requestedAt });
+        if (outcomeOf(code) === 'done') return grant(code, previous, ttlMs, requestedAt);
+        if (slot.grant) return slot.grant;
         const remaining = budget.deadline - Date.now();
-        if (remaining <= 0 && !slot.handoff) {
+        if (remaining <= 0) {
           await this.leaveLine(key, owner);
           return null;
         }
-        let handoff: Handoff | undefined;
+        const sleep = sleepUntilWoken(Math.min(remaining, this.waiterLeaseMs / 3), budget.signal);
+        slot.wake = sleep.wake;
         try {
-          handoff = await slot.wait(Math.min(remaining, this.waiterLeaseMs / 3), budget.signal);
+          await sleep.promise;
         } catch (aborted) {
           await this.leaveLine(key, owner);
           throw aborted;
         }
-        if (handoff)
-          return this.granted(key, owner, {
-            fence: handoff.fence,
-            leaseMs: handoff.leaseMs,
-            requestedAt: handoff.receivedAt,
-          });
+        if (slot.grant) return slot.grant;
       }
     } finally {
-      notices.closeSlot(owner, key, slot);
+      this.handoffSlots.delete(owner);
     }
   }
 
@@ -248,142 +147,77 @@ export class RedisLock extends LockClient<string> {
     await this.callRelease(key, owner, this.defaults.ttlMs, '1');
   }
 
-  protected async reenterStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
-    const [fence, count] = await this.callAcquire(hold.key, hold.handle!, ttlMs, 'try', 1);
-    if (fence > 0 && count > 1) return true;
+  /** From a hand-off notice, or straight from the reply of this process's release that handed the lock on. */
+  private deliverHandoff(owner: string, fence: number, leaseMs: number): void {
+    const slot = this.handoffSlots.get(owner);
+    if (!slot || slot.grant) return;
+    slot.grant = { fence, leaseMs, requestedAt: Date.now() };
+    slot.wake();
+  }
+
+  protected async reenterStore(hold: Hold, ttlMs: number): Promise<boolean> {
+    const [code, count] = await this.callAcquire(hold.key, hold.owner, ttlMs, 'try');
+    if (outcomeOf(code) !== 'done') return false;
+    if (count! > 1) return true;
     // The old hold had lapsed and this attempt took the lock afresh: not the same hold, so give it back.
-    if (fence > 0) await this.callRelease(hold.key, hold.handle!, ttlMs, '1');
+    await this.callRelease(hold.key, hold.owner, ttlMs, '1');
     return false;
   }
 
-  /** The store counts re-entries; the last release passes the lock on within this client, or frees it in Redis. */
-  protected async releaseStore(hold: Hold<string>, final: boolean): Promise<StoreRelease> {
-    const line = this.lines.get(hold.key);
-    const tenure = line?.tenure;
-    if (final && !this.closed && line && tenure && line.holder === hold.owner && tenure.redisOwner === hold.handle) {
-      const next = line.waiters.find((w) => !w.grant);
-      if (next && tenure.nextFence <= tenure.lastFence) {
-        line.holder = next.owner;
-        next.grant = {
-          fence: tenure.nextFence++,
-          leaseMs: tenure.leaseMs,
-          requestedAt: tenure.confirmedAt,
-          handle: tenure.redisOwner,
-        };
-        next.wake();
-        return 'released';
-      }
-    }
-    try {
-      const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0');
-      if (reply[0] > 0) return 'still-held';
-      const othersWaiting = reply.length === 2 && reply[1] === 1;
-      this.forgetHolder(hold, othersWaiting ? YIELD_TO_OTHERS_MS : 0);
-      return reply[0] === LockScriptCode.NotOwner ? 'not-owner' : 'released';
-    } catch (error) {
-      // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
-      if (final) this.forgetHolder(hold);
-      throw error;
-    }
+  /** Redis counts re-entries too: every release goes to the script, the last one frees or hands on the lock. */
+  protected async releaseStore(hold: Hold): Promise<StoreRelease> {
+    const reply = await this.callRelease(hold.key, hold.owner, hold.leaseMs, '0');
+    if (outcomeOf(reply[0]) === 'not-owner') return 'not-owner';
+    return reply[0] > 0 ? 'still-held' : 'released';
   }
 
-  protected override holdLost(hold: Hold<string>): void {
-    this.forgetHolder(hold);
-  }
-
-  protected async extendStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
-    const requestedAt = Date.now();
-    const extended =
-      (await this.redis.lockExtend(this.keyspace.lock(hold.key), hold.handle!, ttlMs)) === LockScriptCode.Done;
-    const tenure = this.lines.get(hold.key)?.tenure;
-    if (extended && tenure && tenure.redisOwner === hold.handle) tenure.confirmedAt = requestedAt;
-    return extended;
+  protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
+    return outcomeOf(await this.redis.lockExtend(redisKeys.lock(hold.key), hold.owner, ttlMs)) === 'done';
   }
 
   protected async closeStore(): Promise<void> {
-    for (const line of this.lines.values()) for (const waiter of line.waiters) waiter.wake();
-    if (this.notices && !this.options.subscriber) this.notices.close();
+    for (const slot of this.handoffSlots.values()) slot.wake();
+    if (this.ownSubscriber) {
+      this.notices.close();
+      this.ownSubscriber.disconnect();
+    }
     if (this.options.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
   }
 
-  private line(key: string): LocalLine {
-    let line = this.lines.get(key);
-    if (!line) {
-      line = new LocalLine();
-      this.lines.set(key, line);
-    }
-    return line;
-  }
-
-  private granted(key: string, owner: string, grant: StoreGrant<string>): StoreGrant<string> {
-    const line = this.line(key);
-    line.holder = owner;
-    line.tenure = undefined;
-    return { ...grant, handle: owner };
-  }
-
-  /** The hold ended in Redis (released or lost): the next local waiter goes to Redis, after `yieldMs`. */
-  private forgetHolder(hold: Hold<string>, yieldMs = 0): void {
-    const line = this.lines.get(hold.key);
-    if (!line || line.holder !== hold.owner) return;
-    line.holder = undefined;
-    if (line.tenure?.redisOwner === hold.handle) line.tenure = undefined;
-    if (yieldMs > 0 && line.waiters.length > 0) setTimeout(() => this.wakeHead(hold.key, line), yieldMs).unref();
-    else this.wakeHead(hold.key, line);
-  }
-
-  /** The first local waiter takes over talking to Redis. */
-  private wakeHead(key: string, line: LocalLine): void {
-    if (line.idle) {
-      this.lines.delete(key);
-      return;
-    }
-    if (line.holder === undefined) line.waiters[0]?.wake();
-  }
-
-  private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll', reserveTokens = 1) {
-    const k = this.keyspace;
+  private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll') {
     return this.redis.lockAcquire(
-      k.lock(key),
-      k.fence(key),
-      k.queue(key),
-      k.queueDeadlines(key),
+      redisKeys.lock(key),
+      redisKeys.fence(key),
+      redisKeys.queue(key),
+      redisKeys.queueDeadlines(key),
       owner,
       ttlMs,
       mode,
       this.waiterLeaseMs,
-      k.grantChannel,
-      key,
-      reserveTokens,
+      redisKeys.grantedChannel(key),
     );
   }
 
   private async callRelease(key: string, owner: string, handOffLeaseMs: number, dropAll: '0' | '1') {
-    const k = this.keyspace;
-    const { channel, message } = k.releaseNotice(key);
     const reply = await this.redis.lockRelease(
-      k.lock(key),
-      k.fence(key),
-      k.queue(key),
-      k.queueDeadlines(key),
+      redisKeys.lock(key),
+      redisKeys.fence(key),
+      redisKeys.queue(key),
+      redisKeys.queueDeadlines(key),
       owner,
       handOffLeaseMs,
-      channel,
-      message,
-      k.grantChannel,
-      key,
+      redisKeys.releasedChannel(key),
+      this.notices.instanceId,
+      redisKeys.grantedChannel(key),
       dropAll,
     );
-    // Handed to a waiter of this process: wake it now rather than after the notice's round trip.
-    if (reply.length === 3) this.notices?.deliverHandoff(reply[1], key, reply[2], handOffLeaseMs);
+    // This process's waiters hear of its releases at once, not after the notice's round trip.
+    if (reply.length === 3) this.deliverHandoff(reply[1], reply[2], handOffLeaseMs);
+    else if (reply[0] === 0) this.notices.notify(key);
     return reply;
   }
+}
 
-  private noticeBoard(): RedisLockNotices {
-    // Its own connection: a subscribed connection can do nothing else, and it may queue commands until it is ready.
-    this.notices ??= new RedisLockNotices(
-      this.options.subscriber ?? this.redis.duplicate({ enableOfflineQueue: true, lazyConnect: false }),
-    );
-    return this.notices;
-  }
+function grant(fence: number, previous: number | undefined, leaseMs: number, requestedAt: number): StoreGrant {
+  return { fence, previousFence: previous || undefined, leaseMs, requestedAt };
 }

@@ -1,6 +1,8 @@
+import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { LockUnavailableError } from '../errors.js';
+import { redisKeys } from '../keys.js';
 import {
   clockDrift,
   type Hold,
@@ -11,14 +13,12 @@ import {
   sleepUntilWoken,
   type WaitBudget,
 } from '../lock-client.js';
-import { ensureLockCommands, LockScriptCode } from './redis-commands.js';
-import { namedLockKeyspace, type RedisLockKeyspace } from './redis-keyspace.js';
+import { defineLockCommands, outcomeOf } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {
   /** Independent Redis nodes (not replicas of each other): an odd number, 3 or 5. */
   urls: string[];
-  keyspace?: RedisLockKeyspace;
-  /** Per-node reply budget, far below the TTL, so a dead node costs little of the lease (default 200 ms). */
+  /** Per-node reply budget, far below the TTL, so a slow node costs little of the lease (default 200 ms). */
   nodeTimeoutMs?: number;
   /** Pause between attempts: `retryDelayMs` plus up to `retryJitterMs` at random, so contenders desynchronise. */
   retryDelayMs?: number;
@@ -27,9 +27,20 @@ export interface RedlockOptions extends LockClientOptions {
 
 type Attempt = StoreGrant | 'taken' | 'unavailable';
 
+/** How the nodes answered one round, as far as the round went. */
+interface Votes<T> {
+  yes: { node: Redis; reply: T }[];
+  no: number;
+  failed: number;
+}
+
 /**
- * Redlock over N independent Redis nodes: the same reentrant-lock scripts on every node, granted when a majority
- * grants within the lease (validity = TTL − time spent − drift), released everywhere, retried with jitter.
+ * Redlock over N independent Redis nodes: the Redis lock's own scripts on every node, granted when a majority grants
+ * within the lease (validity = TTL − time spent − drift), released everywhere, retried with jitter.
+ *
+ * A round is decided as soon as its outcome is certain: a majority said yes, or too many said no or failed for a
+ * majority to be possible. A node that is down fails at once (no offline queue), and a slow node is not waited for
+ * once the others have decided, so one bad node of three costs neither the wait budget nor the lease.
  *
  * Fencing: each granting node issues its own token (max(last + 1, its clock in µs)); the largest is chosen and, in a
  * second round, recorded on a majority. Any later majority shares a node with that one, so its token is larger.
@@ -37,12 +48,13 @@ type Attempt = StoreGrant | 'taken' | 'unavailable';
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;
-  readonly capabilities: LockCapabilities = { fair: false, releaseNotices: false };
+  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false };
   readonly nodes: Redis[];
   readonly quorum: number;
-  private readonly keyspace: RedisLockKeyspace;
   private readonly retryDelayMs: number;
   private readonly retryJitterMs: number;
+  /** Resolves once every node connected for the first time, or its first connection timed out. */
+  private readonly firstConnections: Promise<unknown>;
 
   constructor(options: RedlockOptions) {
     super(options);
@@ -53,16 +65,20 @@ export class RedlockLock extends LockClient {
         new Redis(url, {
           commandTimeout: nodeTimeoutMs,
           maxRetriesPerRequest: 1,
-          // A node that is down answers nothing: keep trying it in the background, cheaply.
+          // A node that is down answers at once with an error instead of queueing the command until it is back.
+          enableOfflineQueue: false,
+          // Keep trying a node that is down in the background, cheaply.
           retryStrategy: (times) => Math.min(times * 100, 1_000),
         }),
     );
     for (const node of this.nodes) {
       node.on('error', () => {});
-      ensureLockCommands(node);
+      defineLockCommands(node);
     }
+    this.firstConnections = Promise.all(
+      this.nodes.map((node) => Promise.race([once(node, 'ready'), sleepUntilWoken(2_000).promise]).catch(() => {})),
+    );
     this.quorum = Math.floor(this.nodes.length / 2) + 1;
-    this.keyspace = options.keyspace ?? namedLockKeyspace();
     this.retryDelayMs = options.retryDelayMs ?? 50;
     this.retryJitterMs = options.retryJitterMs ?? 50;
   }
@@ -89,40 +105,38 @@ export class RedlockLock extends LockClient {
   }
 
   private async attempt(key: string, owner: string, ttlMs: number): Promise<Attempt> {
-    const k = this.keyspace;
+    await this.firstConnections;
     const requestedAt = Date.now();
-    const votes = await Promise.allSettled(
-      this.nodes.map((node) =>
+    const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
+    const votes = await this.round(
+      (node) =>
         node.lockAcquire(
-          k.lock(key),
-          k.fence(key),
-          k.queue(key),
-          k.queueDeadlines(key),
+          redisKeys.lock(key),
+          redisKeys.fence(key),
+          redisKeys.queue(key),
+          redisKeys.queueDeadlines(key),
           owner,
           ttlMs,
           'try',
           1_000,
-          k.grantChannel,
-          key,
+          redisKeys.grantedChannel(key),
         ),
-      ),
+      (reply) => outcomeOf(reply[0]) === 'done',
     );
-    const granted = votes.flatMap((vote, i) =>
-      vote.status === 'fulfilled' && vote.value[0] > 0 ? [{ node: this.nodes[i]!, fence: vote.value[0] }] : [],
-    );
-    const failed = votes.filter((vote) => vote.status === 'rejected').length;
-    const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
-    if (granted.length >= this.quorum && validFor() > 0) {
-      const fence = Math.max(...granted.map((g) => g.fence));
-      const recorded = await Promise.allSettled(
-        granted.map(({ node }) => node.lockRaiseFence(k.lock(key), k.fence(key), owner, String(fence))),
+    if (votes.yes.length >= this.quorum && validFor() > 0) {
+      const fence = Math.max(...votes.yes.map(({ reply }) => reply[0]));
+      const recorded = await this.round(
+        (node) => node.lockRaiseFence(redisKeys.lock(key), redisKeys.fence(key), owner, String(fence)),
+        (reply) => outcomeOf(reply) === 'done',
+        votes.yes.map(({ node }) => node),
       );
-      const raised = recorded.filter((r) => r.status === 'fulfilled' && r.value === LockScriptCode.Done).length;
-      if (raised >= this.quorum && validFor() > 0) return { fence, leaseMs: ttlMs, requestedAt };
+      if (recorded.yes.length >= this.quorum && validFor() > 0) return { fence, leaseMs: ttlMs, requestedAt };
     }
-    // Not granted: undo the partial grants on every node, reachable or not (one that timed out may have granted).
-    if (granted.length > 0 || failed > 0) await this.releaseEverywhere(key, owner, ttlMs);
-    return failed > this.nodes.length - this.quorum ? 'unavailable' : 'taken';
+    // Not granted: undo the partial grants, on every node whose answer was not a plain no (one still out may yet
+    // grant). Not awaited: a retry's acquire reaches each node on the same connection after this release.
+    const unanswered = this.nodes.length - votes.yes.length - votes.no - votes.failed;
+    if (votes.yes.length > 0 || votes.failed > 0 || unanswered > 0) void this.releaseEverywhere(key, owner, ttlMs);
+    return votes.failed > this.nodes.length - this.quorum ? 'unavailable' : 'taken';
   }
 
   /** Re-entries are counted locally: only check that a majority still holds the lock for us. */
@@ -132,24 +146,21 @@ export class RedlockLock extends LockClient {
 
   protected async releaseStore(hold: Hold, final: boolean): Promise<StoreRelease> {
     if (!final) return 'still-held';
-    const replies = await this.releaseEverywhere(hold.key, hold.owner, hold.leaseMs);
-    const released = replies.filter((r) => r.status === 'fulfilled' && r.value[0] === LockScriptCode.Released).length;
-    const refused = replies.filter((r) => r.status === 'fulfilled' && r.value[0] === LockScriptCode.NotOwner).length;
-    if (released >= this.quorum) return 'released';
-    if (refused > this.nodes.length - this.quorum) return 'not-owner';
+    const votes = await this.releaseEverywhere(hold.key, hold.owner, hold.leaseMs);
+    if (votes.yes.length >= this.quorum) return 'released';
+    if (votes.no > this.nodes.length - this.quorum) return 'not-owner';
     // Too few nodes answered: whatever they still hold for us expires with the lease.
-    return released > 0 ? 'released' : 'not-owner';
+    return votes.yes.length > 0 ? 'released' : 'not-owner';
   }
 
   protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
-    const replies = await Promise.allSettled(
-      this.nodes.map((node) => node.lockExtend(this.keyspace.lock(hold.key), hold.owner, ttlMs)),
+    const votes = await this.round(
+      (node) => node.lockExtend(redisKeys.lock(hold.key), hold.owner, ttlMs),
+      (reply) => outcomeOf(reply) === 'done',
     );
-    const extended = replies.filter((r) => r.status === 'fulfilled' && r.value === LockScriptCode.Done).length;
-    const refused = replies.filter((r) => r.status === 'fulfilled' && r.value === LockScriptCode.NotOwner).length;
-    if (extended >= this.quorum && ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs) > 0) return true;
-    if (refused > this.nodes.length - this.quorum) return false;
+    if (votes.yes.length >= this.quorum && ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs) > 0) return true;
+    if (votes.no > this.nodes.length - this.quorum) return false;
     throw this.unavailable(hold.key);
   }
 
@@ -158,25 +169,56 @@ export class RedlockLock extends LockClient {
   }
 
   private releaseEverywhere(key: string, owner: string, leaseMs: number) {
-    const k = this.keyspace;
-    const { channel, message } = k.releaseNotice(key);
-    return Promise.allSettled(
-      this.nodes.map((node) =>
+    return this.round(
+      (node) =>
         node.lockRelease(
-          k.lock(key),
-          k.fence(key),
-          k.queue(key),
-          k.queueDeadlines(key),
+          redisKeys.lock(key),
+          redisKeys.fence(key),
+          redisKeys.queue(key),
+          redisKeys.queueDeadlines(key),
           owner,
           leaseMs,
-          channel,
-          message,
-          k.grantChannel,
-          key,
+          redisKeys.releasedChannel(key),
+          '',
+          redisKeys.grantedChannel(key),
           '1',
         ),
-      ),
+      (reply) => outcomeOf(reply[0]) === 'done',
     );
+  }
+
+  /**
+   * Sends one command to each node and settles as soon as the round is decided: `quorum` nodes said yes, or so many
+   * said no or failed that a quorum is out of reach. Later answers are not waited for.
+   */
+  private round<T>(
+    call: (node: Redis) => Promise<T>,
+    isYes: (reply: T) => boolean,
+    nodes = this.nodes,
+  ): Promise<Votes<T>> {
+    return new Promise((resolve) => {
+      const votes: Votes<T> = { yes: [], no: 0, failed: 0 };
+      const decide = () => {
+        const answered = votes.yes.length + votes.no + votes.failed;
+        const outOfReach = votes.no + votes.failed > this.nodes.length - this.quorum;
+        if (votes.yes.length >= this.quorum || outOfReach || answered === nodes.length) {
+          resolve({ yes: [...votes.yes], no: votes.no, failed: votes.failed });
+        }
+      };
+      for (const node of nodes) {
+        call(node).then(
+          (reply) => {
+            if (isYes(reply)) votes.yes.push({ node, reply });
+            else votes.no++;
+            decide();
+          },
+          () => {
+            votes.failed++;
+            decide();
+          },
+        );
+      }
+    });
   }
 
   private unavailable(key: string): LockUnavailableError {

@@ -43,7 +43,7 @@ const MAX_WATCH_MS = 1_000;
  */
 export class ZooKeeperLock extends LockClient<NodeHandle> {
   readonly kind = 'zookeeper' as const;
-  readonly capabilities: LockCapabilities = { fair: true, releaseNotices: true };
+  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: false };
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
@@ -59,6 +59,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   protected async tryStore(key: string, owner: string): Promise<StoreGrant<NodeHandle> | null> {
+    // Someone is in line already: tell so at the cost of one read, rather than queue a node only to take it back
+    // (which would also make other callers' attempts fail while it exists).
+    const known = this.dirOf(key);
+    if (this.knownDirs.has(known) && (await this.sortedChildren(await this.connected(), known)).length > 0) return null;
     const { client, dir, path } = await this.enqueue(key, owner);
     try {
       const requestedAt = Date.now();
@@ -135,7 +139,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
 
   private async enqueue(key: string, owner: string): Promise<{ client: zookeeper.Client; dir: string; path: string }> {
     const client = await this.connected();
-    const dir = posix.join(this.rootPath, encodeURIComponent(key));
+    const dir = this.dirOf(key);
     if (!this.knownDirs.has(dir)) {
       await this.call<string>(client, (done) => client.mkdirp(dir, done));
       this.knownDirs.add(dir);
@@ -145,6 +149,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
       client.create(posix.join(dir, `${owner}-lock-`), null, zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL, done),
     );
     return { client, dir, path };
+  }
+
+  private dirOf(key: string): string {
+    return posix.join(this.rootPath, encodeURIComponent(key));
   }
 
   private async grant(

@@ -1,6 +1,6 @@
 --[[
-  Drops a hold of a reentrant lock. At count 0 the lock is handed to the first live waiter in the queue (fair mode)
-  or, with nobody queued, deleted and an unlock notice published. Only the owner can do either.
+  Drops a hold of a reentrant lock. At count 0 the lock goes to the first live waiter of the fair queue or, with
+  nobody queued, is deleted and a release notice published. Only the owner can do either.
 
   Input:
     KEYS[1] lock hash
@@ -9,21 +9,20 @@
     KEYS[4] queue deadlines: sorted set, waiter -> epoch ms by which it must poll again
     ARGV[1] owner
     ARGV[2] lease in milliseconds for the waiter it is handed to
-    ARGV[3] channel for the unlock notice
-    ARGV[4] unlock notice payload
-    ARGV[5] channel for hand-off notices
-    ARGV[6] lock name (carried in hand-off notices: "waiter\nfence\nleaseMs\nname")
-    ARGV[7] '0': drop one hold; '1': leave the queue and drop every hold (a waiter giving up, a shutdown)
+    ARGV[3] channel for the release notice
+    ARGV[4] release notice payload
+    ARGV[5] channel for hand-off notices ("owner\nfence\nleaseMs")
+    ARGV[6] '0': drop one hold; '1': leave the queue and drop every hold (a waiter giving up, a shutdown)
 
   Output:
     {-2}                  not the owner (expired, taken over, never held): nothing changed
     {count}               still held, count > 0 holds left
-    {0, contended}        released; unlock notice published. contended = 1 when another owner tried to take the lock
-                          while it was held (it is waiting, or was)
+    {0}                   released; release notice published
     {0, waiter, fence}    released and handed to `waiter` with a new fencing token; hand-off notice published
 ]]
+--@include issue-fence
 local lockKey, fenceKey, queueKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local owner, leaseMs, all = ARGV[1], tonumber(ARGV[2]), ARGV[7] == '1'
+local owner, leaseMs, all = ARGV[1], tonumber(ARGV[2]), ARGV[6] == '1'
 
 local function leaveQueue(waiter)
   redis.call('ZREM', queueKey, waiter)
@@ -38,7 +37,6 @@ if not all then
   local count = redis.call('HINCRBY', lockKey, 'count', -1)
   if count > 0 then return {count} end
 end
-local contended = redis.call('HGET', lockKey, 'contended') and 1 or 0
 redis.call('DEL', lockKey)
 
 local time = redis.call('TIME')
@@ -50,14 +48,12 @@ end
 local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
 if not head then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
-  return {0, contended}
+  return {0}
 end
 leaveQueue(head)
-local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local fence = math.max(tonumber(redis.call('GET', fenceKey) or '0') + 1, micros)
+local fence = issueFence(fenceKey)
 local fenceText = string.format('%.0f', fence)
-redis.call('SET', fenceKey, fenceText, 'PX', 604800000)
 redis.call('HSET', lockKey, 'owner', head, 'count', 1, 'fence', fenceText)
 redis.call('PEXPIRE', lockKey, leaseMs)
-redis.call('PUBLISH', ARGV[5], head .. '\n' .. fenceText .. '\n' .. ARGV[2] .. '\n' .. ARGV[6])
+redis.call('PUBLISH', ARGV[5], head .. '\n' .. fenceText .. '\n' .. ARGV[2])
 return {0, head, fence}

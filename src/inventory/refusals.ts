@@ -1,0 +1,27 @@
+import { AppError } from '../errors.js';
+
+/**
+ * The ways work under the segment locks ends without applying anything, in one place for the order flow and the
+ * stock admin: the two answers a client gets (busy, out of stock), and the internal signal that a fenced write was
+ * refused.
+ */
+
+/** Every segment the request needed stayed locked for its whole wait budget (503, retryable). */
+export function lockBusy(waitedMs: number): AppError {
+  return new AppError('lock_busy', `every segment stayed locked for ${waitedMs} ms`, {}, 1);
+}
+
+/** Not enough stock: only ever answered from stock read under the segment locks. */
+export function outOfStock(sku: string, quantity: number, available: number): AppError {
+  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
+}
+
+/**
+ * A fenced write touched fewer rows than it meant to: a lock it relied on was lost (expired, taken over). Thrown
+ * inside a transaction to roll the rest back; the caller starts over with fresh locks. Never reaches a client.
+ */
+export class FencedOutError extends Error {
+  constructor(readonly segments: readonly number[]) {
+    super(`fenced write refused on segment(s) ${segments.join(',')}`);
+  }
+}

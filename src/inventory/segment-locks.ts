@@ -1,0 +1,197 @@
+import type { Redis } from 'ioredis';
+import type { DistributedLock, LockLease } from '../lock/distributed-lock.js';
+import { redisKeys, type SegmentRef } from '../lock/keys.js';
+import type { ReleaseNotices } from '../lock/release-notices.js';
+
+/** Observers of the segment locks (metrics); every hook is optional and must not throw. */
+export interface SegmentLockHooks {
+  onAcquired?(): void;
+  /** How long the lease was held, from the acquisition's answer to the release call. */
+  onReleased?(heldMs: number): void;
+}
+
+export interface SegmentLockOptions {
+  ttlMs: number;
+  /** Renew held leases every TTL/3 (LOCK_WATCHDOG); off, a lease simply expires after `ttlMs`. */
+  watchdog: boolean;
+}
+
+/**
+ * The segment locks the order flow and the stock admin take: one lock per (SKU, layout, segment) on the LOCK_BACKEND
+ * lock, never re-entered (each acquisition is its own owner), and the waiting for their release, where the callers
+ * of one SKU line up. Refusals are answers here: a lock that is busy is null, a release that found the lease gone is
+ * false.
+ */
+export class SegmentLocks {
+  /** Leases this process holds, with when each was granted (released on shutdown). */
+  readonly held = new Map<LockLease, number>();
+
+  constructor(
+    private readonly backend: DistributedLock,
+    private readonly notices: ReleaseNotices,
+    /** The service's Redis: release notices go out on it for backends that do not publish them. */
+    private readonly publisher: Redis,
+    private readonly options: SegmentLockOptions,
+    private readonly hooks: SegmentLockHooks = {},
+  ) {}
+
+  /** True while a caller of this process holds (or is taking) the segment's lock. */
+  isHeldHere(ref: SegmentRef): boolean {
+    return this.notices.isHeldHere(redisKeys.segmentLock(ref));
+  }
+
+  /** One attempt, no waiting; null when the lock is held, here or (as far as this process knows) elsewhere. */
+  async tryAcquire(ref: SegmentRef): Promise<LockLease | null> {
+    const name = redisKeys.segmentLock(ref);
+    if (this.notices.isHeldElsewhere(name) || !this.notices.markHeldHere(name)) return null;
+    let lease: LockLease | null;
+    try {
+      lease = await this.backend.tryAcquire(name, {
+        ttlMs: this.options.ttlMs,
+        watchdog: this.options.watchdog,
+        reentrant: false,
+      });
+    } catch (error) {
+      this.notices.clearHeldHere(name);
+      throw error;
+    }
+    if (!lease) {
+      this.notices.clearHeldHere(name);
+      this.notices.markHeldElsewhere(name);
+      return null;
+    }
+    this.held.set(lease, performance.now());
+    this.hooks.onAcquired?.();
+    return lease;
+  }
+
+  /**
+   * Waits for the lock until `deadline` (epoch ms), in turn with this process's other waiters; null when out of time.
+   * `ticket`: the caller's place in line, if it has been waiting already (an order covering from several segments
+   * keeps the place it took on arrival, rather than queueing anew behind everyone for each further segment).
+   */
+  async acquire(ref: SegmentRef, deadline: number, ticket = this.notices.ticket()): Promise<LockLease | null> {
+    await this.listen(ref.sku, [ref]);
+    for (;;) {
+      const mark = this.notices.mark();
+      const lease = await this.tryAcquire(ref);
+      if (lease) return lease;
+      if (Date.now() >= deadline) return null;
+      await this.waitForRelease([ref], { ticket, deadline, mark });
+    }
+  }
+
+  /**
+   * Takes the locks of `refs`, given in ascending segment order, waiting where needed; null (holding none) when out of
+   * time. All are tried at once; from the first that was busy on, they are taken in order, waiting for each while
+   * holding only those before it (later ones grabbed meanwhile are let go), so two such callers never deadlock, and
+   * an uncontended set costs one round of attempts rather than one per segment.
+   */
+  async acquireInOrder(refs: readonly SegmentRef[], deadline: number, ticket: number): Promise<LockLease[] | null> {
+    const leases: LockLease[] = [];
+    try {
+      for (let rest = refs; rest.length > 0; ) {
+        const tries = await this.tryAcquireEach(rest);
+        const firstBusy = tries.indexOf(null);
+        if (firstBusy < 0) {
+          leases.push(...(tries as LockLease[]));
+          break;
+        }
+        leases.push(...(tries.slice(0, firstBusy) as LockLease[]));
+        await this.releaseAll(tries.slice(firstBusy + 1).filter((lease) => lease !== null));
+        const waited = await this.acquire(rest[firstBusy]!, deadline, ticket);
+        if (!waited) {
+          await this.releaseAll(leases);
+          return null;
+        }
+        leases.push(waited);
+        rest = rest.slice(firstBusy + 1);
+      }
+      return leases;
+    } catch (error) {
+      await this.releaseAll(leases);
+      throw error;
+    }
+  }
+
+  /** `tryAcquire` on each at once; if any attempt fails outright, lets go of the others and rethrows. */
+  private async tryAcquireEach(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
+    const tries = await Promise.allSettled(refs.map((ref) => this.tryAcquire(ref)));
+    const failed = tries.find((t) => t.status === 'rejected');
+    const leases = tries.map((t) => (t.status === 'fulfilled' ? t.value : null));
+    if (failed) {
+      await this.releaseAll(leases.filter((lease) => lease !== null));
+      throw failed.reason;
+    }
+    return leases;
+  }
+
+  /** False when the lease had already expired or been taken over: nothing was released then. */
+  async release(lease: LockLease): Promise<boolean> {
+    const grantedAt = this.held.get(lease);
+    this.held.delete(lease);
+    if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
+    const publishes = this.backend.capabilities.publishesReleaseNotices;
+    let released = false;
+    try {
+      released = await this.backend.tryRelease(lease);
+      if (released && !publishes) {
+        await this.publisher.publish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0);
+      }
+      return released;
+    } finally {
+      // Whatever the store said, this process no longer holds the lock: the next local waiter may try at once. A
+      // lock that publishes its notices told them already (and another caller may hold the lock again by now).
+      if (!(released && publishes)) this.notices.notify(lease.key);
+    }
+  }
+
+  /** Releases quietly: for paths that are already failing, where a second error would hide the first. */
+  async releaseAll(leases: Iterable<LockLease>): Promise<void> {
+    await Promise.all([...leases].map((lease) => this.release(lease).catch(() => false)));
+  }
+
+  /** Subscribes to the segments' release notices; call it before the attempt that may lead to a wait. */
+  listen(sku: string, refs: readonly SegmentRef[]): Promise<void> {
+    return this.notices.listen(sku, refs.map(redisKeys.segmentLock));
+  }
+
+  /** A caller's place in line for `waitForRelease`, taken when it arrives. */
+  ticket(): number {
+    return this.notices.ticket();
+  }
+
+  /** Taken before an attempt; passed to `waitForRelease` so that a release during the attempt is not slept through. */
+  mark(): number {
+    return this.notices.mark();
+  }
+
+  /**
+   * Waits, in line with this process's other callers for the SKU, until one of `refs` is released or `deadline`
+   * passes; resolves with the segment whose release woke the caller.
+   */
+  async waitForRelease(
+    refs: readonly SegmentRef[],
+    options: { ticket: number; deadline: number; mark: number },
+  ): Promise<number | undefined> {
+    const segmentOf = new Map(refs.map((ref) => [redisKeys.segmentLock(ref), ref.segment]));
+    const name = await this.notices.wait(refs[0]!.sku, new Set(segmentOf.keys()), options);
+    return name === undefined ? undefined : segmentOf.get(name);
+  }
+
+  /** True while callers of this process wait for the SKU's segments. */
+  hasWaiters(sku: string): boolean {
+    return this.notices.hasWaiters(sku);
+  }
+
+  /** Wakes every caller waiting for `ref` (or for any segment of the SKU): news no release would bring them. */
+  wakeAll(sku: string, ref?: SegmentRef): void {
+    this.notices.wakeAll(sku, ref && redisKeys.segmentLock(ref));
+  }
+
+  /** Releases what this process holds and closes the backend's own connections. */
+  async close(): Promise<void> {
+    await this.releaseAll([...this.held.keys()]);
+    await this.backend.close();
+  }
+}

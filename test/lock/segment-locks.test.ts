@@ -1,0 +1,85 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresLock } from '../../src/lock/backends/postgres.js';
+import { RedlockLock } from '../../src/lock/backends/redlock.js';
+import type { DistributedLock } from '../../src/lock/distributed-lock.js';
+import { LockLostError } from '../../src/lock/errors.js';
+import { redisKeys } from '../../src/lock/keys.js';
+import type { ReleaseNotices } from '../../src/lock/release-notices.js';
+import { segmentLocksProcess } from '../support/segment-locks.js';
+import { TestRedis } from '../support/servers.js';
+import { testEndpoints, uniqueSku } from '../support/service.js';
+
+/** The order flow's SegmentLocks, unchanged in use, on each backend it can run on. */
+describe('SegmentLocks over the lock backends', () => {
+  let listener: Redis;
+  let lockNodes: TestRedis[];
+  beforeAll(async () => {
+    listener = new Redis(testEndpoints().redisUrl);
+    lockNodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+  });
+  afterAll(async () => {
+    listener.disconnect();
+    await Promise.all(lockNodes.map((n) => n.destroy()));
+  });
+
+  const variants: [string, ((redis: Redis, notices: ReleaseNotices) => DistributedLock) | undefined][] = [
+    ['redis', undefined],
+    ['postgres', () => new PostgresLock({ connectionString: testEndpoints().databaseUrl })],
+    ['redlock', () => new RedlockLock({ urls: lockNodes.map((n) => n.url) })],
+  ];
+
+  for (const [name, backend] of variants) {
+    it(`${name}: one holder per segment, rising fences, a release notice other processes hear`, async () => {
+      const one = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 5_000, watchdog: true, backend });
+      const two = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 5_000, backend });
+      try {
+        const ref = { sku: uniqueSku(`seg-${name}`), layoutVersion: 1, segment: 2 };
+        const channel = redisKeys.releasedChannel(redisKeys.segmentLock(ref));
+        await listener.subscribe(channel);
+        const notices: string[] = [];
+        listener.on('message', (c: string, message: string) => c === channel && notices.push(message));
+
+        const lease = (await one.locks.tryAcquire(ref))!;
+        expect(lease.signal).toBeInstanceOf(AbortSignal);
+        expect(await two.locks.tryAcquire(ref)).toBeNull();
+        expect(one.locks.isHeldHere(ref)).toBe(true);
+        expect(await one.locks.release(lease)).toBe(true);
+        expect(one.locks.isHeldHere(ref)).toBe(false);
+        // Process two was told the segment is held elsewhere; the release notice lifts that at once.
+        await new Promise((r) => setTimeout(r, 30));
+        const next = (await two.locks.tryAcquire(ref))!;
+        expect(next.fence).toBeGreaterThan(lease.fence);
+        // Waiting in process one is woken by process two's release notice, not by polling.
+        const waited = one.locks.acquire(ref, Date.now() + 3_000);
+        await new Promise((r) => setTimeout(r, 20));
+        await two.locks.release(next);
+        const third = (await waited)!;
+        expect(third.fence).toBeGreaterThan(next.fence);
+        await one.locks.release(third);
+        await new Promise((r) => setTimeout(r, 50));
+        expect(notices.length).toBeGreaterThanOrEqual(3);
+        await listener.unsubscribe(channel);
+        listener.removeAllListeners('message');
+      } finally {
+        await one.close();
+        await two.close();
+      }
+    });
+  }
+
+  it('fires the lease signal when a watched segment lock is taken away, and the release then answers false', async () => {
+    const one = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 600, watchdog: true });
+    try {
+      const ref = { sku: uniqueSku('seg-lost'), layoutVersion: 1, segment: 0 };
+      const lease = (await one.locks.tryAcquire(ref))!;
+      const lost = new Promise((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+      await one.redis.del(redisKeys.lock(redisKeys.segmentLock(ref)));
+      expect(await lost).toBeInstanceOf(LockLostError);
+      expect(await one.locks.release(lease)).toBe(false);
+      expect(one.locks.isHeldHere(ref)).toBe(false);
+    } finally {
+      await one.close();
+    }
+  });
+});
