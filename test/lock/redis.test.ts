@@ -1,18 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { LockScriptCode } from '../../src/lock/backends/redis-commands.js';
 import { namedLockKeyspace } from '../../src/lock/backends/redis-keyspace.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
-import { TestRedis } from '../support/servers.js';
 import { describeLockContract } from './contract.js';
 
 // The holder process builds its lock from JSON options, so the contract runs on the default keyspace.
 const keyspace = namedLockKeyspace();
 
 describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
-  const server = await TestRedis.start();
+  // restartStore crashes it: `stop()` is a SIGKILL.
+  const server = await RedisServer.start({ stopMode: 'immediate' });
   const admin = new Redis(server.url);
   const connections: Redis[] = [admin];
   return {
@@ -35,7 +36,7 @@ describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
 });
 
 describe('redis lock: scripts and fair queue', () => {
-  let server: TestRedis;
+  let server: RedisServer;
   let redis: Redis;
   let listener: Redis;
   const ks = namedLockKeyspace('scripts:');
@@ -48,7 +49,7 @@ describe('redis lock: scripts and fair queue', () => {
     redis.lockRelease(...keysOf(lock), owner, 10_000, ks.releaseNotice(lock).channel, lock, ks.grantChannel, lock, all);
 
   beforeAll(async () => {
-    server = await TestRedis.start();
+    server = await RedisServer.start();
     redis = new Redis(server.url);
     listener = new Redis(server.url);
     defineLockCommands(redis);

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
@@ -9,7 +10,6 @@ import { NoticeSubscriber } from '../../src/lock/notice-subscriber.js';
 import { defineLockCommands } from '../../src/lock/scripts.js';
 import { SegmentLock } from '../../src/lock/segment-lock.js';
 import { UnlockWaiters } from '../../src/lock/unlock-waiters.js';
-import { TestRedis } from '../support/servers.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The order flow's SegmentLock, unchanged in use, on each backend it can delegate to. */
@@ -18,7 +18,7 @@ describe('SegmentLock over the lock backends', () => {
   let subscriber: Redis;
   let listener: Redis;
   let waiters: UnlockWaiters;
-  let lockNodes: TestRedis[];
+  let lockNodes: RedisServer[];
   const backends: DistributedLock[] = [];
   beforeAll(async () => {
     const { redisUrl } = testEndpoints();
@@ -27,7 +27,7 @@ describe('SegmentLock over the lock backends', () => {
     listener = new Redis(redisUrl);
     defineLockCommands(redis);
     waiters = new UnlockWaiters(new NoticeSubscriber(subscriber));
-    lockNodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+    lockNodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
   });
   afterAll(async () => {
     await Promise.all(backends.map((b) => b.close()));
