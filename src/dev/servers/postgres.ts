@@ -71,7 +71,9 @@ export class PostgresServer extends LoopbackServer {
       password: PASSWORD,
       // Its `stop()` would otherwise delete the data; we do not call it anyway (see halt()).
       persistent: true,
-      createPostgresUser: true,
+      // Postgres refuses to run as root; as root, the package runs it as a `postgres` user it creates if needed. Not
+      // as root: the package would try to create that user all the same, and fail.
+      createPostgresUser: process.getuid?.() === 0,
       postgresFlags: [
         ...['-c', 'listen_addresses=127.0.0.1', '-c', `max_connections=${maxConnections}`],
         ...(fsync ? [] : ['-c', 'fsync=off']),
