@@ -50,7 +50,7 @@ export abstract class LoopbackServer {
     await this.resume();
   }
 
-  /** Stops at once (its data is about to go) and removes the directory the server made for itself. */
+  /** For a throwaway server: stops it at once and removes the directory it made for itself (never a caller's). */
   async destroy(): Promise<void> {
     await this.stop('immediate').catch(() => {});
     if (this.ownsDir) rmSync(this.dir, { recursive: true, force: true });
