@@ -1,9 +1,8 @@
 import { StockService } from './app.js';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { migrateToLatest } from './db/migrator.js';
-import { MissingDependencyError } from './dev/embedded-redis.js';
 import { resolveEndpoints } from './dev/endpoints.js';
-import { DataDirInUseError } from './dev/leftover-process.js';
+import { DataDirInUseError, MissingDependencyError } from './dev/servers/index.js';
 import { createLogger, type Logger } from './logger.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);

@@ -2,9 +2,8 @@ import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrator.js';
+import { PostgresServer, RedisServer } from '../src/dev/servers/index.js';
 import { createLogger } from '../src/logger.js';
-import { RestartablePostgres } from './support/restartable-postgres.js';
-import { TestRedis } from './support/servers.js';
 import type {} from './support/service.js';
 
 /**
@@ -12,16 +11,17 @@ import type {} from './support/service.js';
  * migrates the database. Tests isolate themselves by SKU name, not by server.
  */
 export default async function setup(project: TestProject) {
-  const redis = process.env.TEST_REDIS_URL ? undefined : await TestRedis.start();
-  let postgres: RestartablePostgres | undefined;
+  const redis = process.env.TEST_REDIS_URL ? undefined : await RedisServer.start();
+  let postgres: PostgresServer | undefined;
   const teardown = async () => {
     await redis?.destroy();
     await postgres?.destroy();
   };
   try {
+    // Its data is thrown away: neither fsync nor waiting for the WAL at commit is worth their time.
     postgres = process.env.TEST_DATABASE_URL
       ? undefined
-      : await RestartablePostgres.start({ durableCommits: false, maxConnections: 400 });
+      : await PostgresServer.start({ fsync: false, durableCommits: false, maxConnections: 400 });
     const db = createDatabase(process.env.TEST_DATABASE_URL ?? postgres!.url, 1);
     // The compiled migrations, exactly as the service applies them (`npm test` builds first).
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());

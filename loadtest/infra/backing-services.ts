@@ -1,8 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startEmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
-import { type EmbeddedServer, startEmbeddedRedis } from '../../src/dev/embedded-redis.js';
+import { resolveEndpoints } from '../../src/dev/endpoints.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface BackingServices {
@@ -21,40 +20,37 @@ export interface BackingServices {
  * benchmark measures what `npm start` runs.
  */
 export async function startBackingServices(env: NodeJS.ProcessEnv = process.env): Promise<BackingServices> {
-  const started: EmbeddedServer[] = [];
   const dir = mkdtempSync(path.join(tmpdir(), 'stock-loadtest-'));
   // Started as root, Postgres runs as its own user, which must reach the data directory.
   chmodSync(dir, 0o755);
-  const log = createLogger('warn');
-  const stop = async () => {
-    await Promise.allSettled(started.reverse().map((server) => server.stop()));
-    rmSync(dir, { recursive: true, force: true });
-  };
   try {
+    const endpoints = await resolveEndpoints(
+      { redisUrl: env.REDIS_URL || undefined, databaseUrl: env.DATABASE_URL || undefined, dataDir: dir },
+      createLogger('warn'),
+    );
     const notes: string[] = [];
     const processMarkers: BackingServices['processMarkers'] = {};
-    let redisUrl = env.REDIS_URL;
-    if (redisUrl) notes.push('Redis from REDIS_URL');
+    if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
     else {
-      const redis = await startEmbeddedRedis(dir, log);
-      started.push(redis);
-      redisUrl = redis.url;
       // redis-server shows only its address in its process title.
-      processMarkers.redis = new URL(redis.url).host;
+      processMarkers.redis = new URL(endpoints.redisUrl).host;
       notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
     }
-    let databaseUrl = env.DATABASE_URL;
-    if (databaseUrl) notes.push('Postgres from DATABASE_URL');
+    if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
     else {
-      const postgres = await startEmbeddedPostgres(dir, log);
-      started.push(postgres);
-      databaseUrl = postgres.url;
+      // The postmaster's command line names its data directory, under this one.
       processMarkers.postgres = dir;
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
+    const stop = async () => {
+      await endpoints.stopEmbedded();
+      rmSync(dir, { recursive: true, force: true });
+    };
+    const { redisUrl, databaseUrl } = endpoints;
     return { redisUrl, databaseUrl, description: notes.join('; '), processMarkers, stop };
   } catch (error) {
-    await stop();
+    // resolveEndpoints stopped what it had started.
+    rmSync(dir, { recursive: true, force: true });
     throw error;
   }
 }

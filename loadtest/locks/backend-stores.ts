@@ -1,11 +1,7 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
-import { startEmbeddedPostgres } from '../../src/dev/embedded-postgres.js';
-import type { EmbeddedServer } from '../../src/dev/embedded-redis.js';
+import { PostgresServer, RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
@@ -13,8 +9,6 @@ import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { createLogger } from '../../src/logger.js';
 import type { Contender } from './contenders.js';
-import { PrivateRedis } from './private-redis.js';
-import { ZooKeeperServer, zookeeperMissing } from './zookeeper-server.js';
 
 export const backendKinds: LockBackendKind[] = ['redis', 'redlock', 'postgres', 'zookeeper'];
 
@@ -34,19 +28,15 @@ export class BackendStores {
     try {
       let lockNodeUrls: string[] = [];
       if (kinds.includes('redlock')) {
-        const nodes = await Promise.all([PrivateRedis.start(), PrivateRedis.start(), PrivateRedis.start()]);
-        for (const node of nodes) stops.push(() => node.stop());
+        const nodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+        for (const node of nodes) stops.push(() => node.destroy());
         lockNodeUrls = nodes.map((node) => node.url);
       }
       let databaseUrl: string | undefined;
       if (kinds.includes('postgres') || withDatabase) {
-        const dir = mkdtempSync(path.join(tmpdir(), 'stock-lockbench-'));
-        chmodSync(dir, 0o755);
-        const postgres: EmbeddedServer = await startEmbeddedPostgres(dir, createLogger('warn'));
-        stops.push(async () => {
-          await postgres.stop();
-          rmSync(dir, { recursive: true, force: true });
-        });
+        // Configured as the service's embedded default: default durability, room for 300 connections.
+        const postgres = await PostgresServer.start({ maxConnections: 300 });
+        stops.push(() => postgres.destroy());
         const db = createDatabase(postgres.url, 1);
         await migrateToLatest(db, createLogger('warn')).finally(() => db.destroy());
         databaseUrl = postgres.url;

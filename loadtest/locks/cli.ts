@@ -2,11 +2,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { BackendStores, backendKinds } from './backend-stores.js';
 import { type Contender, type ContenderName, contenderNames, createContender } from './contenders.js';
 import { type OrderFlowResult, orderFlowReport, runOrderFlow } from './order-flow.js';
-import { PrivateRedis } from './private-redis.js';
 import { checkTargets, markdownReport } from './report.js';
 import { type CellResult, runCell } from './run-cell.js';
 
@@ -74,7 +74,8 @@ for (const kind of backends ?? []) {
   }
 }
 
-const server = url ? undefined : await PrivateRedis.start();
+// The run's own, without persistence: nothing it writes is worth keeping.
+const server = url ? undefined : await RedisServer.start();
 const redisUrl = url || server!.url;
 const runId = Date.now().toString(36);
 if (opts.orderFlow && !backends) {
@@ -110,7 +111,7 @@ try {
   }
 } finally {
   await stores?.stop();
-  await server?.stop();
+  await server?.destroy();
 }
 
 const checks = backends ? [] : checkTargets(results, workers);
@@ -146,7 +147,7 @@ async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendK
     }
   } finally {
     await stores.stop();
-    await server?.stop();
+    await server?.destroy();
   }
   const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${opts.workers} clients · ${opts.duration} s measured after ${opts.warmup} s warm-up · service in the load generator's process`;
   const report = orderFlowReport(results, context);

@@ -1,19 +1,26 @@
+import path from 'node:path';
 import type { Endpoints } from '../app.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import { startEmbeddedPostgres } from './embedded-postgres.js';
-import { type EmbeddedServer, startEmbeddedRedis } from './embedded-redis.js';
+import { PostgresServer, RedisServer } from './servers/index.js';
 
 export interface ResolvedEndpoints extends Endpoints {
   /** Stops whatever was started here; a no-op for URLs given in the environment. */
   stopEmbedded(): Promise<void>;
 }
 
-/** The configured Redis and Postgres, or private ones under DATA_DIR for those left unset (the embedded default). */
-export async function resolveEndpoints(config: Config, log: Logger): Promise<ResolvedEndpoints> {
-  const started: EmbeddedServer[] = [];
+/**
+ * The configured Redis and Postgres, or private ones under DATA_DIR for those left unset (the embedded default).
+ * The load test starts its servers here too, so that it measures what `npm start` runs.
+ */
+export async function resolveEndpoints(
+  config: Pick<Config, 'redisUrl' | 'databaseUrl' | 'dataDir'>,
+  log: Logger,
+): Promise<ResolvedEndpoints> {
+  const started: (RedisServer | PostgresServer)[] = [];
+  // Gracefully, whatever they were started with: the data under DATA_DIR is kept for the next start.
   const stopEmbedded = async () => {
-    await Promise.allSettled(started.reverse().map((server) => server.stop()));
+    await Promise.allSettled(started.reverse().map((server) => server.stop('graceful')));
   };
   try {
     let redisUrl = config.redisUrl;
@@ -33,4 +40,21 @@ export async function resolveEndpoints(config: Config, log: Logger): Promise<Res
     await stopEmbedded();
     throw error;
   }
+}
+
+/**
+ * redis-server under `<dataDir>/redis`, append-only file on, so that data survives restarts. Without redis-server
+ * on the PATH this throws MissingDependencyError, whose message says how to get one.
+ */
+async function startEmbeddedRedis(dataDir: string, log: Logger): Promise<RedisServer> {
+  const redis = await RedisServer.start({ dir: path.join(dataDir, 'redis'), persistence: 'aof' });
+  log.info({ port: redis.port, dir: redis.dir }, 'embedded redis-server started');
+  return redis;
+}
+
+/** Postgres under `<dataDir>/postgres`, default durability (fsync and synchronous commits on); data survives restarts. */
+async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<PostgresServer> {
+  const postgres = await PostgresServer.start({ dir: path.join(dataDir, 'postgres'), maxConnections: 300, log });
+  log.info({ port: postgres.port, databaseDir: postgres.dir }, 'embedded postgres started');
+  return postgres;
 }

@@ -27,7 +27,7 @@ describe('fault: Postgres crashes and restarts mid-load', () => {
     const locksWhileDown = (await lockOwners(bench.inspector)).size;
     await sleep(OUTAGE_MS / 2);
     const restartAt = Date.now();
-    await bench.postgres.start();
+    await bench.postgres.resume();
     const readyMs = await bench.fleet.readyWithin(10_000);
 
     const report = await bench.finish('Postgres crash and restart', sku, load, { readyMs, locksWhileDown });

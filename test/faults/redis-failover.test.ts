@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { FaultBench } from '../support/fault-bench.js';
 import { lockOwners } from '../support/fault-books.js';
 import { scrapeCounter } from '../support/scrape-metric.js';
-import { TestRedis } from '../support/servers.js';
 import { TcpForwarder } from '../support/tcp-forwarder.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -21,7 +21,7 @@ const PARTITION_MS = 1_000;
  */
 describe('fault: Redis primary fails over to a lagging replica while locks are held', () => {
   let bench: FaultBench;
-  let replica: TestRedis;
+  let replica: RedisServer;
   let replicationLink: TcpForwarder;
   let virtualIp: TcpForwarder;
   beforeAll(async () => {
@@ -31,7 +31,7 @@ describe('fault: Redis primary fails over to a lagging replica while locks are h
       env: { LOCK_TTL_MS: String(LOCK_TTL_MS), CRITICAL_SECTION_DELAY_MS: '100' },
       servicesRedisUrl: async (primary) => {
         replicationLink = await TcpForwarder.start(primary.port);
-        replica = await TestRedis.start({ extraArgs: ['--replicaof', '127.0.0.1', String(replicationLink.port)] });
+        replica = await RedisServer.start({ extraArgs: ['--replicaof', '127.0.0.1', String(replicationLink.port)] });
         virtualIp = await TcpForwarder.start(primary.port);
         return virtualIp.url;
       },

@@ -1,14 +1,13 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
 import { redisKeys } from '../../src/lock/keys.js';
-import { TestRedis } from '../support/servers.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
-import { TestZooKeeper, zookeeperMissing } from './support/test-zookeeper.js';
 
 const zkMissing = zookeeperMissing();
 if (zkMissing && process.env.CI) throw new Error(`cross-backend fencing test cannot run: ${zkMissing}`);
@@ -20,13 +19,13 @@ if (zkMissing) console.warn(`cross-backend fencing runs WITHOUT ZooKeeper: ${zkM
  */
 describe('fencing tokens across backends', () => {
   let redis: Redis;
-  let nodes: TestRedis[];
-  let zookeeper: TestZooKeeper | undefined;
+  let nodes: RedisServer[];
+  let zookeeper: ZooKeeperServer | undefined;
   const locks: [string, DistributedLock][] = [];
   beforeAll(async () => {
     redis = new Redis(testEndpoints().redisUrl);
-    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
-    zookeeper = zkMissing ? undefined : await TestZooKeeper.start();
+    nodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+    zookeeper = zkMissing ? undefined : await ZooKeeperServer.start();
     locks.push(['redis', new RedisLock({ redis })]);
     locks.push(['postgres', new PostgresLock({ connectionString: testEndpoints().databaseUrl })]);
     locks.push(['redlock', new RedlockLock({ urls: nodes.map((n) => n.url) })]);

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
+import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
 import { auditSku } from '../support/invariants.js';
-import { TestRedis } from '../support/servers.js';
 import { call, ServiceProcess, startService, testEndpoints, uniqueSku } from '../support/service.js';
-import { TestZooKeeper, zookeeperMissing } from './support/test-zookeeper.js';
 
 const zkMissing = zookeeperMissing();
 if (zkMissing && process.env.CI) throw new Error(`ZooKeeper order-flow test cannot run: ${zkMissing}`);
@@ -13,12 +12,12 @@ if (zkMissing) console.warn(`SKIPPING the order flow on ZooKeeper: ${zkMissing}`
 /** The order flow, unchanged, on every LOCK_BACKEND: concurrent orders against a smaller stock sell it exactly. */
 describe('the order flow on each lock backend', () => {
   let db: Db;
-  let nodes: TestRedis[];
-  let zookeeper: TestZooKeeper | undefined;
+  let nodes: RedisServer[];
+  let zookeeper: ZooKeeperServer | undefined;
   beforeAll(async () => {
     db = createDatabase(testEndpoints().databaseUrl, 2);
-    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
-    zookeeper = zkMissing ? undefined : await TestZooKeeper.start();
+    nodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+    zookeeper = zkMissing ? undefined : await ZooKeeperServer.start();
   });
   afterAll(async () => {
     await db?.destroy();
@@ -83,12 +82,18 @@ const count = (answers: string[], status: number) => answers.filter((a) => a.sta
 /** Two real service processes per case, as production runs them. */
 describe('definitive answers across processes', () => {
   let db: Db;
-  let nodes: TestRedis[];
-  let zookeeper: TestZooKeeper | undefined;
+  let nodes: RedisServer[];
+  let zookeeper: ZooKeeperServer | undefined;
   beforeAll(async () => {
     db = createDatabase(testEndpoints().databaseUrl, 2);
-    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
-    zookeeper = zkMissing ? undefined : await TestZooKeeper.start();
+    // One case kills a node: its `stop()` is a SIGKILL.
+    const crashable = { stopMode: 'immediate' } as const;
+    nodes = await Promise.all([
+      RedisServer.start(crashable),
+      RedisServer.start(crashable),
+      RedisServer.start(crashable),
+    ]);
+    zookeeper = zkMissing ? undefined : await ZooKeeperServer.start();
   });
   afterAll(async () => {
     await db?.destroy();

@@ -1,13 +1,20 @@
+import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { PostgresServer } from '../../src/dev/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
-import { RestartablePostgres } from '../support/restartable-postgres.js';
+import { createLogger } from '../../src/logger.js';
 import { describeLockContract } from './contract.js';
 
 /** A Postgres of the lock tests' own, migrated like the service's, whose lock table survives a restart. */
-async function startLockPostgres(): Promise<RestartablePostgres> {
-  const server = await RestartablePostgres.start();
-  await server.migrate();
+async function startLockPostgres(): Promise<PostgresServer> {
+  // fsync guards only against a crash of the machine; commits still survive the restarts of Postgres made here.
+  const server = await PostgresServer.start({ fsync: false, maxConnections: 200 });
+  const db = createDatabase(server.url, 1);
+  // The compiled migrations, as a service starting on this database applies them (`npm test` builds first).
+  await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations')).finally(() => db.destroy());
   return server;
 }
 
@@ -37,7 +44,7 @@ describeLockContract('postgres', { ttlMs: 600, ttlLease: true }, async () => {
 });
 
 describe('postgres lock: the lock table', () => {
-  let server: RestartablePostgres;
+  let server: PostgresServer;
   let admin: pg.Pool;
   let lock: PostgresLock;
   beforeAll(async () => {

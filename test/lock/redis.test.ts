@@ -1,13 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { redisKeys } from '../../src/lock/keys.js';
-import { TestRedis } from '../support/servers.js';
 import { describeLockContract } from './contract.js';
 
 describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
-  const server = await TestRedis.start();
+  // restartStore crashes it: `stop()` is a SIGKILL.
+  const server = await RedisServer.start({ stopMode: 'immediate' });
   const admin = new Redis(server.url);
   const connections: Redis[] = [admin];
   return {
@@ -30,13 +31,13 @@ describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
 });
 
 describe('redis lock: fair queue and waiting across clients', () => {
-  let server: TestRedis;
+  let server: RedisServer;
   let n = 0;
   const name = () => `lock-${++n}-${Math.random().toString(36).slice(2, 8)}`;
   const client = () => new RedisLock({ redis: new Redis(server.url), ownsConnection: true });
 
   beforeAll(async () => {
-    server = await TestRedis.start();
+    server = await RedisServer.start();
   });
   afterAll(async () => {
     await server.destroy();

@@ -1,14 +1,21 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { LockUnavailableError } from '../../src/lock/errors.js';
 import { redisKeys } from '../../src/lock/keys.js';
-import { TestRedis } from '../support/servers.js';
 import { waitFor } from '../support/wait-for.js';
 import { describeLockContract } from './contract.js';
 
+// The cases crash nodes and bring them back: their `stop()` is a SIGKILL.
+const crashable = { stopMode: 'immediate' } as const;
+
 describeLockContract('redlock (3 nodes)', { ttlMs: 600, ttlLease: true }, async () => {
-  const nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+  const nodes = await Promise.all([
+    RedisServer.start(crashable),
+    RedisServer.start(crashable),
+    RedisServer.start(crashable),
+  ]);
   const admins = nodes.map((node) => new Redis(node.url));
   const urls = nodes.map((node) => node.url);
   return {
@@ -31,11 +38,15 @@ describeLockContract('redlock (3 nodes)', { ttlMs: 600, ttlLease: true }, async 
 });
 
 describe('redlock: quorum', () => {
-  let nodes: TestRedis[];
+  let nodes: RedisServer[];
   let admins: Redis[];
   let lock: RedlockLock;
   beforeAll(async () => {
-    nodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+    nodes = await Promise.all([
+      RedisServer.start(crashable),
+      RedisServer.start(crashable),
+      RedisServer.start(crashable),
+    ]);
     admins = nodes.map((node) => new Redis(node.url, { maxRetriesPerRequest: 1 }));
     for (const admin of admins) admin.on('error', () => {});
     lock = new RedlockLock({ urls: nodes.map((n) => n.url), ttlMs: 5_000, nodeTimeoutMs: 200 });

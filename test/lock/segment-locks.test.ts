@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
@@ -7,16 +8,15 @@ import { LockLostError } from '../../src/lock/errors.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import type { ReleaseNotices } from '../../src/lock/release-notices.js';
 import { segmentLocksProcess } from '../support/segment-locks.js';
-import { TestRedis } from '../support/servers.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The order flow's SegmentLocks, unchanged in use, on each backend it can run on. */
 describe('SegmentLocks over the lock backends', () => {
   let listener: Redis;
-  let lockNodes: TestRedis[];
+  let lockNodes: RedisServer[];
   beforeAll(async () => {
     listener = new Redis(testEndpoints().redisUrl);
-    lockNodes = await Promise.all([TestRedis.start(), TestRedis.start(), TestRedis.start()]);
+    lockNodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
   });
   afterAll(async () => {
     listener.disconnect();

@@ -2,10 +2,10 @@ import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import { LockLostError } from '../../src/lock/errors.js';
 import { describeLockContract } from './contract.js';
-import { TestZooKeeper, zookeeperMissing } from './support/test-zookeeper.js';
 
 const missing = zookeeperMissing();
 // CI installs ZooKeeper (.ci/run): there a missing server is a failure, never a silent skip.
@@ -14,6 +14,8 @@ if (missing) console.warn(`SKIPPING the ZooKeeper lock tests: ${missing}`);
 
 const SESSION_MS = 1_000;
 const ROOT = '/stock-locks';
+// The cases crash the server and bring it back: its `stop()` is a SIGKILL.
+const crashable = { stopMode: 'immediate' } as const;
 
 /** A plain client for the test's own inspections; a first connection to a fresh server is occasionally never answered. */
 async function adminClient(connect: string): Promise<zookeeper.Client> {
@@ -44,7 +46,7 @@ async function removeChildren(admin: zookeeper.Client, key: string): Promise<voi
 
 describe.skipIf(missing !== undefined)('zookeeper', () => {
   describeLockContract('zookeeper', { ttlMs: SESSION_MS, ttlLease: false }, async () => {
-    const server = await TestZooKeeper.start();
+    const server = await ZooKeeperServer.start(crashable);
     const admin = await adminClient(server.connect);
     return {
       create: (options) =>
@@ -67,10 +69,10 @@ describe.skipIf(missing !== undefined)('zookeeper', () => {
   });
 
   describe('zookeeper lock: sequential nodes and sessions', () => {
-    let server: TestZooKeeper;
+    let server: ZooKeeperServer;
     let admin: zookeeper.Client;
     beforeAll(async () => {
-      server = await TestZooKeeper.start();
+      server = await ZooKeeperServer.start(crashable);
       admin = await adminClient(server.connect);
     });
     afterAll(async () => {

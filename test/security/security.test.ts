@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
+import { RedisServer } from '../../src/dev/servers/index.js';
 import { auditSku } from '../support/invariants.js';
-import { TestRedis } from '../support/servers.js';
 import {
   call,
   type RunningService,
@@ -129,7 +129,7 @@ describe('secrets and internals', () => {
   const password = `pw-${randomBytes(12).toString('hex')}`;
   const role = `sec_${randomBytes(4).toString('hex')}`;
   let db: Db;
-  let redis: TestRedis;
+  let redis: RedisServer;
   let secretDatabaseUrl: string;
 
   beforeAll(async () => {
@@ -143,7 +143,8 @@ describe('secrets and internals', () => {
     url.username = role;
     url.password = password;
     secretDatabaseUrl = url.toString();
-    redis = await TestRedis.start();
+    // The test takes it away mid-request: `stop()` is a SIGKILL.
+    redis = await RedisServer.start({ stopMode: 'immediate' });
   });
   afterAll(async () => {
     await redis?.destroy();

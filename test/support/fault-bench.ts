@@ -2,11 +2,10 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
+import { PostgresServer, RedisServer } from '../../src/dev/servers/index.js';
 import { createLogger } from '../../src/logger.js';
 import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
-import { RestartablePostgres } from './restartable-postgres.js';
-import { TestRedis } from './servers.js';
 import { call, uniqueSku } from './service.js';
 import { ServiceFleet } from './service-fleet.js';
 
@@ -18,7 +17,7 @@ export interface FaultBenchOptions {
   /** Extra redis-server arguments (persistence, …) when the bench starts its own Redis. */
   redisArgs?: string[];
   /** Where the services find Redis, when something (a forwarder) stands between them and the bench's Redis. */
-  servicesRedisUrl?: (redis: TestRedis) => Promise<string> | string;
+  servicesRedisUrl?: (redis: RedisServer) => Promise<string> | string;
 }
 
 /**
@@ -27,8 +26,8 @@ export interface FaultBenchOptions {
  */
 export class FaultBench {
   private constructor(
-    readonly redis: TestRedis,
-    readonly postgres: RestartablePostgres,
+    readonly redis: RedisServer,
+    readonly postgres: PostgresServer,
     readonly db: Db,
     readonly fleet: ServiceFleet,
     /** A direct connection to the bench's Redis, for looking at locks; reconnects by itself after a restart. */
@@ -37,8 +36,11 @@ export class FaultBench {
 
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
     const [redis, postgres] = await Promise.all([
-      TestRedis.start({ extraArgs: options.redisArgs ?? [] }),
-      RestartablePostgres.start(),
+      // The cases crash Redis: `redis.stop()` is a SIGKILL.
+      RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
+      // Commits survive a crash of Postgres (synchronous_commit on), which is what the cases test; fsync guards only
+      // against a crash of the machine.
+      PostgresServer.start({ fsync: false, maxConnections: 200 }),
     ]);
     const db = createDatabase(postgres.url, 4);
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations'));

@@ -4,9 +4,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export class DataDirInUseError extends Error {}
 
 /**
- * Deals with a server left running under DATA_DIR by an earlier start. One whose parent died (reparented to init:
- * the service was killed) is stopped, so a new one can take its files; one whose parent lives belongs to a
- * running instance, and taking its files would corrupt them, so we refuse.
+ * Deals with a server left running on a data directory (the service's: under DATA_DIR) by an earlier start. One whose
+ * parent died (reparented to init: the service was killed) is stopped, so a new one can take its files; one whose
+ * parent lives belongs to a running instance, and taking its files would corrupt them, so we refuse.
  */
 export async function stopOrphanedServer(pidFile: string, processName: string): Promise<void> {
   const pid = readPid(pidFile);
@@ -20,7 +20,7 @@ export async function stopOrphanedServer(pidFile: string, processName: string): 
   for (let i = 0; i < 200 && isProcess(pid, processName); i++) await sleep(50);
 }
 
-function readPid(pidFile: string): number | undefined {
+export function readPid(pidFile: string): number | undefined {
   try {
     const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]!.trim());
     return Number.isInteger(pid) && pid > 0 ? pid : undefined;
@@ -29,7 +29,7 @@ function readPid(pidFile: string): number | undefined {
   }
 }
 
-function isProcess(pid: number, name: string): boolean {
+export function isProcess(pid: number, name: string): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(name);
   } catch {
