@@ -11,7 +11,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .createTable('distributed_locks')
     .addColumn('lock_key', 'text', (c) => c.primaryKey())
     .addColumn('owner', 'text')
-    .addColumn('hold_count', 'integer', (c) => c.notNull().defaultTo(0).check(sql`hold_count >= 0`))
+    .addColumn('hold_count', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(0)
+        .check(sql`hold_count >= 0`),
+    )
     .addColumn('fence', 'bigint', (c) => c.notNull())
     .addColumn('expires_at', 'timestamptz')
     .execute();

@@ -28,7 +28,9 @@ export class MetricsSnapshot {
       } catch (error) {
         if (attempt >= attempts) {
           const cause = (error as { cause?: { message?: string } }).cause?.message;
-          throw new Error(`GET ${url} failed: ${(error as Error).message}${cause ? ` (${cause})` : ''}`);
+          throw new Error(`GET ${url} failed: ${(error as Error).message}${cause ? ` (${cause})` : ''}`, {
+            cause: error,
+          });
         }
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
       }

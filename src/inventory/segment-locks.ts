@@ -90,7 +90,7 @@ export class SegmentLocks {
   async acquireInOrder(refs: readonly SegmentRef[], deadline: number, ticket: number): Promise<LockLease[] | null> {
     const leases: LockLease[] = [];
     try {
-      for (let rest = refs; rest.length > 0; ) {
+      for (let rest = refs; rest.length > 0;) {
         const tries = await this.tryAcquireEach(rest);
         const firstBusy = tries.indexOf(null);
         if (firstBusy < 0) {

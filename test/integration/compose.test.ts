@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config.js';
  */
 const compose = parse(readFileSync('docker-compose.yml', 'utf8'));
 const dockerfile = readFileSync('Dockerfile', 'utf8');
-// biome-ignore lint/suspicious/noExplicitAny: parsed YAML; the assertions below are the type check
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML; the assertions below are the type check
 const services = compose.services as Record<string, any>;
 
 const commandText = (test: unknown) => (Array.isArray(test) ? test.join(' ') : String(test));

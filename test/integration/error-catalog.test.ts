@@ -57,9 +57,9 @@ describe('docs/api.yaml and errorCatalog', () => {
 
   it('only document statuses the catalog can produce on error responses', () => {
     const statuses = new Set(Object.values(errorCatalog).map((e) => String(e.status)));
-    // biome-ignore lint/suspicious/noExplicitAny: parsed YAML, walked by shape
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML, walked by shape
     for (const [path, operations] of Object.entries<any>(api.paths)) {
-      // biome-ignore lint/suspicious/noExplicitAny: as above
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
       for (const [method, operation] of Object.entries<any>(operations)) {
         for (const status of Object.keys(operation.responses ?? {})) {
           if (Number(status) >= 400) {

@@ -85,7 +85,7 @@ export async function call(
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
-  // biome-ignore lint/suspicious/noExplicitAny: a JSON answer, asserted on by each test
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON answer, asserted on by each test
 ): Promise<{ status: number; headers: Headers; body: any }> {
   const response = await fetch(base + path, {
     method,

@@ -113,7 +113,7 @@ export class PostgresServer extends LoopbackServer {
       await this.embedded.start();
     } catch (error) {
       // The package rejects without a reason when postgres exits during its start: say what Postgres said.
-      throw new Error(`postgres did not start${error ? ` (${error})` : ''}:\n${this.output}`);
+      throw new Error(`postgres did not start${error ? ` (${error})` : ''}:\n${this.output}`, { cause: error });
     }
     const pid = readPid(pidFile);
     if (pid === undefined) throw new Error(`postgres started without ${pidFile}`);
