@@ -1,7 +1,14 @@
 import type { Redis } from 'ioredis';
 import type { DistributedLock, LockLease } from '../lock/distributed-lock.js';
-import { redisKeys, type SegmentRef } from '../lock/keys.js';
+import { redisKeys } from '../lock/keys.js';
 import type { ReleaseNotices } from '../lock/release-notices.js';
+
+/** One segment of one layout of a SKU: what a segment lock guards. */
+export interface SegmentRef {
+  sku: string;
+  layoutVersion: number;
+  segment: number;
+}
 
 /** Observers of the segment locks (metrics); every hook is optional and must not throw. */
 export interface SegmentLockHooks {

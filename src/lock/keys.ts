@@ -5,12 +5,6 @@
  * Redis Cluster, they live in one slot (sharded pub/sub can then publish its notices from the script). Each segment of
  * a SKU is a lock of its own, so a hot SKU's segments spread over the shards. SKU names cannot contain braces.
  */
-export interface SegmentRef {
-  sku: string;
-  layoutVersion: number;
-  segment: number;
-}
-
 export const redisKeys = {
   /** The lock's hash {owner, count, fence}. */
   lock: (name: string) => `lock:{${name}}`,
@@ -23,8 +17,9 @@ export const redisKeys = {
   releasedChannel: (name: string) => `lock:released:{${name}}`,
   /** Published when a release hands the lock to the head of the fair queue; the payload names the new owner. */
   grantedChannel: (name: string) => `lock:granted:{${name}}`,
-  /** The lock name of one segment of one layout of a SKU. */
-  segmentLock: ({ sku, layoutVersion, segment }: SegmentRef) => `stock/${sku}/v${layoutVersion}/${segment}`,
+  /** The lock name of one segment of one layout of a SKU (the order flow's SegmentRef). */
+  segmentLock: ({ sku, layoutVersion, segment }: { sku: string; layoutVersion: number; segment: number }) =>
+    `stock/${sku}/v${layoutVersion}/${segment}`,
   /** Restock and re-segmentation notices: instances drop what they cached about the SKU. */
   skuChangedChannel: 'stock:sku-changed',
 } as const;

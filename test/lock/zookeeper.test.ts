@@ -35,7 +35,7 @@ async function adminClient(connect: string): Promise<zookeeper.Client> {
   }
 }
 
-const call = <T>(start: (done: (error: Error | null, value?: T) => void) => void) =>
+const call = <T>(start: (done: (error: Error | zookeeper.Exception | null, value?: T) => void) => void) =>
   new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
 
 async function removeChildren(admin: zookeeper.Client, key: string): Promise<void> {

@@ -146,7 +146,12 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     }
     // The owner in the name finds the node again should the create's reply be lost.
     const path = await this.call<string>(client, (done) =>
-      client.create(posix.join(dir, `${owner}-lock-`), null, zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL, done),
+      client.create(
+        posix.join(dir, `${owner}-lock-`),
+        Buffer.alloc(0),
+        zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
+        done,
+      ),
     );
     return { client, dir, path };
   }
@@ -191,7 +196,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   private async ownsNode(client: zookeeper.Client, path: string): Promise<boolean> {
-    const stat = await this.call<zookeeper.Stat | null>(client, (done) => client.exists(path, undefined, done));
+    const stat = await this.call<zookeeper.Stat | null>(client, (done) => client.exists(path, done));
     return stat?.ephemeralOwner.equals(client.getSessionId()) ?? false;
   }
 
@@ -261,7 +266,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
    */
   private call<T = unknown>(
     client: zookeeper.Client,
-    start: (done: (error: Error | null, value?: T) => void) => void,
+    start: (done: (error: Error | zookeeper.Exception | null, value?: T) => void) => void,
   ): Promise<T> {
     if (client.getState() !== zookeeper.State.SYNC_CONNECTED) {
       return Promise.reject(new LockUnavailableError('*', 'not connected to ZooKeeper'));
