@@ -17,7 +17,8 @@ export class BackendStores {
   private constructor(
     private readonly stops: (() => Promise<void>)[],
     readonly redisUrl: string,
-    readonly lockNodeUrls: string[],
+    /** Redlock's independent nodes: the benchmark may kill one to show what a dead node costs. */
+    readonly lockNodes: RedisServer[],
     readonly databaseUrl: string | undefined,
     readonly zookeeperConnect: string | undefined,
   ) {}
@@ -26,11 +27,12 @@ export class BackendStores {
   static async start(kinds: LockBackendKind[], redisUrl: string, withDatabase = false): Promise<BackendStores> {
     const stops: (() => Promise<void>)[] = [];
     try {
-      let lockNodeUrls: string[] = [];
+      let lockNodes: RedisServer[] = [];
       if (kinds.includes('redlock')) {
-        const nodes = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
-        for (const node of nodes) stops.push(() => node.destroy());
-        lockNodeUrls = nodes.map((node) => node.url);
+        // Killed, not shut down, when the benchmark takes one away.
+        const start = () => RedisServer.start({ stopMode: 'immediate' });
+        lockNodes = await Promise.all([start(), start(), start()]);
+        for (const node of lockNodes) stops.push(() => node.destroy());
       }
       let databaseUrl: string | undefined;
       if (kinds.includes('postgres') || withDatabase) {
@@ -49,11 +51,15 @@ export class BackendStores {
         stops.push(() => zookeeper.destroy());
         zookeeperConnect = zookeeper.connect;
       }
-      return new BackendStores(stops, redisUrl, lockNodeUrls, databaseUrl, zookeeperConnect);
+      return new BackendStores(stops, redisUrl, lockNodes, databaseUrl, zookeeperConnect);
     } catch (error) {
       await Promise.allSettled(stops.map((stop) => stop()));
       throw error;
     }
+  }
+
+  get lockNodeUrls(): string[] {
+    return this.lockNodes.map((node) => node.url);
   }
 
   /** `this lock` on one backend, with the service's defaults (10 s lease, watchdog on). */

@@ -34,6 +34,8 @@ const program = new Command()
     "with --backends: run the service's order flow on each backend (clients = --workers, hold = --holds)",
   )
   .option('--segments <n>', 'segments of the SKU in --order-flow', '20')
+  .option('--lock-wait-ms <ms>', 'LOCK_WAIT_MS of the service in --order-flow', '10000')
+  .option('--dead-lock-node', 'with --order-flow and redlock: run redlock again with one of its three nodes killed')
   .option('--duration <s>', 'measured seconds per cell', '6')
   .option('--warmup <s>', 'unmeasured seconds before each cell', '1')
   .option('--out <dir>', 'where the JSON and Markdown results go', 'loadtest/locks/results')
@@ -48,6 +50,8 @@ const opts = program.opts<{
   backends?: string;
   orderFlow?: boolean;
   segments: string;
+  lockWaitMs: string;
+  deadLockNode?: boolean;
   duration: string;
   warmup: string;
   out: string;
@@ -130,18 +134,24 @@ async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendK
   const results: OrderFlowResult[] = [];
   try {
     for (const holdMs of numbers(opts.holds)) {
-      for (const backend of kinds) {
+      const runs: { backend: LockBackendKind; deadNode?: boolean }[] = kinds.map((backend) => ({ backend }));
+      if (opts.deadLockNode && kinds.includes('redlock')) runs.push({ backend: 'redlock', deadNode: true });
+      for (const { backend, deadNode } of runs) {
+        if (deadNode) await stores.lockNodes[0]!.stop();
         const result = await runOrderFlow(stores, {
           backend,
+          variant: deadNode ? 'one node of three killed' : undefined,
           clients: Number(opts.workers),
           segments: Number(opts.segments),
           holdMs,
+          lockWaitMs: Number(opts.lockWaitMs),
           warmupMs: Number(opts.warmup) * 1000,
           durationMs: Number(opts.duration) * 1000,
         });
+        if (deadNode) await stores.lockNodes[0]!.resume();
         results.push(result);
         console.log(
-          `order flow, H=${holdMs}ms ${backend.padEnd(10)} ${result.ordersPerSecond.toFixed(0).padStart(6)} orders/s  p99 ${result.p99LatencyMs.toFixed(0)} ms  not placed ${result.refused}`,
+          `order flow, H=${holdMs}ms ${backend.padEnd(10)}${deadNode ? ' (a node dead)' : ''} ${result.ordersPerSecond.toFixed(0).padStart(6)} orders/s  p99 ${result.p99LatencyMs.toFixed(0)} ms  not placed ${result.refused}`,
         );
       }
     }
@@ -149,7 +159,7 @@ async function runOrderFlowComparison(stores: BackendStores, kinds: LockBackendK
     await stores.stop();
     await server?.destroy();
   }
-  const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${opts.workers} clients · ${opts.duration} s measured after ${opts.warmup} s warm-up · service in the load generator's process`;
+  const context = `${new Date().toISOString()} · Node ${process.version} · ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'} · ${opts.workers} clients · LOCK_WAIT_MS ${opts.lockWaitMs} · ${opts.duration} s measured after ${opts.warmup} s warm-up · service in the load generator's process`;
   const report = orderFlowReport(results, context);
   mkdirSync(opts.out, { recursive: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');

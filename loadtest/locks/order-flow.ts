@@ -11,12 +11,17 @@ export interface OrderFlowSpec {
   segments: number;
   /** CRITICAL_SECTION_DELAY_MS: a business step held inside the segment lock. */
   holdMs: number;
+  /** LOCK_WAIT_MS: how long an order may wait before 503. */
+  lockWaitMs: number;
+  /** Told apart in the report, e.g. 'one node of three down'. */
+  variant?: string;
   warmupMs: number;
   durationMs: number;
 }
 
 export interface OrderFlowResult {
   backend: LockBackendKind;
+  variant?: string | undefined;
   clients: number;
   segments: number;
   holdMs: number;
@@ -41,7 +46,7 @@ export async function runOrderFlow(stores: BackendStores, spec: OrderFlowSpec): 
     REDIS_LOCK_URLS: stores.lockNodeUrls.join(','),
     ZOOKEEPER_CONNECT: stores.zookeeperConnect ?? '',
     CRITICAL_SECTION_DELAY_MS: String(spec.holdMs),
-    LOCK_WAIT_MS: '10000',
+    LOCK_WAIT_MS: String(spec.lockWaitMs),
     PG_POOL_SIZE: '40',
   });
   const service = new StockService(config, createLogger('silent'), {
@@ -85,6 +90,7 @@ export async function runOrderFlow(stores: BackendStores, spec: OrderFlowSpec): 
     latencies.sort((a, b) => a - b);
     return {
       backend: spec.backend,
+      variant: spec.variant,
       clients: spec.clients,
       segments: spec.segments,
       holdMs: spec.holdMs,
@@ -112,7 +118,7 @@ export function orderFlowReport(results: OrderFlowResult[], context: string): st
     const redis = results.find((x) => x.backend === 'redis' && x.segments === r.segments && x.holdMs === r.holdMs);
     const relative = redis ? (r.ordersPerSecond / redis.ordersPerSecond).toFixed(2) : '–';
     lines.push(
-      `| ${r.backend} | ${r.segments} | ${r.holdMs} | ${fmt(r.ordersPerSecond)} | ${relative} | ${fmt(r.p99LatencyMs)} | ${fmt(r.maxLatencyMs)} | ${r.refused} |`,
+      `| ${r.backend}${r.variant ? `, ${r.variant}` : ''} | ${r.segments} | ${r.holdMs} | ${fmt(r.ordersPerSecond)} | ${relative} | ${fmt(r.p99LatencyMs)} | ${fmt(r.maxLatencyMs)} | ${r.refused} |`,
     );
   }
   return lines.join('\n');
