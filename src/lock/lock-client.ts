@@ -231,11 +231,6 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     await this.closeStore();
   }
 
-  /** Holds this client keeps renewing, for diagnostics and tests. */
-  get heldCount(): number {
-    return this.holds.size;
-  }
-
   /** Fires every hold's signal: for stores that learn of a loss wholesale (an expired ZooKeeper session). */
   protected loseAll(reason: string, match: (hold: Hold<H>) => boolean = () => true): void {
     for (const hold of [...this.holds.values()]) if (match(hold)) this.lose(hold, reason);
