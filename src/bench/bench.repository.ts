@@ -17,7 +17,7 @@ export interface BenchSale {
 export async function sellIfAvailable(db: Db, sale: BenchSale): Promise<boolean> {
   const { rows } = await sql<{ order_id: string }>`
     with taken as (
-      update stock_segments set available = available - ${sale.quantity}
+      update stock_segments set available = available - ${sale.quantity}, sold = sold + ${sale.quantity}
        where sku_id = ${sale.skuId} and layout_version = ${sale.layoutVersion} and segment = ${sale.segment}
          and available >= ${sale.quantity}
       returning sku_id),
@@ -42,7 +42,9 @@ export async function writeDecidedSale(
   const fenceGuard = sale.fence === null ? sql`true` : sql`fence_token < ${sale.fence}`;
   const { rows } = await sql<{ order_id: string }>`
     with written as (
-      update stock_segments set available = ${sale.availableAfter}, fence_token = ${sale.fence ?? sql`fence_token`}
+      update stock_segments
+         set available = ${sale.availableAfter}, fence_token = ${sale.fence ?? sql`fence_token`},
+             sold = sold + ${sale.quantity}
        where sku_id = ${sale.skuId} and layout_version = ${sale.layoutVersion} and segment = ${sale.segment}
          and ${fenceGuard}
       returning sku_id),
@@ -55,10 +57,16 @@ export async function writeDecidedSale(
   return rows.length === 1;
 }
 
-/** The order and its ledger row only: for the baseline that keeps the stock itself in Redis. */
+/**
+ * The order, its ledger row and the segment's running total of units sold: for the baseline that keeps the stock
+ * itself in Redis (the segment's `available` is not its truth there, but what it sold is).
+ */
 export async function recordSale(db: Db, sale: BenchSale): Promise<void> {
   await sql`
-    with placed as (
+    with counted as (
+      update stock_segments set sold = sold + ${sale.quantity}
+       where sku_id = ${sale.skuId} and layout_version = ${sale.layoutVersion} and segment = ${sale.segment}
+    ), placed as (
       insert into orders (id, sku_id, quantity) values (${sale.orderId}::uuid, ${sale.skuId}, ${sale.quantity})
       returning id)
     insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)

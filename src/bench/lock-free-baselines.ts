@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
+import { outOfStock } from '../inventory/refusals.js';
 import { availableOfSku, recordSale, sellIfAvailable } from './bench.repository.js';
 import type { BenchSkus } from './bench-skus.js';
 import type { DemoSale } from './oversell-demo.js';
@@ -87,8 +87,4 @@ export class LockFreeBaselines {
     const value = await this.redis.get(counterKey(skuName));
     return value === null ? null : Number(value);
   }
-}
-
-function outOfStock(sku: string, quantity: number, available: number): AppError {
-  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
 }

@@ -12,6 +12,8 @@ export interface SkuTable {
   layout_version: Generated<number>;
   /** Σ stock ever added: the initial stock plus every restock. */
   total_stock: Int8;
+  /** Units sold from the segments of layouts replaced by re-segmentation (the current ones count their own). */
+  sold_in_earlier_layouts: ColumnType<number, number | undefined, number>;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -23,6 +25,8 @@ export interface StockSegmentTable {
   available: Int8;
   /** The fencing token of the last lock holder that wrote this row; a write must carry a larger one. */
   fence_token: ColumnType<number, number | undefined, number>;
+  /** Units sold from this segment: a running total kept by the order's own statement (the ledger's sum for it). */
+  sold: ColumnType<number, number | undefined, number>;
 }
 
 export interface StockAdditionTable {

@@ -27,8 +27,9 @@ const commitStatement: PreparedStatement = {
   text: `
     with written as (
       update stock_segments s
-         set available = w.available, fence_token = w.fence
-        from unnest($1::int[], $2::bigint[], $3::bigint[], $4::bigint[]) as w(segment, available, fence, seen)
+         set available = w.available, fence_token = w.fence, sold = s.sold + w.quantity
+        from unnest($1::int[], $2::bigint[], $3::bigint[], $4::bigint[], $11::bigint[])
+               as w(segment, available, fence, seen, quantity)
        where s.sku_id = $5::int and s.layout_version = $6::int and s.segment = w.segment
          and s.fence_token = w.seen and s.fence_token < w.fence
       returning s.segment
@@ -48,7 +49,7 @@ const commitStatement: PreparedStatement = {
 /**
  * The write half of the critical section in one statement: each segment's new stock — computed here from what the
  * holder read, not `available - q` in SQL — written only where the row still carries the token seen at the read and
- * ours is newer (the fencing guard), then the order and its ledger rows, inserted only if every segment write went
+ * ours is newer (the fencing guard), with the segment's running total of units sold, then the order and its ledger rows, inserted only if every segment write went
  * through. One round trip, planned once per connection; a single statement is atomic by itself, and the caller wraps
  * several segments in a transaction so that a partial write can be rolled back.
  *

@@ -116,25 +116,25 @@ export async function addToSegmentsFenced(
   return Number(result.numAffectedRows ?? 0);
 }
 
-/** Removes a layout's segments under their locks (re-segmentation); returns the stock they held. */
+/** Removes a layout's segments under their locks (re-segmentation); returns the stock they held and had sold. */
 export async function deleteSegmentsFenced(
   trx: Transaction<Database>,
   ref: { skuId: number; layoutVersion: number },
   writes: FencedWrite[],
-): Promise<{ segment: number; available: number }[]> {
-  const result = await sql<{ segment: number; available: number }>`
+): Promise<{ segment: number; available: number; sold: number }[]> {
+  const result = await sql<{ segment: number; available: number; sold: number }>`
     delete from stock_segments s
      using unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[]) as w(segment, fence)
      where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
        and s.segment = w.segment and s.fence_token < w.fence
-    returning s.segment, s.available`.execute(trx);
-  return result.rows;
+    returning s.segment, s.available, s.sold`.execute(trx);
+  return result.rows.map((row) => ({ segment: row.segment, available: Number(row.available), sold: Number(row.sold) }));
 }
 
 export async function updateSkuLayout(
   trx: Transaction<Database>,
   skuId: number,
-  values: { segmentCount?: number; layoutVersion?: number; totalStock?: number },
+  values: { segmentCount?: number; layoutVersion?: number; totalStock?: number; soldInEarlierLayouts?: number },
 ): Promise<void> {
   await trx
     .updateTable('skus')
@@ -142,6 +142,7 @@ export async function updateSkuLayout(
       ...(values.segmentCount !== undefined && { segment_count: values.segmentCount }),
       ...(values.layoutVersion !== undefined && { layout_version: values.layoutVersion }),
       ...(values.totalStock !== undefined && { total_stock: values.totalStock }),
+      ...(values.soldInEarlierLayouts !== undefined && { sold_in_earlier_layouts: values.soldInEarlierLayouts }),
       updated_at: new Date(),
     })
     .where('id', '=', skuId)
@@ -158,16 +159,13 @@ export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | unde
       if (!row) return undefined;
       const segments = await trx
         .selectFrom('stock_segments')
-        .select(['segment', 'available'])
+        .select(['segment', 'available', 'sold'])
         .where('sku_id', '=', row.id)
         .orderBy('segment')
         .execute();
-      const { sold } = await trx
-        .selectFrom('stock_deductions')
-        .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('quantity'), sql<number>`0`).as('sold'))
-        .where('sku_id', '=', row.id)
-        .executeTakeFirstOrThrow();
-      return { sku: row, segments, sold: Number(sold) };
+      // Running totals, not the ledger: O(segments) however many orders the SKU has had.
+      const sold = row.sold_in_earlier_layouts + segments.reduce((total, s) => total + s.sold, 0);
+      return { sku: row, segments: segments.map(({ segment, available }) => ({ segment, available })), sold };
     });
 }
 
@@ -179,6 +177,8 @@ export interface StockAudit {
   available: number;
   /** Σ ledger quantities. */
   sold: number;
+  /** The running totals the SKU view reads (earlier layouts + Σ segments): must equal `sold`. */
+  soldCounted: number;
   ledgerOrders: number;
   negativeSegments: number;
   ordersWithoutLedger: number;
@@ -192,6 +192,8 @@ export async function auditStock(db: Executor, sku: string): Promise<StockAudit 
            (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
            (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
            (select coalesce(sum(quantity), 0) from stock_deductions where sku_id = s.id)::bigint as "sold",
+           s.sold_in_earlier_layouts + (select coalesce(sum(sold), 0) from stock_segments where sku_id = s.id)::bigint
+             as "soldCounted",
            (select count(distinct order_id) from stock_deductions where sku_id = s.id)::int as "ledgerOrders",
            (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
            (select count(*) from orders o where o.sku_id = s.id

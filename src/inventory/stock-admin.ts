@@ -99,9 +99,11 @@ export class StockAdmin {
       const removed = await deleteSegmentsFenced(trx, { skuId: row.id, layoutVersion: row.layout_version }, writes);
       if (removed.length !== writes.length) return false;
       const available = removed.reduce((total, s) => total + s.available, 0);
+      // What the old segments sold moves to the SKU row, so the view's running total survives the new layout.
+      const soldInEarlierLayouts = row.sold_in_earlier_layouts + removed.reduce((total, s) => total + s.sold, 0);
       const layoutVersion = row.layout_version + 1;
       await insertSegments(trx, row.id, layoutVersion, splitEvenly(available, segmentCount));
-      await updateSkuLayout(trx, row.id, { segmentCount, layoutVersion });
+      await updateSkuLayout(trx, row.id, { segmentCount, layoutVersion, soldInEarlierLayouts });
       return true;
     });
     return this.view(sku);

@@ -36,6 +36,7 @@ describe('several service processes on one Redis and one Postgres', () => {
     const audit = await auditSku(db, sku);
     // Demand (2,400 units) far exceeds supply: every unit is sold, none twice.
     expect(audit.sold).toBe(stock);
+    expect(audit.soldCounted).toBe(stock);
     expect(soldByAnswers).toBe(stock);
     expect(audit.available).toBe(0);
     expect(audit.negativeSegments).toBe(0);

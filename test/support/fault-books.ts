@@ -86,6 +86,9 @@ export async function checkBooks(
     violations.push(`${audit.ordersLedgerMismatch} order(s) whose ledger does not add up`);
   const orderedUnits = orders.reduce((total, o) => total + o.quantity, 0);
   if (orderedUnits !== audit.sold) violations.push(`Σ order quantities ${orderedUnits} ≠ Σ ledger ${audit.sold}`);
+  if (audit.soldCounted !== audit.sold) {
+    violations.push(`running totals say ${audit.soldCounted} sold, the ledger ${audit.sold}`);
+  }
 
   let lost = 0;
   const acknowledged = load.intents.filter((i) => i.outcome === 'acknowledged');
