@@ -135,6 +135,10 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   protected abstract closeStore(): Promise<void>;
+  /** The hold was lost (not released): stores that track holders locally forget it here. */
+  protected holdLost(hold: Hold<H>): void {
+    void hold;
+  }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<LockLease> {
     options.signal?.throwIfAborted();
@@ -330,6 +334,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     hold.lost = true;
     this.stopTimers(hold);
     if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
+    this.holdLost(hold);
     hold.controller.abort(new LockLostError(hold.key, reason));
   }
 

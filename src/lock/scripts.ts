@@ -32,7 +32,8 @@ declare module 'ioredis' {
       mode: 'try' | 'queue' | 'poll',
       waiterLeaseMs: number,
       grantedChannel: string,
-    ): Result<[number, number, number?], Context>;
+      reserveTokens?: number,
+    ): Result<[number, number, number?, number?], Context>;
     lockRelease(
       lock: string,
       fence: string,
@@ -44,7 +45,8 @@ declare module 'ioredis' {
       releaseNotice: string,
       grantedChannel: string,
       dropAll: '0' | '1',
-    ): Result<[number] | [number, string, number], Context>;
+      lastTokenUsed?: number,
+    ): Result<[number] | [number, number] | [number, string, number], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
     lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
   }

@@ -56,7 +56,7 @@ describe('lock scripts, called directly', () => {
     const tokens = [first];
     for (let i = 0; i < 20; i++) {
       const owner = tokens.length === 1 ? 'a' : `o${i - 1}`;
-      expect(await release(name, owner)).toEqual([0]);
+      expect((await release(name, owner))[0]).toBe(0);
       tokens.push((await acquire(name, `o${i}`))[0]);
     }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
@@ -76,10 +76,11 @@ describe('lock scripts, called directly', () => {
   it('counts re-entries by the same owner under the same token, and frees the lock at count 0', async () => {
     const name = lockName();
     const [fence] = await acquire(name, 'a');
-    expect(await acquire(name, 'a')).toEqual([fence, 2, 0]);
+    expect(await acquire(name, 'a')).toEqual([fence, 2, 0, fence]);
     expect(await release(name, 'a')).toEqual([1]);
     expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
-    expect(await release(name, 'a')).toEqual([0]);
+    // Freed, and 'b' is said to have tried meanwhile (a holder passing the lock within its process then yields).
+    expect(await release(name, 'a')).toEqual([0, 1]);
     expect((await acquire(name, 'b'))[0]).toBeGreaterThan(fence);
   });
 
@@ -127,7 +128,7 @@ describe('lock scripts, called directly', () => {
     expect(handed[1]).toBe('queued');
     expect(handed[2]).toBeGreaterThan(first);
     expect((await acquire(name, 'newcomer'))[0]).toBe(LockCode.Held);
-    expect(await acquire(name, 'queued', 10_000, 'poll')).toEqual([handed[2], 1, 0]);
+    expect(await acquire(name, 'queued', 10_000, 'poll')).toEqual([handed[2], 1, 0, handed[2]]);
   });
 
   it('drops a fair waiter that stopped polling from the queue', async () => {
@@ -147,6 +148,41 @@ describe('lock scripts, called directly', () => {
     await acquire(name, 'alive', 10_000, 'queue');
     await sleep(80);
     expect((await release(name, 'holder'))[1]).toBe('alive');
+  });
+
+  it('reserves tokens for hand-offs within the holding process, and takes back the unused ones on release', async () => {
+    const name = lockName();
+    const [first, , , last] = await redis.lockAcquire(
+      redisKeys.lock(name),
+      redisKeys.fence(name),
+      redisKeys.queue(name),
+      redisKeys.queueDeadlines(name),
+      'a',
+      10_000,
+      'try',
+      3_000,
+      redisKeys.grantedChannel(name),
+      5,
+    );
+    expect(last).toBe(first + 4);
+    expect(Number(await redis.get(redisKeys.fence(name)))).toBe(first + 4);
+    // The holder passed the lock on twice (first + 1, first + 2), then frees it: the counter goes back to first + 2.
+    await redis.lockRelease(
+      redisKeys.lock(name),
+      redisKeys.fence(name),
+      redisKeys.queue(name),
+      redisKeys.queueDeadlines(name),
+      'a',
+      10_000,
+      redisKeys.releasedChannel(name),
+      'n',
+      redisKeys.grantedChannel(name),
+      '0',
+      first + 2,
+    );
+    const [next, , previous] = await acquire(name, 'b');
+    expect(previous).toBe(first + 2);
+    expect(next).toBeGreaterThan(first + 2);
   });
 
   it('keeps tokens rising when the counter is lost, as after a Redis restart without persistence', async () => {

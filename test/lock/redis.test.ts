@@ -99,4 +99,37 @@ describe('redis lock: fair queue and waiting across clients', () => {
     expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     await local.close();
   });
+
+  it('passes the lock among the waiters of one client with consecutive tokens, then frees it for other clients', async () => {
+    const lock = name();
+    const local = new RedisLock({ redis: new Redis(server.url), ownsConnection: true, maxLocalHandoffs: 4 });
+    const remote = client();
+    const fences: number[] = [];
+    const first = (await local.tryAcquire(lock))!;
+    fences.push(first.fence);
+    // Twenty local waiters and one other process queue up behind the holder.
+    const locals = Array.from({ length: 20 }, () =>
+      local.using(lock, async (lease) => void fences.push(lease.fence), { waitMs: 10_000 }),
+    );
+    await sleep(50);
+    let remoteFence = 0;
+    const other = remote.using(
+      lock,
+      async (lease) => {
+        remoteFence = lease.fence;
+        fences.push(lease.fence);
+      },
+      { waitMs: 10_000 },
+    );
+    await sleep(50);
+    await local.release(first);
+    await Promise.all([...locals, other]);
+    for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1]!);
+    // The first tenure: the holder and four hand-overs with the next reserved tokens, no Redis round trip between them.
+    expect(fences.slice(0, 5)).toEqual([0, 1, 2, 3, 4].map((i) => first.fence + i));
+    // After four hand-overs the lock was freed in Redis, and this client held back: the other process got it next.
+    expect(fences.indexOf(remoteFence)).toBe(5);
+    expect(remoteFence).toBeGreaterThan(first.fence + 4);
+    await Promise.all([local.close(), remote.close()]);
+  });
 });

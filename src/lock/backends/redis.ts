@@ -25,14 +25,53 @@ export interface RedisLockOptions extends LockClientOptions {
   ownsConnection?: boolean;
   /** How long a queued fair waiter keeps its place without polling (default 3 s): a dead process's place lapses. */
   waiterLeaseMs?: number;
+  /**
+   * How many times in a row a release may pass the lock to a waiter of this client instead of freeing it (default 16):
+   * the bound on how long other processes' waiters can be kept out in non-fair mode.
+   */
+  maxLocalHandoffs?: number;
 }
 
 /** Longest sleep of a non-fair waiter when no notice comes and the holder's lease is long. */
 const MAX_SLEEP_MS = 1_000;
+/**
+ * After freeing a lock that another process tried to take, this client's next waiter holds back this long, so that
+ * process, woken by the release notice, can get it: local waiters are woken in microseconds, remote ones in a round trip.
+ */
+const YIELD_TO_OTHERS_MS = 5;
+
+/** A waiter of this client for one lock, in non-fair mode. */
+interface LocalWaiter {
+  readonly owner: string;
+  /** Set by a release that passed the lock on within this client. */
+  grant: StoreGrant<string> | undefined;
+  wake: () => void;
+}
+
+/** Redis holds the lock for this client, under one owner id, with a block of fencing tokens reserved for it. */
+interface Tenure {
+  readonly redisOwner: string;
+  nextFence: number;
+  readonly lastFence: number;
+  readonly leaseMs: number;
+  /** When Redis last confirmed the lease: a hold passed on locally is valid only as long as that lease. */
+  confirmedAt: number;
+}
+
+/** This client's view of one lock: which of its owners holds it, on what tenure, and who of its own waits behind. */
+class LocalLine {
+  holder: string | undefined;
+  tenure: Tenure | undefined;
+  readonly waiters: LocalWaiter[] = [];
+
+  get idle(): boolean {
+    return this.holder === undefined && this.waiters.length === 0;
+  }
+}
 
 /** A fair waiter's mailbox: the hand-off may arrive while the waiter is between two polls, so it is kept. */
 interface HandoffSlot {
-  grant: StoreGrant | undefined;
+  grant: StoreGrant<string> | undefined;
   wake: () => void;
 }
 
@@ -40,13 +79,19 @@ interface HandoffSlot {
  * The Redis lock: a hash {owner, count, fence} per lock, reentrant (Redisson style), taken and released by Lua
  * (lua/lock*.lua), with a fencing token issued on every new hold.
  *
- * Non-fair mode: waiters are woken by release notices (ReleaseNotices), the longest waiter of this process first;
- * a release by this process wakes its next waiter without the round trip through Redis.
+ * Non-fair mode (lock cohorting): the waiters of one client line up locally and only the first talks to Redis, woken
+ * by the lock's release notice (ReleaseNotices). A holder that took the lock from Redis reserved a block of fencing
+ * tokens with it; while its process has waiters and tokens remain, a release passes the lock to the next of them
+ * without a Redis call, each with the next token (every token issued elsewhere afterwards is larger). After
+ * `maxLocalHandoffs` such passes the lock is freed in Redis, so other processes get their chance; the release gives
+ * the unused tokens back, so the next holder's `previous` names the token that last wrote.
  *
  * Fair mode: every waiter joins a FIFO queue in Redis beside the hash; the release script hands the lock to the
  * queue's head and tells it on the lock's hand-off channel, so nobody is overtaken, across processes.
+ *
+ * Each hold's handle is the owner id Redis holds the lock under (the tenure's, or the waiter's own in fair mode).
  */
-export class RedisLock extends LockClient {
+export class RedisLock extends LockClient<string> {
   readonly kind = 'redis' as const;
   readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: true };
   private readonly redis: Redis;
@@ -54,6 +99,8 @@ export class RedisLock extends LockClient {
   /** The subscriber connection of notices this lock made for itself (closed with it). */
   private readonly ownSubscriber: Redis | undefined;
   private readonly waiterLeaseMs: number;
+  private readonly maxLocalHandoffs: number;
+  private readonly lines = new Map<string, LocalLine>();
   private readonly handoffSlots = new Map<string, HandoffSlot>();
 
   constructor(private readonly options: RedisLockOptions) {
@@ -69,45 +116,111 @@ export class RedisLock extends LockClient {
       this.notices = new ReleaseNotices(this.ownSubscriber);
     }
     this.waiterLeaseMs = options.waiterLeaseMs ?? 3_000;
+    this.maxLocalHandoffs = options.maxLocalHandoffs ?? 16;
   }
 
   /** Never overtakes a queued fair waiter: a free lock with a queue goes to the queue's head. */
-  protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant | null> {
-    const requestedAt = Date.now();
-    const [code, , previous] = await this.callAcquire(key, owner, ttlMs, 'try');
-    return outcomeOf(code) === 'done' ? grant(code, previous, ttlMs, requestedAt) : null;
+  protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant<string> | null> {
+    // Another owner of this client holds it: Redis would only say so.
+    if (this.lines.get(key)?.holder !== undefined) return null;
+    return (await this.startTenure(key, owner, ttlMs)).grant;
   }
 
-  protected waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
-    return budget.fair ? this.waitInLine(key, owner, ttlMs, budget) : this.waitForRelease(key, owner, ttlMs, budget);
-  }
-
-  private async waitForRelease(
+  protected waitStore(
     key: string,
     owner: string,
     ttlMs: number,
     budget: WaitBudget,
-  ): Promise<StoreGrant | null> {
+  ): Promise<StoreGrant<string> | null> {
+    return budget.fair ? this.waitInLine(key, owner, ttlMs, budget) : this.waitLocally(key, owner, ttlMs, budget);
+  }
+
+  /**
+   * One attempt at Redis; on success this client holds the lock with a block of tokens to pass on locally. Otherwise
+   * the holder's lease left (`pttl`).
+   */
+  private async startTenure(key: string, owner: string, ttlMs: number) {
+    const requestedAt = Date.now();
+    const [code, pttl, previous, lastFence] = await this.callAcquire(
+      key,
+      owner,
+      ttlMs,
+      'try',
+      this.maxLocalHandoffs + 1,
+    );
+    if (outcomeOf(code) !== 'done') return { grant: null, pttl };
+    const line = this.line(key);
+    line.holder = owner;
+    line.tenure = {
+      redisOwner: owner,
+      nextFence: code + 1,
+      lastFence: lastFence ?? code,
+      leaseMs: ttlMs,
+      confirmedAt: requestedAt,
+    };
+    const grant: StoreGrant<string> = {
+      fence: code,
+      previousFence: previous || undefined,
+      leaseMs: ttlMs,
+      requestedAt,
+      handle: owner,
+    };
+    return { grant, pttl: 0 };
+  }
+
+  /**
+   * Non-fair waiting: in line behind this client's other waiters for the key; the first of them goes to Redis and,
+   * when the lock is held elsewhere, waits for its release notice (at the latest until the holder's lease runs out).
+   */
+  private async waitLocally(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<string> | null> {
+    const line = this.line(key);
+    const me: LocalWaiter = { owner, grant: undefined, wake: () => {} };
+    line.waiters.push(me);
     const ticket = this.notices.ticket();
-    // Listening before the first attempt: a release between an attempt and the wait after it still wakes us.
-    await this.notices.listen(key, [key]);
-    const accepts = new Set([key]);
-    for (;;) {
-      budget.signal?.throwIfAborted();
-      const mark = this.notices.mark();
-      const requestedAt = Date.now();
-      const [code, pttl, previous] = await this.callAcquire(key, owner, ttlMs, 'try');
-      if (outcomeOf(code) === 'done') return grant(code, previous, ttlMs, requestedAt);
-      const remaining = budget.deadline - Date.now();
-      if (remaining <= 0) return null;
-      // Woken by the release notice; at the latest when the holder's lease runs out (a dead holder sends none).
-      const untilExpiry = pttl > 0 ? pttl + 1 : 5;
-      const deadline = Date.now() + Math.min(remaining, untilExpiry, MAX_SLEEP_MS);
-      await this.notices.wait(key, accepts, { ticket, deadline, mark, signal: budget.signal });
+    try {
+      for (;;) {
+        if (me.grant) return me.grant;
+        budget.signal?.throwIfAborted();
+        const remaining = budget.deadline - Date.now();
+        if (line.holder === undefined && line.waiters[0] === me) {
+          // Listening before the attempt: a release between the attempt and the wait still wakes us.
+          await this.notices.listen(key, [key]);
+          const mark = this.notices.mark();
+          const { grant, pttl } = await this.startTenure(key, owner, ttlMs);
+          if (grant) return grant;
+          if (me.grant) continue;
+          if (Date.now() >= budget.deadline) return null;
+          const until = Date.now() + Math.min(budget.deadline - Date.now(), pttl > 0 ? pttl + 1 : 5, MAX_SLEEP_MS);
+          await this.notices.wait(key, new Set([key]), { ticket, deadline: until, mark, signal: budget.signal });
+          continue;
+        }
+        if (remaining <= 0) return null;
+        // Behind another waiter of this client, or the lock is held here: woken by a hand-off or the head leaving.
+        const sleep = sleepUntilWoken(Math.min(remaining, MAX_SLEEP_MS), budget.signal);
+        me.wake = sleep.wake;
+        try {
+          await sleep.promise;
+        } finally {
+          me.wake = () => {};
+        }
+      }
+    } finally {
+      line.waiters.splice(line.waiters.indexOf(me), 1);
+      this.wakeHead(key, line);
     }
   }
 
-  private async waitInLine(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
+  private async waitInLine(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    budget: WaitBudget,
+  ): Promise<StoreGrant<string> | null> {
     await this.notices.listenTo(redisKeys.grantedChannel(key), (message) => {
       const [waiter, fence, leaseMs] = message.split('\n');
       this.deliverHandoff(waiter!, Number(fence), Number(leaseMs));
@@ -120,8 +233,9 @@ export class RedisLock extends LockClient {
         const requestedAt = Date.now();
         const [code, , previous] = await this.callAcquire(key, owner, ttlMs, mode);
         mode = 'poll';
-        if (outcomeOf(code) === 'done') return grant(code, previous, ttlMs, requestedAt);
-        if (slot.grant) return slot.grant;
+        if (outcomeOf(code) === 'done') return this.granted(key, owner, code, previous, ttlMs, requestedAt);
+        if (slot.grant)
+          return this.granted(key, owner, slot.grant.fence, 0, slot.grant.leaseMs, slot.grant.requestedAt);
         const remaining = budget.deadline - Date.now();
         if (remaining <= 0) {
           await this.leaveLine(key, owner);
@@ -135,7 +249,9 @@ export class RedisLock extends LockClient {
           await this.leaveLine(key, owner);
           throw aborted;
         }
-        if (slot.grant) return slot.grant;
+        // The hand-off may have come while asleep (TypeScript cannot see the notice set it).
+        const handed = slot.grant as StoreGrant<string> | undefined;
+        if (handed) return this.granted(key, owner, handed.fence, 0, handed.leaseMs, handed.requestedAt);
       }
     } finally {
       this.handoffSlots.delete(owner);
@@ -144,7 +260,7 @@ export class RedisLock extends LockClient {
 
   /** Leaves the fair queue; a hand-off that raced with giving up is passed on to the next waiter. */
   private async leaveLine(key: string, owner: string): Promise<void> {
-    await this.callRelease(key, owner, this.defaults.ttlMs, '1');
+    await this.callRelease(key, owner, this.defaults.ttlMs, '1', 0);
   }
 
   /** From a hand-off notice, or straight from the reply of this process's release that handed the lock on. */
@@ -155,27 +271,83 @@ export class RedisLock extends LockClient {
     slot.wake();
   }
 
-  protected async reenterStore(hold: Hold, ttlMs: number): Promise<boolean> {
-    const [code, count] = await this.callAcquire(hold.key, hold.owner, ttlMs, 'try');
+  /** A fair grant: this client holds the lock under the waiter's own id, without reserved tokens. */
+  private granted(
+    key: string,
+    owner: string,
+    fence: number,
+    previous: number | undefined,
+    leaseMs: number,
+    requestedAt: number,
+  ) {
+    const line = this.line(key);
+    line.holder = owner;
+    line.tenure = undefined;
+    return { fence, previousFence: previous || undefined, leaseMs, requestedAt, handle: owner };
+  }
+
+  protected async reenterStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
+    const [code, count] = await this.callAcquire(hold.key, hold.handle!, ttlMs, 'try', 1);
     if (outcomeOf(code) !== 'done') return false;
     if (count! > 1) return true;
     // The old hold had lapsed and this attempt took the lock afresh: not the same hold, so give it back.
-    await this.callRelease(hold.key, hold.owner, ttlMs, '1');
+    await this.callRelease(hold.key, hold.handle!, ttlMs, '1', 0);
     return false;
   }
 
-  /** Redis counts re-entries too: every release goes to the script, the last one frees or hands on the lock. */
-  protected async releaseStore(hold: Hold): Promise<StoreRelease> {
-    const reply = await this.callRelease(hold.key, hold.owner, hold.leaseMs, '0');
-    if (outcomeOf(reply[0]) === 'not-owner') return 'not-owner';
-    return reply[0] > 0 ? 'still-held' : 'released';
+  /** Redis counts re-entries; the last release passes the lock on within this client, or frees it in Redis. */
+  protected async releaseStore(hold: Hold<string>, final: boolean): Promise<StoreRelease> {
+    const line = this.lines.get(hold.key);
+    const tenure = line?.tenure;
+    const ownTenure = !!line && !!tenure && line.holder === hold.owner && tenure.redisOwner === hold.handle;
+    if (final && !this.closed && ownTenure) {
+      const next = line!.waiters.find((w) => !w.grant);
+      if (next && tenure!.nextFence <= tenure!.lastFence) {
+        line!.holder = next.owner;
+        const fence = tenure!.nextFence++;
+        next.grant = {
+          fence,
+          previousFence: fence - 1,
+          leaseMs: tenure!.leaseMs,
+          requestedAt: tenure!.confirmedAt,
+          handle: tenure!.redisOwner,
+        };
+        next.wake();
+        return 'released';
+      }
+    }
+    try {
+      const lastUsed = final && ownTenure ? tenure!.nextFence - 1 : 0;
+      const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0', lastUsed);
+      if (outcomeOf(reply[0]) === 'not-owner') {
+        this.forgetHolder(hold);
+        return 'not-owner';
+      }
+      if (reply[0] > 0) return 'still-held';
+      const othersWaiting = reply.length === 2 && reply[1] === 1;
+      this.forgetHolder(hold, othersWaiting ? YIELD_TO_OTHERS_MS : 0);
+      return 'released';
+    } catch (error) {
+      // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
+      if (final) this.forgetHolder(hold);
+      throw error;
+    }
   }
 
-  protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
-    return outcomeOf(await this.redis.lockExtend(redisKeys.lock(hold.key), hold.owner, ttlMs)) === 'done';
+  protected override holdLost(hold: Hold<string>): void {
+    this.forgetHolder(hold);
+  }
+
+  protected async extendStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
+    const requestedAt = Date.now();
+    const extended = outcomeOf(await this.redis.lockExtend(redisKeys.lock(hold.key), hold.handle!, ttlMs)) === 'done';
+    const tenure = this.lines.get(hold.key)?.tenure;
+    if (extended && tenure && tenure.redisOwner === hold.handle) tenure.confirmedAt = requestedAt;
+    return extended;
   }
 
   protected async closeStore(): Promise<void> {
+    for (const line of this.lines.values()) for (const waiter of line.waiters) waiter.wake();
     for (const slot of this.handoffSlots.values()) slot.wake();
     if (this.ownSubscriber) {
       this.notices.close();
@@ -184,7 +356,35 @@ export class RedisLock extends LockClient {
     if (this.options.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
   }
 
-  private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll') {
+  private line(key: string): LocalLine {
+    let line = this.lines.get(key);
+    if (!line) {
+      line = new LocalLine();
+      this.lines.set(key, line);
+    }
+    return line;
+  }
+
+  /** The hold ended in Redis (released or lost): the next local waiter goes to Redis, after `yieldMs`. */
+  private forgetHolder(hold: Hold<string>, yieldMs = 0): void {
+    const line = this.lines.get(hold.key);
+    if (!line || line.holder !== hold.owner) return;
+    line.holder = undefined;
+    if (line.tenure?.redisOwner === hold.handle) line.tenure = undefined;
+    if (yieldMs > 0 && line.waiters.length > 0) setTimeout(() => this.wakeHead(hold.key, line), yieldMs).unref();
+    else this.wakeHead(hold.key, line);
+  }
+
+  /** The first local waiter takes over talking to Redis. */
+  private wakeHead(key: string, line: LocalLine): void {
+    if (line.idle) {
+      if (this.lines.get(key) === line) this.lines.delete(key);
+      return;
+    }
+    if (line.holder === undefined) line.waiters[0]?.wake();
+  }
+
+  private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll', reserve = 1) {
     return this.redis.lockAcquire(
       redisKeys.lock(key),
       redisKeys.fence(key),
@@ -195,10 +395,11 @@ export class RedisLock extends LockClient {
       mode,
       this.waiterLeaseMs,
       redisKeys.grantedChannel(key),
+      reserve,
     );
   }
 
-  private async callRelease(key: string, owner: string, handOffLeaseMs: number, dropAll: '0' | '1') {
+  private async callRelease(key: string, owner: string, handOffLeaseMs: number, dropAll: '0' | '1', lastUsed: number) {
     const reply = await this.redis.lockRelease(
       redisKeys.lock(key),
       redisKeys.fence(key),
@@ -210,14 +411,11 @@ export class RedisLock extends LockClient {
       this.notices.instanceId,
       redisKeys.grantedChannel(key),
       dropAll,
+      lastUsed,
     );
     // This process's waiters hear of its releases at once, not after the notice's round trip.
     if (reply.length === 3) this.deliverHandoff(reply[1], reply[2], handOffLeaseMs);
     else if (reply[0] === 0) this.notices.notify(key);
     return reply;
   }
-}
-
-function grant(fence: number, previous: number | undefined, leaseMs: number, requestedAt: number): StoreGrant {
-  return { fence, previousFence: previous || undefined, leaseMs, requestedAt };
 }

@@ -14,16 +14,20 @@
             lock if it was handed over, else keep the place in line)
     ARGV[4] waiter lease in milliseconds
     ARGV[5] channel for hand-off notices ("owner\nfence\nleaseMs")
+    ARGV[6] tokens to reserve with a new hold (default 1): the holder may pass the lock to waiters of its own process
+            with the next ones; every token issued afterwards is larger than all of them
 
   Output:
-    {fence, count, previous}  held: a new hold (count 1), a re-entry (count > 1) or a claimed hand-off; `previous` is
-                              the token issued just before `fence` (0 when unknown or not a new hold)
-    {-1, pttl}                held by another owner, or just handed to the head of the queue; pttl: lease left
+    {fence, count, previous, last}  held: a new hold (count 1), a re-entry (count > 1) or a claimed hand-off;
+                                    `previous` is the token issued just before `fence` (0 when unknown or not a new
+                                    hold), `last` the last token reserved for the holder (= fence unless ARGV[6] > 1)
+    {-1, pttl}                      held by another owner, or just handed to the head of the queue; pttl: lease left
 ]]
 --@include issue-fence
 local lockKey, fenceKey, queueKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, leaseMs, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local waiterLeaseMs, grantedChannel = tonumber(ARGV[4]), ARGV[5]
+local reserve = tonumber(ARGV[6] or '1')
 
 local function take(newOwner)
   local fence, previous = issueFence(fenceKey)
@@ -50,7 +54,8 @@ if holder == owner then
   local count = tonumber(redis.call('HGET', lockKey, 'count'))
   if mode ~= 'poll' then count = redis.call('HINCRBY', lockKey, 'count', 1) end
   if redis.call('PTTL', lockKey) < leaseMs then redis.call('PEXPIRE', lockKey, leaseMs) end
-  return {tonumber(redis.call('HGET', lockKey, 'fence')), count, 0}
+  local fence = tonumber(redis.call('HGET', lockKey, 'fence'))
+  return {fence, count, 0, fence}
 end
 
 if not holder then
@@ -58,13 +63,19 @@ if not holder then
   if not head or head == owner then
     if head then leaveQueue(head) end
     local fence, previous = take(owner)
-    return {fence, 1, previous}
+    if reserve > 1 then
+      redis.call('SET', fenceKey, string.format('%.0f', fence + reserve - 1), 'PX', 604800000)
+    end
+    return {fence, 1, previous, fence + reserve - 1}
   end
   -- Free, but someone is first in line: it is theirs.
   leaveQueue(head)
   local fence = take(head)
   redis.call('PUBLISH', grantedChannel, head .. '\n' .. string.format('%.0f', fence) .. '\n' .. leaseMs)
 end
+
+-- Tell the holder someone else wanted it: a holder passing the lock around its own process then yields on release.
+if holder then redis.call('HSET', lockKey, 'contended', 1) end
 
 if mode ~= 'try' then
   if not redis.call('ZSCORE', queueKey, owner) then

@@ -13,11 +13,14 @@
     ARGV[4] release notice payload
     ARGV[5] channel for hand-off notices ("owner\nfence\nleaseMs")
     ARGV[6] '0': drop one hold; '1': leave the queue and drop every hold (a waiter giving up, a shutdown)
+    ARGV[7] the last token the holder handed out of those it reserved (0: not known). The counter goes back to it:
+            the rest were never used, and the next holder's `previous` then names the token that last wrote
 
   Output:
     {-2}                  not the owner (expired, taken over, never held): nothing changed
     {count}               still held, count > 0 holds left
-    {0}                   released; release notice published
+    {0, contended}        released; release notice published. contended = 1 when another owner tried to take the
+                          lock while it was held
     {0, waiter, fence}    released and handed to `waiter` with a new fencing token; hand-off notice published
 ]]
 --@include issue-fence
@@ -37,7 +40,13 @@ if not all then
   local count = redis.call('HINCRBY', lockKey, 'count', -1)
   if count > 0 then return {count} end
 end
+local contended = redis.call('HGET', lockKey, 'contended') and 1 or 0
 redis.call('DEL', lockKey)
+local lastUsed = tonumber(ARGV[7] or '0')
+if lastUsed > 0 then
+  -- Only the owner gets here, and nobody draws tokens while it holds the lock: the counter is its last reserved one.
+  redis.call('SET', fenceKey, string.format('%.0f', lastUsed), 'PX', 604800000)
+end
 
 local time = redis.call('TIME')
 local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -48,7 +57,7 @@ end
 local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
 if not head then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
-  return {0}
+  return {0, contended}
 end
 leaveQueue(head)
 local fence = issueFence(fenceKey)
