@@ -31,7 +31,7 @@ export interface SegmentLockOptions {
  */
 export class SegmentLocks {
   /** Leases this process holds, with when each was granted (released on shutdown). */
-  readonly held = new Map<LockLease, number>();
+  private readonly held = new Map<LockLease, number>();
 
   constructor(
     private readonly backend: DistributedLock,
