@@ -67,8 +67,13 @@ describe('fault: SIGTERM to an instance under load', () => {
     expect(exitCode).toBe(0);
     expect(drainingSince).toBeDefined();
     expect(inFlight.length).toBeGreaterThan(0);
-    // Every order it had in flight got its real answer, not a dropped connection or "shutting down".
-    expect(inFlight.filter((a) => a.status === 0 || a.code === 'shutting_down')).toEqual([]);
+    // No request sent before the signal lost its connection, and the orders it was working on got their real answer.
+    // A request the client sent just before the signal may reach the instance only after it began draining: that one
+    // rightly gets "shutting down" (and the books below show it placed nothing), so the client's clock cannot say
+    // which requests were in flight on the server; the 150 ms critical sections make sure some were.
+    expect(inFlight.filter((a) => a.status === 0)).toEqual([]);
+    expect(inFlight.filter((a) => a.status === 201).length).toBeGreaterThan(0);
+    expect(inFlight.every((a) => [200, 201, 409].includes(a.status) || a.code === 'shutting_down')).toBe(true);
     // Nothing sent once it was draining was placed there.
     expect(afterDrainStarted.filter((a) => a.status === 201 || a.status === 200)).toEqual([]);
     expect(left).toEqual([]);
