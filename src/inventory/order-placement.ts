@@ -125,11 +125,10 @@ export class OrderPlacement {
       }
       lineUpFirst = false;
 
-      const cover = chooseSegmentsToCover(
-        [...seen].map(([segment, available]) => ({ segment, available })),
-        request.quantity,
-      );
-      if (cover) return this.coverFromSeveral(entry, request, fingerprint, seen, { deadline, ticket });
+      // The segments read so far cover the order together: cover from several.
+      if (sum(seen.values()) >= request.quantity) {
+        return this.coverFromSeveral(entry, request, fingerprint, seen, { deadline, ticket });
+      }
       const unread = busy.filter((s) => !seen.has(s));
       if (unread.length === 0) return this.soldOut(entry, request, seen);
       if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);

@@ -10,9 +10,12 @@ export const redisKeys = {
   lock: (name: string) => `lock:{${name}}`,
   /** The last fencing token issued for the lock; outlives the lock itself. */
   fence: (name: string) => `lock:fence:{${name}}`,
-  /** Fair mode's FIFO queue of waiters, and the time by which each must poll again. */
-  queue: (name: string) => `lock:queue:{${name}}`,
-  queueDeadlines: (name: string) => `lock:queue-deadlines:{${name}}`,
+  /**
+   * The four keys the acquire and release scripts take, in their KEYS order: the lock, its fencing counter, and fair
+   * mode's FIFO queue of waiters with the time by which each must poll again.
+   */
+  scriptKeys: (name: string) =>
+    [`lock:{${name}}`, `lock:fence:{${name}}`, `lock:queue:{${name}}`, `lock:queue-deadlines:{${name}}`] as const,
   /** Published when the lock is freed; the payload names the releasing process. */
   releasedChannel: (name: string) => `lock:released:{${name}}`,
   /** Published when a release hands the lock to the head of the fair queue; the payload names the new owner. */

@@ -21,23 +21,10 @@ describe('lock scripts, called directly', () => {
   });
 
   const acquire = (name: string, owner: string, ttl = 10_000, mode: 'try' | 'queue' | 'poll' = 'try') =>
-    redis.lockAcquire(
-      redisKeys.lock(name),
-      redisKeys.fence(name),
-      redisKeys.queue(name),
-      redisKeys.queueDeadlines(name),
-      owner,
-      ttl,
-      mode,
-      3_000,
-      redisKeys.grantedChannel(name),
-    );
+    redis.lockAcquire(...redisKeys.scriptKeys(name), owner, ttl, mode, 3_000, redisKeys.grantedChannel(name));
   const release = (name: string, owner: string, notice = 'n') =>
     redis.lockRelease(
-      redisKeys.lock(name),
-      redisKeys.fence(name),
-      redisKeys.queue(name),
-      redisKeys.queueDeadlines(name),
+      ...redisKeys.scriptKeys(name),
       owner,
       10_000,
       redisKeys.releasedChannel(name),
@@ -135,10 +122,7 @@ describe('lock scripts, called directly', () => {
     const name = lockName();
     await acquire(name, 'holder');
     await redis.lockAcquire(
-      redisKeys.lock(name),
-      redisKeys.fence(name),
-      redisKeys.queue(name),
-      redisKeys.queueDeadlines(name),
+      ...redisKeys.scriptKeys(name),
       'ghost',
       10_000,
       'queue',
@@ -153,10 +137,7 @@ describe('lock scripts, called directly', () => {
   it('reserves tokens for hand-offs within the holding process, and takes back the unused ones on release', async () => {
     const name = lockName();
     const [first, , , last] = await redis.lockAcquire(
-      redisKeys.lock(name),
-      redisKeys.fence(name),
-      redisKeys.queue(name),
-      redisKeys.queueDeadlines(name),
+      ...redisKeys.scriptKeys(name),
       'a',
       10_000,
       'try',
@@ -168,10 +149,7 @@ describe('lock scripts, called directly', () => {
     expect(Number(await redis.get(redisKeys.fence(name)))).toBe(first + 4);
     // The holder passed the lock on twice (first + 1, first + 2), then frees it: the counter goes back to first + 2.
     await redis.lockRelease(
-      redisKeys.lock(name),
-      redisKeys.fence(name),
-      redisKeys.queue(name),
-      redisKeys.queueDeadlines(name),
+      ...redisKeys.scriptKeys(name),
       'a',
       10_000,
       redisKeys.releasedChannel(name),

@@ -386,10 +386,7 @@ export class RedisLock extends LockClient<string> {
 
   private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll', reserve = 1) {
     return this.redis.lockAcquire(
-      redisKeys.lock(key),
-      redisKeys.fence(key),
-      redisKeys.queue(key),
-      redisKeys.queueDeadlines(key),
+      ...redisKeys.scriptKeys(key),
       owner,
       ttlMs,
       mode,
@@ -401,10 +398,7 @@ export class RedisLock extends LockClient<string> {
 
   private async callRelease(key: string, owner: string, handOffLeaseMs: number, dropAll: '0' | '1', lastUsed: number) {
     const reply = await this.redis.lockRelease(
-      redisKeys.lock(key),
-      redisKeys.fence(key),
-      redisKeys.queue(key),
-      redisKeys.queueDeadlines(key),
+      ...redisKeys.scriptKeys(key),
       owner,
       handOffLeaseMs,
       redisKeys.releasedChannel(key),

@@ -110,17 +110,7 @@ export class RedlockLock extends LockClient {
     const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
     const votes = await this.round(
       (node) =>
-        node.lockAcquire(
-          redisKeys.lock(key),
-          redisKeys.fence(key),
-          redisKeys.queue(key),
-          redisKeys.queueDeadlines(key),
-          owner,
-          ttlMs,
-          'try',
-          1_000,
-          redisKeys.grantedChannel(key),
-        ),
+        node.lockAcquire(...redisKeys.scriptKeys(key), owner, ttlMs, 'try', 1_000, redisKeys.grantedChannel(key)),
       (reply) => outcomeOf(reply[0]) === 'done',
     );
     if (votes.yes.length >= this.quorum && validFor() > 0) {
@@ -172,10 +162,7 @@ export class RedlockLock extends LockClient {
     return this.round(
       (node) =>
         node.lockRelease(
-          redisKeys.lock(key),
-          redisKeys.fence(key),
-          redisKeys.queue(key),
-          redisKeys.queueDeadlines(key),
+          ...redisKeys.scriptKeys(key),
           owner,
           leaseMs,
           redisKeys.releasedChannel(key),
