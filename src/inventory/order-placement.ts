@@ -125,9 +125,14 @@ export class OrderPlacement {
       }
       lineUpFirst = false;
 
-      // The segments read so far cover the order together: cover from several.
-      if (sum(seen.values()) >= request.quantity) {
-        return this.coverFromSeveral(entry, request, fingerprint, seen, { deadline, ticket });
+      const cover = chooseSegmentsToCover(
+        [...seen].map(([segment, available]) => ({ segment, available })),
+        request.quantity,
+      );
+      if (cover) {
+        const covered = await this.coverFromSeveral(entry, request, fingerprint, cover, seen, { deadline, ticket });
+        if (covered) return covered;
+        continue;
       }
       const unread = busy.filter((s) => !seen.has(s));
       if (unread.length === 0) return this.soldOut(entry, request, seen);
@@ -190,44 +195,29 @@ export class OrderPlacement {
   }
 
   /**
-   * Covers the order from several segments: the fewest that the stock seen says suffice, their locks in ascending
-   * order (so two such orders cannot deadlock), a fresh read under all of them, one transaction. If the stock moved
-   * meanwhile (another cover got there first), the fresh reads lower what was seen, and it chooses again; when what
-   * was seen no longer adds up, it reads the open segments it has not read yet, one lock at a time, waiting in line
-   * for each. Stock only shrinks, so what was seen stays an upper bound: once every open segment was read and the sum
-   * falls short, the answer is out of stock. Every round either commits, lowers the sum seen or reads a segment not
-   * read before, so covers racing each other end in 201 or 409 without ever holding more locks than they take from.
+   * Covers the order from several segments: their locks in ascending order (so two such orders cannot deadlock), a
+   * fresh read under all of them, one transaction. First from the segments seen to suffice together; if stock moved
+   * meanwhile, from every segment not known to be empty, locked all at once: what they then hold is the definitive
+   * answer, so covers racing each other end in an order or out of stock rather than chasing each other until the
+   * wait budget runs out. Undefined when a restart is needed; `seen` is updated.
    */
   private async coverFromSeveral(
     entry: SkuEntry,
     request: OrderRequest,
     fingerprint: string | null,
+    chosen: number[],
     seen: Map<number, number>,
     wait: { deadline: number; ticket: number },
-  ): Promise<Attempt> {
-    for (;;) {
-      if (entry.stale) return { restart: 'layout-changed' };
-      const chosen = chooseSegmentsToCover(
-        [...seen].map(([segment, available]) => ({ segment, available })),
-        request.quantity,
-      );
-      if (!chosen) {
-        const unread = this.nonEmptySegments(entry).filter((s) => !seen.has(s));
-        if (unread.length === 0) return this.soldOut(entry, request, seen);
-        const read = await this.readInTurn(entry, unread, request.quantity, seen, wait);
-        if (read) return read;
-        continue;
-      }
-      const refs = chosen.map((segment) => refOf(entry, segment));
+  ): Promise<Attempt | undefined> {
+    const everyOpen = this.nonEmptySegments(entry);
+    const rounds = chosen.length < everyOpen.length ? [chosen, everyOpen] : [everyOpen];
+    for (const [round, segments] of rounds.entries()) {
+      const refs = segments.map((segment) => refOf(entry, segment));
       const leases = await this.locks.acquireInOrder(refs, wait.deadline, wait.ticket);
       if (!leases) throw lockBusy(this.options.lockWaitMs);
       try {
-        const states = await readSegments(this.db, {
-          skuId: entry.id,
-          layoutVersion: entry.layoutVersion,
-          segments: chosen,
-        });
-        if (states.length !== chosen.length) return { restart: 'layout-changed' };
+        const states = await readSegments(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segments });
+        if (states.length !== segments.length) return { restart: 'layout-changed' };
         for (const [i, state] of states.entries()) {
           this.memory.remember(leases[i]!, state);
           seen.set(state.segment, state.available);
@@ -236,43 +226,15 @@ export class OrderPlacement {
         const split = splitAcross(states, request.quantity);
         if (split) {
           const takes = split.map(({ segment, quantity }) => {
-            const i = chosen.indexOf(segment);
+            const i = segments.indexOf(segment);
             return { segment, lease: leases[i]!, state: states[i]!, take: quantity };
           });
           return await this.commit(entry, request, fingerprint, takes);
         }
+        if (round === rounds.length - 1) return this.soldOut(entry, request, seen);
       } finally {
         await this.locks.releaseAll(leases);
       }
-    }
-  }
-
-  /**
-   * Reads `segments` one at a time under their locks, waiting in line for each (holding no other lock meanwhile), until
-   * what was seen adds up to `quantity`; `seen` learns each. A restart when the layout changed underneath.
-   */
-  private async readInTurn(
-    entry: SkuEntry,
-    segments: number[],
-    quantity: number,
-    seen: Map<number, number>,
-    wait: { deadline: number; ticket: number },
-  ): Promise<Restart | undefined> {
-    for (const segment of segments) {
-      const lease = await this.locks.acquire(refOf(entry, segment), wait.deadline, wait.ticket);
-      if (!lease) throw lockBusy(this.options.lockWaitMs);
-      try {
-        const state =
-          this.memory.recall(lease) ??
-          (await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment }));
-        if (state === undefined) return { restart: 'layout-changed' };
-        this.memory.remember(lease, state);
-        seen.set(segment, state.available);
-        if (state.available === 0) this.markEmpty(entry, segment);
-      } finally {
-        await this.locks.releaseAll([lease]);
-      }
-      if (sum(seen.values()) >= quantity) return undefined;
     }
     return undefined;
   }
