@@ -51,6 +51,7 @@ export class SegmentLocks {
   async tryAcquire(ref: SegmentRef): Promise<LockLease | null> {
     const name = redisKeys.segmentLock(ref);
     if (this.notices.isHeldElsewhere(name) || !this.notices.markHeldHere(name)) return null;
+    const mark = this.notices.mark();
     let lease: LockLease | null;
     try {
       lease = await this.backend.tryAcquire(name, {
@@ -64,7 +65,7 @@ export class SegmentLocks {
     }
     if (!lease) {
       this.notices.clearHeldHere(name);
-      this.notices.markHeldElsewhere(name);
+      this.notices.markHeldElsewhere(name, mark);
       return null;
     }
     this.held.set(lease, performance.now());

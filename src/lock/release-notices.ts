@@ -193,9 +193,12 @@ export class ReleaseNotices {
   /**
    * Remembers that another process holds the lock, so this process's callers skip it without a round trip until its
    * release notice arrives (or briefly, if none does): sweeping held locks through the store is what several
-   * processes on one hot SKU would otherwise spend most of their lock calls on.
+   * processes on one hot SKU would otherwise spend most of their lock calls on. `mark` is taken before the attempt
+   * that found it held: if a release was heard since, the answer is already stale and is not remembered (a waiter
+   * trusting it would sleep through the lock being free, with no release left to wake it).
    */
-  markHeldElsewhere(name: string): void {
+  markHeldElsewhere(name: string, mark: number): void {
+    if ((this.lastRelease.get(name) ?? -1) >= mark) return;
     if (this.heldElsewhere.size > 100_000) this.heldElsewhere.clear();
     this.heldElsewhere.set(name, Date.now() + HELD_ELSEWHERE_MS);
   }

@@ -6,7 +6,7 @@ import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import type { DistributedLock } from '../../src/lock/distributed-lock.js';
 import { LockLostError } from '../../src/lock/errors.js';
 import { redisKeys } from '../../src/lock/keys.js';
-import type { ReleaseNotices } from '../../src/lock/release-notices.js';
+import { ReleaseNotices } from '../../src/lock/release-notices.js';
 import { segmentLocksProcess } from '../support/segment-locks.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
@@ -80,6 +80,26 @@ describe('SegmentLocks over the lock backends', () => {
       expect(one.locks.isHeldHere(ref)).toBe(false);
     } finally {
       await one.close();
+    }
+  });
+
+  it('does not remember "held elsewhere" from an attempt that a release notice overtook', async () => {
+    const subscriber = new Redis(testEndpoints().redisUrl);
+    const notices = new ReleaseNotices(subscriber);
+    try {
+      const name = redisKeys.segmentLock({ sku: uniqueSku('seg-stale'), layoutVersion: 1, segment: 0 });
+      await notices.listen('sku', [name]);
+      // An attempt starts, the holder's release is heard, then the attempt's "held" answer comes back: stale.
+      const beforeAttempt = notices.mark();
+      notices.notify(name);
+      notices.markHeldElsewhere(name, beforeAttempt);
+      expect(notices.isHeldElsewhere(name)).toBe(false);
+      // An answer from an attempt that started after the last release is believed (for a short while).
+      notices.markHeldElsewhere(name, notices.mark());
+      expect(notices.isHeldElsewhere(name)).toBe(true);
+    } finally {
+      notices.close();
+      subscriber.disconnect();
     }
   });
 });
