@@ -90,7 +90,11 @@ export class StockService {
       this.db,
       this.locks,
       this.directory,
-      { lockWaitMs: config.lockWaitMs, criticalSectionDelayMs: config.criticalSectionDelayMs },
+      {
+        lockWaitMs: config.lockWaitMs,
+        criticalSectionDelayMs: config.criticalSectionDelayMs,
+        combineMaxBatch: config.combineMaxBatch,
+      },
       this.metrics.orderFlowHooks,
     );
     const admin = new StockAdmin(this.db, this.locks, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);

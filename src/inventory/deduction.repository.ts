@@ -75,3 +75,84 @@ export async function commitDeduction(
   ]);
   return { written: row!.written, createdAt: row!.created_at };
 }
+
+/** One order of a batch served from one segment. */
+export interface BatchedOrder {
+  orderId: string;
+  quantity: number;
+  idempotencyKey: string | null;
+  requestFingerprint: string | null;
+}
+
+export interface BatchCommit {
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
+  /** Stock the holder read, and the token of the row's last writer at that read. */
+  availableSeen: number;
+  fenceSeen: number;
+  /** The holder's own fencing token. */
+  fence: number;
+  orders: BatchedOrder[];
+}
+
+const batchStatement: PreparedStatement = {
+  name: 'commit_batch',
+  text: `
+    with guard as (
+      select 1 from stock_segments
+       where sku_id = $1::int and layout_version = $2::int and segment = $3::int
+         and fence_token = $5::bigint and fence_token < $6::bigint
+         for update
+    ), placed as (
+      insert into orders (id, sku_id, quantity, idempotency_key, request_fingerprint)
+      select b.id, $1::int, b.quantity, b.idempotency_key, b.request_fingerprint
+        from unnest($7::uuid[], $8::bigint[], $9::text[], $10::text[]) as b(id, quantity, idempotency_key, request_fingerprint)
+       where exists (select 1 from guard)
+      on conflict (idempotency_key) do nothing
+      returning id, quantity, created_at
+    ), written as (
+      update stock_segments s
+         set available = $4::bigint - (select coalesce(sum(quantity), 0) from placed),
+             fence_token = $6::bigint,
+             sold = s.sold + (select coalesce(sum(quantity), 0) from placed)
+       where s.sku_id = $1::int and s.layout_version = $2::int and s.segment = $3::int
+         and s.fence_token = $5::bigint and s.fence_token < $6::bigint
+      returning 1
+    ), ledger as (
+      insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+      select id, $1::int, $3::int, $2::int, quantity, $6::bigint from placed
+    )
+    select (select count(*) from written)::int as written, p.id, p.created_at from (select 1) one
+      left join placed p on true`,
+};
+
+/**
+ * The write half of a combined critical section: the orders a segment's holder decided to serve, in one statement.
+ * The segment is written fenced, as for a single order (the row must still carry the token seen at the read, and ours
+ * must be newer), with the stock seen less what the placed orders take; each order and its ledger row are inserted
+ * only if the fence let the write through. An order whose Idempotency-Key another request already used is skipped
+ * (`on conflict do nothing`) and takes nothing, without failing the others.
+ *
+ * Returns whether the fence let the write through, and the creation time of each order that was placed.
+ */
+export async function commitBatch(
+  db: Kysely<Database>,
+  batch: BatchCommit,
+): Promise<{ written: boolean; placed: Map<string, Date> }> {
+  const rows = await runPrepared<{ written: number; id: string | null; created_at: Date | null }>(db, batchStatement, [
+    batch.skuId,
+    batch.layoutVersion,
+    batch.segment,
+    batch.availableSeen,
+    batch.fenceSeen,
+    batch.fence,
+    batch.orders.map((o) => o.orderId),
+    batch.orders.map((o) => o.quantity),
+    batch.orders.map((o) => o.idempotencyKey),
+    batch.orders.map((o) => o.requestFingerprint),
+  ]);
+  const placed = new Map<string, Date>();
+  for (const row of rows) if (row.id !== null && row.created_at !== null) placed.set(row.id, row.created_at);
+  return { written: rows[0]!.written === 1, placed };
+}

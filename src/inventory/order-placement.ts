@@ -4,8 +4,9 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
-import { commitDeduction, type DeductionCommit } from './deduction.repository.js';
+import { commitBatch, commitDeduction, type DeductionCommit } from './deduction.repository.js';
 import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
+import { OrderQueue, type Taken, type Verdict } from './order-queue.js';
 import { FencedOutError, lockBusy, outOfStock } from './refusals.js';
 import type { SegmentLocks, SegmentRef } from './segment-locks.js';
 import { chooseSegmentsToCover, rotate, type SegmentTake, splitAcross } from './segment-math.js';
@@ -26,6 +27,8 @@ export interface PlacedOrder {
 
 export interface OrderPlacementOptions {
   lockWaitMs: number;
+  /** Most orders one segment holder serves in one statement (COMBINE_MAX_BATCH); 1 turns combining off. */
+  combineMaxBatch: number;
   /** Benchmark knob: a simulated business step inside the lock. */
   criticalSectionDelayMs: number;
 }
@@ -39,11 +42,23 @@ export interface OrderFlowHooks {
   onWait?(sku: string, waitedMs: number): void;
   onFencedOut?(sku: string): void;
   onLockLost?(sku: string): void;
+  /** A holder wrote `orders` orders in one statement (1 when nothing had queued behind it). */
+  onBatch?(sku: string, orders: number): void;
 }
 
 /** Why an attempt ended without an answer: the caller starts over with a fresh view of the SKU. */
 type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lock-lost' | 'lost-race' };
 type Attempt = { order: OrderRecord } | Restart;
+/** The caller's own order, with its place in line. */
+type OwnOrder = { request: OrderRequest; fingerprint: string | null; ticket: number };
+/** An order in a holder's batch: the holder's own, or one it took from the queue (`taken`). */
+type BatchMember = {
+  quantity: number;
+  idempotencyKey: string | undefined;
+  fingerprint: string | null;
+  ticket: number;
+  taken?: Taken;
+};
 /** A segment's share of an order, decided under its lock. */
 type Take = { segment: number; lease: LockLease; state: SegmentState; take: number };
 
@@ -54,6 +69,7 @@ type Take = { segment: number; lease: LockLease; state: SegmentState; take: numb
  */
 export class OrderPlacement {
   private readonly memory = new SegmentMemory();
+  private readonly queue = new OrderQueue();
 
   constructor(
     private readonly db: Db,
@@ -119,7 +135,7 @@ export class OrderPlacement {
       const candidates = this.candidates(entry, request.quantity, seen, wokenFor);
       let busy = candidates;
       if (!lineUpFirst) {
-        const tried = await this.trySegments(entry, request, fingerprint, candidates, seen);
+        const tried = await this.trySegments(entry, { request, fingerprint, ticket }, candidates, seen);
         if ('order' in tried || 'restart' in tried) return tried;
         busy = tried.busy;
       }
@@ -140,9 +156,57 @@ export class OrderPlacement {
 
       const started = Date.now();
       const refs = busy.map((s) => refOf(entry, s));
-      wokenFor = await this.locks.waitForRelease(refs, { ticket, deadline, mark });
+      const waited = await this.waitOrBeServed(entry, { request, fingerprint, ticket }, refs, { deadline, mark });
       this.hooks.onWait?.(entry.sku, Date.now() - started);
+      wokenFor = undefined;
+      if (!('verdict' in waited)) {
+        wokenFor = waited.segment;
+        continue;
+      }
+      const verdict = waited.verdict;
+      if (verdict.kind === 'placed') return { order: verdict.order };
+      if (verdict.kind === 'lost-race') return { restart: 'lost-race' };
+      if (verdict.kind === 'failed') throw verdict.error;
+      if (verdict.kind === 'short') seen.set(verdict.segment, verdict.available);
     }
+  }
+
+  /**
+   * Waits for a release of one of `refs`, lined up with this process's other waiters for the SKU; meanwhile the order
+   * waits in the SKU's queue too, where whoever holds one of its segments may serve it (flat combining). Resolves with
+   * the segment whose release woke the caller, or with the verdict of the holder that took the order.
+   */
+  private async waitOrBeServed(
+    entry: SkuEntry,
+    mine: OwnOrder,
+    refs: SegmentRef[],
+    wait: { deadline: number; mark: number },
+  ): Promise<{ segment: number | undefined } | { verdict: Verdict }> {
+    const { request, fingerprint, ticket } = mine;
+    if (this.options.combineMaxBatch <= 1)
+      return { segment: await this.locks.waitForRelease(refs, { ...wait, ticket }) };
+    // Taken into a batch, the order stops waiting for a release at once: a release that woke it now would be spent on
+    // a caller that no longer tries the lock, and the waiters behind it would sleep through the lock being free.
+    const taken = new AbortController();
+    const waiting = this.queue.join(entry.sku, {
+      quantity: request.quantity,
+      idempotencyKey: request.idempotencyKey,
+      fingerprint,
+      layoutVersion: entry.layoutVersion,
+      ticket,
+      onTaken: () => taken.abort(),
+    });
+    const woken = this.locks.waitForRelease(refs, { ...wait, ticket, signal: taken.signal });
+    const first = await Promise.race([
+      woken.then((segment) => ({ segment })),
+      waiting.verdict.then((verdict) => ({ verdict })),
+    ]);
+    if ('verdict' in first) return first;
+    // Woken: leave the queue, unless a holder took the order in between (its verdict is on the way). A release that
+    // woke it then goes to the next waiter, as if this caller had never been in line.
+    if (this.queue.leave(entry.sku, waiting)) return first;
+    if (first.segment !== undefined) this.locks.passOn(refOf(entry, first.segment));
+    return { verdict: await waiting.verdict };
   }
 
   /** Segments not known to be empty, in a random order (or starting with the one whose release woke the caller). */
@@ -158,11 +222,11 @@ export class OrderPlacement {
    */
   private async trySegments(
     entry: SkuEntry,
-    request: OrderRequest,
-    fingerprint: string | null,
+    mine: OwnOrder,
     segments: number[],
     seen: Map<number, number>,
   ): Promise<Attempt | { busy: number[] }> {
+    const { request } = mine;
     const busy: number[] = [];
     for (const segment of segments) {
       this.hooks.onSegmentVisit?.(entry.sku);
@@ -178,11 +242,9 @@ export class OrderPlacement {
           (await readSegment(this.db, { skuId: entry.id, layoutVersion: entry.layoutVersion, segment }));
         if (state === undefined) return { restart: 'layout-changed' };
         this.memory.remember(lease, state);
-        if (state.available >= request.quantity) {
-          return await this.commit(entry, request, fingerprint, [{ segment, lease, state, take: request.quantity }]);
-        }
-        seen.set(segment, state.available);
-        if (state.available === 0) this.markEmpty(entry, segment);
+        const served = await this.serveBatch(entry, mine, segment, lease, state);
+        if ('left' in served) seen.set(segment, served.left);
+        else return served;
       } finally {
         // After a commit too: a release that fails only leaves the lease to expire, never undoes the order.
         await this.locks.releaseAll([lease]);
@@ -192,6 +254,112 @@ export class OrderPlacement {
       if (sum(seen.values()) >= request.quantity) break;
     }
     return { busy };
+  }
+
+  /**
+   * Holding a segment's lock with its stock read: serves this caller's order and the orders of this process queued for
+   * the SKU meanwhile (at most COMBINE_MAX_BATCH in all), decided in arrival order against the stock read, each taken
+   * if it fits; then one statement writes the segment fenced, with every order and ledger row of the batch. The
+   * caller's own order ends here when it was taken; otherwise the caller learns what the segment holds after the
+   * batch (`left`) and looks elsewhere, as the queued orders that did not fit do. When the fence refuses the write
+   * or the lease is lost, nothing was written, and every order of the batch tries again.
+   */
+  private async serveBatch(
+    entry: SkuEntry,
+    mine: OwnOrder,
+    segment: number,
+    lease: LockLease,
+    state: SegmentState,
+  ): Promise<Attempt | { left: number }> {
+    const { request, fingerprint } = mine;
+    const keys = new Set(request.idempotencyKey === undefined ? [] : [request.idempotencyKey]);
+    const max = this.options.combineMaxBatch - 1;
+    const queued = this.queue.take(entry.sku, entry.layoutVersion, state.available, max, keys);
+    const members: BatchMember[] = [
+      { ...mine, quantity: request.quantity, idempotencyKey: request.idempotencyKey, fingerprint },
+      ...queued.map((t) => ({ ...t.order, taken: t })),
+    ].sort((a, b) => a.ticket - b.ticket);
+    let left = state.available;
+    const serving: (BatchMember & { orderId: string })[] = [];
+    for (const member of members) {
+      if (member.quantity > left) continue;
+      left -= member.quantity;
+      serving.push({ ...member, orderId: randomUUID() });
+    }
+    const settleQueued = (verdictOf: (member: BatchMember) => Verdict) => {
+      for (const member of members) member.taken?.settle(verdictOf(member));
+    };
+    if (serving.length === 0) {
+      settleQueued(() => ({ kind: 'short', segment, available: state.available }));
+      if (state.available === 0) this.markEmpty(entry, segment);
+      return { left: state.available };
+    }
+
+    // The business steps of the orders served are independent of each other: they run side by side.
+    if (this.options.criticalSectionDelayMs > 0) {
+      await sleep(this.options.criticalSectionDelayMs, undefined, { signal: lease.signal }).catch(() => undefined);
+    }
+    if (lease.signal.aborted) {
+      // The watchdog could not keep the lease: do not even try the write (the fence would refuse it anyway).
+      this.memory.forget(lease);
+      this.hooks.onLockLost?.(entry.sku);
+      settleQueued(() => ({ kind: 'retry' }));
+      return { restart: 'lock-lost' };
+    }
+    let result: Awaited<ReturnType<typeof commitBatch>>;
+    try {
+      result = await commitBatch(this.db, {
+        skuId: entry.id,
+        layoutVersion: entry.layoutVersion,
+        segment,
+        availableSeen: state.available,
+        fenceSeen: state.fence,
+        fence: lease.fence,
+        orders: serving.map((m) => ({
+          orderId: m.orderId,
+          quantity: m.quantity,
+          idempotencyKey: m.idempotencyKey ?? null,
+          requestFingerprint: m.fingerprint,
+        })),
+      });
+    } catch (error) {
+      this.memory.forget(lease);
+      settleQueued(() => ({ kind: 'failed', error }));
+      throw error;
+    }
+    if (!result.written) {
+      this.memory.forget(lease);
+      this.hooks.onFencedOut?.(entry.sku);
+      settleQueued(() => ({ kind: 'retry' }));
+      return { restart: 'fenced-out' };
+    }
+    this.hooks.onBatch?.(entry.sku, result.placed.size);
+    const placedUnits = serving.reduce((total, m) => total + (result.placed.has(m.orderId) ? m.quantity : 0), 0);
+    const after = state.available - placedUnits;
+    this.memory.remember(lease, { segment, available: after, fence: lease.fence });
+    if (after === 0) this.markEmpty(entry, segment);
+
+    const outcomeOf = (member: BatchMember): Verdict => {
+      const served = serving.find((m) => m.ticket === member.ticket);
+      if (!served) return { kind: 'short', segment, available: after };
+      const createdAt = result.placed.get(served.orderId);
+      if (!createdAt) return { kind: 'lost-race' };
+      const order: OrderRecord = {
+        id: served.orderId,
+        sku: entry.sku,
+        quantity: served.quantity,
+        idempotencyKey: served.idempotencyKey ?? null,
+        requestFingerprint: served.fingerprint,
+        createdAt,
+        deductions: [{ segment, quantity: served.quantity }],
+      };
+      return { kind: 'placed', order };
+    };
+    settleQueued(outcomeOf);
+    const own = outcomeOf(members.find((m) => !m.taken)!);
+    if (own.kind === 'placed') return { order: own.order };
+    if (own.kind === 'lost-race') return { restart: 'lost-race' };
+    return { left: after };
   }
 
   /**

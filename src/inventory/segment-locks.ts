@@ -180,11 +180,19 @@ export class SegmentLocks {
    */
   async waitForRelease(
     refs: readonly SegmentRef[],
-    options: { ticket: number; deadline: number; mark: number },
+    options: { ticket: number; deadline: number; mark: number; signal?: AbortSignal },
   ): Promise<number | undefined> {
     const segmentOf = new Map(refs.map((ref) => [redisKeys.segmentLock(ref), ref.segment]));
     const name = await this.notices.wait(refs[0]!.sku, new Set(segmentOf.keys()), options);
     return name === undefined ? undefined : segmentOf.get(name);
+  }
+
+  /**
+   * Hands a release notice on to the next waiter for `ref`: for a caller woken by it that will not try the lock after
+   * all (its order was served meanwhile).
+   */
+  passOn(ref: SegmentRef): void {
+    this.notices.passOn(ref.sku, redisKeys.segmentLock(ref));
   }
 
   /** True while callers of this process wait for the SKU's segments. */

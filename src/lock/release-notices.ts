@@ -153,6 +153,11 @@ export class ReleaseNotices {
     const group = this.groupOf.get(name);
     if (group === undefined) return;
     this.lastRelease.set(name, this.releaseCount++);
+    this.passOn(group, name);
+  }
+
+  /** Wakes the longest waiter that can use `name`, for a release that the caller it woke will not use. */
+  passOn(group: string, name: string): void {
     this.queues
       .get(group)
       ?.find((w) => w.accepts.has(name))

@@ -106,6 +106,13 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  private readonly batchOrders = new Histogram({
+    name: 'stock_batch_orders',
+    help: 'Orders one segment holder wrote in one statement: its own and those of this instance queued behind it.',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
+
   /** Orders being placed right now; a load test waits for 0 so that one round's stragglers stay out of the next. */
   private readonly ordersInProgress = new Gauge({
     name: 'stock_orders_in_progress',
@@ -149,6 +156,7 @@ export class ServiceMetrics {
       if (trace) trace.waitedMs += waitedMs;
     },
     onFencedOut: () => this.fencedOut.inc(),
+    onBatch: (_sku, orders) => this.batchOrders.observe(orders),
     onLockLost: () => this.lockLost.inc(),
   };
 

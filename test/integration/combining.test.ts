@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type Db } from '../../src/db/database.js';
+import { commitBatch } from '../../src/inventory/deduction.repository.js';
+import { readSegment } from '../../src/inventory/inventory.repository.js';
+import { auditSku } from '../support/invariants.js';
+import { scrapeCounter } from '../support/scrape-metric.js';
+import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
+
+/** Orders sent all at once, spread over the instances. */
+function burst(
+  urls: string[],
+  orders: number,
+  body: (i: number) => object,
+  headers: (i: number) => object = () => ({}),
+) {
+  return Promise.all(
+    Array.from({ length: orders }, (_, i) =>
+      call(urls[i % urls.length]!, 'POST', '/orders', body(i), headers(i) as Record<string, string>),
+    ),
+  );
+}
+
+/** Flat combining across two real service processes: one lock hold serves the orders queued behind it. */
+describe('flat combining', () => {
+  let db: Db;
+  let combining: ServiceProcess[];
+  let single: ServiceProcess;
+  beforeAll(async () => {
+    db = createDatabase(testEndpoints().databaseUrl, 2);
+    // A generous wait budget: on this 2-core machine a 503 would only blur the count.
+    combining = await Promise.all([1, 2].map(() => ServiceProcess.spawn({ LOCK_WAIT_MS: '15000' })));
+    single = await ServiceProcess.spawn({ LOCK_WAIT_MS: '15000', COMBINE_MAX_BATCH: '1' });
+  });
+  afterAll(async () => {
+    await Promise.all([...combining, single].map((i) => i?.stop()));
+    await db?.destroy();
+  });
+
+  it('sells exactly the stock of one segment to many concurrent orders, several of them per statement', async () => {
+    const urls = combining.map((i) => i.url);
+    const sku = uniqueSku('combine');
+    expect((await call(urls[0]!, 'POST', '/skus', { sku, stock: 300, segments: 1 })).status).toBe(201);
+    const statementsBefore = (await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0;
+    const answers = await burst(urls, 400, (i) => ({ sku, quantity: (i % 2) + 1 }));
+
+    const statuses = answers.map((a) => a.status);
+    expect(new Set(statuses), statuses.join()).toEqual(new Set([201, 409]));
+    const placed = answers.filter((a) => a.status === 201).map((a) => a.body);
+    const audit = await auditSku(db, sku);
+    // 600 units demanded, 300 supplied: every unit sold once, each order with its ledger row.
+    expect(placed.reduce((total, o) => total + o.quantity, 0)).toBe(300);
+    expect(audit).toMatchObject({ sold: 300, soldCounted: 300, available: 0, negativeSegments: 0 });
+    expect(audit).toMatchObject({ ordersWithoutLedger: 0, ordersLedgerMismatch: 0, ledgerOrders: placed.length });
+    for (const order of placed) expect(order.deductions).toEqual([{ segment: 0, quantity: order.quantity }]);
+    // Fewer statements than orders: holders served orders queued behind them.
+    const statements = ((await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0) - statementsBefore;
+    expect(statements).toBeGreaterThan(0);
+    expect(statements).toBeLessThan(placed.length);
+  });
+
+  it('places one order for concurrent requests with one Idempotency-Key, whichever batches they land in', async () => {
+    const urls = combining.map((i) => i.url);
+    const sku = uniqueSku('combine-key');
+    expect((await call(urls[0]!, 'POST', '/skus', { sku, stock: 1_000, segments: 1 })).status).toBe(201);
+    // Forty orders under four keys, and forty without: the keyed ones must collapse to four orders.
+    const answers = await burst(
+      urls,
+      80,
+      () => ({ sku, quantity: 2 }),
+      (i) => (i % 2 === 0 ? { 'idempotency-key': `${sku}-key-${i % 8}` } : {}),
+    );
+    expect(answers.every((a) => a.status === 201 || a.status === 200)).toBe(true);
+    const byKey = new Map<string, Set<string>>();
+    answers.forEach((a, i) => {
+      if (i % 2 !== 0) return;
+      const key = `key-${i % 8}`;
+      byKey.set(key, (byKey.get(key) ?? new Set()).add(a.body.orderId));
+    });
+    expect(byKey.size).toBe(4);
+    for (const ids of byKey.values()) expect(ids.size).toBe(1);
+    const audit = await auditSku(db, sku);
+    expect(audit).toMatchObject({ ledgerOrders: 44, sold: 88, soldCounted: 88, available: 912 });
+  });
+
+  it('writes one order per statement with COMBINE_MAX_BATCH=1, and the books stay exact', async () => {
+    const sku = uniqueSku('combine-off');
+    expect((await call(single.url, 'POST', '/skus', { sku, stock: 100, segments: 1 })).status).toBe(201);
+    const before = {
+      statements: (await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0,
+      orders: (await scrapeCounter([single.url], 'stock_batch_orders_sum')) ?? 0,
+    };
+    const answers = await burst([single.url], 150, () => ({ sku, quantity: 1 }));
+    expect(answers.filter((a) => a.status === 201)).toHaveLength(100);
+    const statements = ((await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0) - before.statements;
+    const orders = ((await scrapeCounter([single.url], 'stock_batch_orders_sum')) ?? 0) - before.orders;
+    expect(statements).toBe(100);
+    expect(orders).toBe(100);
+    expect(await auditSku(db, sku)).toMatchObject({ sold: 100, soldCounted: 100, available: 0 });
+  });
+});
+
+/** The batch statement itself, against real rows: what one fenced write of a batch may and may not do. */
+describe('the batch statement', () => {
+  let db: Db;
+  let service: ServiceProcess;
+  beforeAll(async () => {
+    db = createDatabase(testEndpoints().databaseUrl, 2);
+    service = await ServiceProcess.spawn({});
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await db?.destroy();
+  });
+
+  const oneSegmentSku = async (stock: number) => {
+    const sku = uniqueSku('batch-stmt');
+    expect((await call(service.url, 'POST', '/skus', { sku, stock, segments: 1 })).status).toBe(201);
+    const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+    const row = { skuId: id, layoutVersion: 1, segment: 0 };
+    return { sku, row, state: (await readSegment(db, row))! };
+  };
+  const order = (quantity: number, idempotencyKey: string | null = null) => ({
+    orderId: randomUUID(),
+    quantity,
+    idempotencyKey,
+    requestFingerprint: idempotencyKey && 'fp',
+  });
+
+  it('writes nothing at all when the fence refuses the segment write', async () => {
+    const { sku, row, state } = await oneSegmentSku(10);
+    const batch = [order(2), order(3), order(1)];
+    // The row's token moved on since this holder's read: a newer holder wrote it.
+    const stale = { ...row, availableSeen: state.available, fenceSeen: state.fence - 1, fence: state.fence + 5 };
+    expect(await commitBatch(db, { ...stale, orders: batch })).toEqual({ written: false, placed: new Map() });
+    // A token no newer than the row's last writer's is refused too.
+    const old = { ...row, availableSeen: state.available, fenceSeen: state.fence, fence: state.fence };
+    expect((await commitBatch(db, { ...old, orders: batch })).written).toBe(false);
+    expect(await auditSku(db, sku)).toMatchObject({ sold: 0, soldCounted: 0, available: 10, ledgerOrders: 0 });
+  });
+
+  it('skips an order whose Idempotency-Key is taken, and places the rest of its batch', async () => {
+    const { sku, row } = await oneSegmentSku(10);
+    const key = `${sku}-taken`;
+    const first = await call(service.url, 'POST', '/orders', { sku, quantity: 1 }, { 'idempotency-key': key });
+    expect(first.status).toBe(201);
+    const now = (await readSegment(db, row))!;
+    const batch = [order(2), order(4, key), order(3)];
+    const fence = now.fence + 1;
+    const result = await commitBatch(db, {
+      ...row,
+      availableSeen: now.available,
+      fenceSeen: now.fence,
+      fence,
+      orders: batch,
+    });
+    expect(result.written).toBe(true);
+    expect([...result.placed.keys()].sort()).toEqual([batch[0]!.orderId, batch[2]!.orderId].sort());
+    // 10 − 1 (the first order) − 2 − 3: the skipped order took nothing.
+    expect(await auditSku(db, sku)).toMatchObject({ sold: 6, soldCounted: 6, available: 4, ledgerOrders: 3 });
+  });
+});
