@@ -11,7 +11,7 @@ import { LockFreeBaselines } from './bench/lock-free-baselines.js';
 import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
-import { AppError } from './errors.js';
+import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
 import { requireAdmin } from './http/admin-auth.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
@@ -109,8 +109,13 @@ export class StockService {
     app.use(
       pinoHttp({
         logger: this.log,
-        // Per-request lines at info would cost more than the order itself under load: log failures only.
-        customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'silent'),
+        // Per-request lines at info would cost more than the order itself under load: log failures only. Shedding
+        // load (lock_busy, shutting_down) is an answer, not a failure: logged, each would cost an Error with its stack.
+        customLogLevel: (_req, res, err) => {
+          if (err) return 'error';
+          const code = (res as express.Response).locals?.problemCode as ErrorCode | undefined;
+          return res.statusCode >= 500 && !(code && LOAD_SHEDDING.has(code)) ? 'error' : 'silent';
+        },
       }),
     );
     app.use(securityHeaders());

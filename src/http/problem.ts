@@ -4,6 +4,8 @@ import type { Logger } from '../logger.js';
 
 /** Sends an RFC 9457 problem document. */
 export function sendProblem(res: Response, error: AppError): void {
+  // For the request log, which stays quiet about answers that are not faults (app.ts).
+  res.locals.problemCode = error.code;
   if (error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
   if (error.code === 'unauthorized') res.set('WWW-Authenticate', 'Bearer');
   res

@@ -149,24 +149,26 @@ export async function updateSkuLayout(
     .execute();
 }
 
-/** The SKU with its segments and units sold, read in one snapshot so the numbers add up. */
+/**
+ * A SKU with its segments' stock and the units it sold, in one statement: one snapshot and one round trip. Running
+ * totals, not the ledger: O(segments) however many orders the SKU has had.
+ */
 export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | undefined> {
-  return db
-    .transaction()
-    .setIsolationLevel('repeatable read')
-    .execute(async (trx) => {
-      const row = await findSku(trx, sku);
-      if (!row) return undefined;
-      const segments = await trx
-        .selectFrom('stock_segments')
-        .select(['segment', 'available', 'sold'])
-        .where('sku_id', '=', row.id)
-        .orderBy('segment')
-        .execute();
-      // Running totals, not the ledger: O(segments) however many orders the SKU has had.
-      const sold = row.sold_in_earlier_layouts + segments.reduce((total, s) => total + s.sold, 0);
-      return { sku: row, segments: segments.map(({ segment, available }) => ({ segment, available })), sold };
-    });
+  const rows = await db
+    .selectFrom('skus')
+    .leftJoin('stock_segments', 'stock_segments.sku_id', 'skus.id')
+    .selectAll('skus')
+    .select(['stock_segments.segment', 'stock_segments.available', 'stock_segments.sold'])
+    .where('skus.sku', '=', sku)
+    .orderBy('stock_segments.segment')
+    .execute();
+  if (rows.length === 0) return undefined;
+  const { segment: _segment, available: _available, sold: _sold, ...row } = rows[0]!;
+  const segments = rows.flatMap(({ segment, available }) =>
+    segment === null || available === null ? [] : [{ segment, available }],
+  );
+  const sold = row.sold_in_earlier_layouts + rows.reduce((total, r) => total + (r.sold ?? 0), 0);
+  return { sku: row, segments, sold };
 }
 
 /** A SKU's books straight from Postgres: what reconciliation, the tests and the load test check. */

@@ -33,10 +33,18 @@ export interface OrderPlacementOptions {
   criticalSectionDelayMs: number;
 }
 
+/** What one order went through, for the metrics: filled in by the flow while the order is placed. */
+export interface OrderTrace {
+  /** Segment locks tried. */
+  segmentVisits: number;
+  /** Time spent waiting for a release (or for a holder to serve the order). */
+  waitedMs: number;
+}
+
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
 export interface OrderFlowHooks {
-  /** Wraps each placement, to time it and record its outcome. */
-  observeOrder?(place: () => Promise<PlacedOrder>): Promise<PlacedOrder>;
+  /** Wraps each placement, to time it and record its outcome; `trace` is complete once `place` has settled. */
+  observeOrder?(place: () => Promise<PlacedOrder>, trace: OrderTrace): Promise<PlacedOrder>;
   onSegmentVisit?(sku: string): void;
   onLockBusy?(sku: string): void;
   onWait?(sku: string, waitedMs: number): void;
@@ -50,7 +58,7 @@ export interface OrderFlowHooks {
 type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lock-lost' | 'lost-race' };
 type Attempt = { order: OrderRecord } | Restart;
 /** The caller's own order, with its place in line. */
-type OwnOrder = { request: OrderRequest; fingerprint: string | null; ticket: number };
+type OwnOrder = { request: OrderRequest; fingerprint: string | null; ticket: number; trace: OrderTrace };
 /** An order in a holder's batch: the holder's own, or one it took from the queue (`taken`). */
 type BatchMember = {
   quantity: number;
@@ -80,11 +88,12 @@ export class OrderPlacement {
   ) {}
 
   place(request: OrderRequest): Promise<PlacedOrder> {
-    const place = () => this.placeOnce(request);
-    return this.hooks.observeOrder ? this.hooks.observeOrder(place) : place();
+    const trace: OrderTrace = { segmentVisits: 0, waitedMs: 0 };
+    const place = () => this.placeOnce(request, trace);
+    return this.hooks.observeOrder ? this.hooks.observeOrder(place, trace) : place();
   }
 
-  private async placeOnce(request: OrderRequest): Promise<PlacedOrder> {
+  private async placeOnce(request: OrderRequest, trace: OrderTrace): Promise<PlacedOrder> {
     const fingerprint = request.idempotencyKey ? fingerprintOf(request) : null;
     if (request.idempotencyKey) {
       const prior = await findOrder(this.db, { idempotencyKey: request.idempotencyKey });
@@ -93,7 +102,7 @@ export class OrderPlacement {
     const deadline = Date.now() + this.options.lockWaitMs;
     for (;;) {
       const entry = await this.directory.get(request.sku);
-      const outcome = await this.attempt(entry, request, fingerprint, deadline);
+      const outcome = await this.attempt(entry, { request, fingerprint, ticket: this.locks.ticket(), trace }, deadline);
       if ('order' in outcome) return { order: outcome.order, replayed: false };
       if (outcome.restart === 'lost-race') {
         const winner = await findOrder(this.db, { idempotencyKey: request.idempotencyKey! });
@@ -108,15 +117,10 @@ export class OrderPlacement {
    * One attempt on one layout of the SKU, in rounds: try each segment that may suffice; else cover from several;
    * else, if some segment was busy, wait for a release and go again. Out of stock once no segment is left unread.
    */
-  private async attempt(
-    entry: SkuEntry,
-    request: OrderRequest,
-    fingerprint: string | null,
-    deadline: number,
-  ): Promise<Attempt> {
+  private async attempt(entry: SkuEntry, mine: OwnOrder, deadline: number): Promise<Attempt> {
+    const { request, fingerprint, ticket } = mine;
     /** Latest stock read under each segment's lock in this attempt; stock only shrinks, so these are upper bounds. */
     const seen = new Map<number, number>();
-    const ticket = this.locks.ticket();
     // Listening before the first try: a release between a try and the wait after it must still wake this caller.
     await this.locks.listen(
       entry.sku,
@@ -135,7 +139,7 @@ export class OrderPlacement {
       const candidates = this.candidates(entry, request.quantity, seen, wokenFor);
       let busy = candidates;
       if (!lineUpFirst) {
-        const tried = await this.trySegments(entry, { request, fingerprint, ticket }, candidates, seen);
+        const tried = await this.trySegments(entry, mine, candidates, seen);
         if ('order' in tried || 'restart' in tried) return tried;
         busy = tried.busy;
       }
@@ -156,7 +160,8 @@ export class OrderPlacement {
 
       const started = Date.now();
       const refs = busy.map((s) => refOf(entry, s));
-      const waited = await this.waitOrBeServed(entry, { request, fingerprint, ticket }, refs, { deadline, mark });
+      const waited = await this.waitOrBeServed(entry, mine, refs, { deadline, mark });
+      mine.trace.waitedMs += Date.now() - started;
       this.hooks.onWait?.(entry.sku, Date.now() - started);
       wokenFor = undefined;
       if (!('verdict' in waited)) {
@@ -194,7 +199,7 @@ export class OrderPlacement {
       fingerprint,
       layoutVersion: entry.layoutVersion,
       ticket,
-      onTaken: () => taken.abort(),
+      onTaken: () => taken.abort(TAKEN_INTO_A_BATCH),
     });
     const woken = this.locks.waitForRelease(refs, { ...wait, ticket, signal: taken.signal });
     const first = await Promise.race([
@@ -229,6 +234,7 @@ export class OrderPlacement {
     const { request } = mine;
     const busy: number[] = [];
     for (const segment of segments) {
+      mine.trace.segmentVisits++;
       this.hooks.onSegmentVisit?.(entry.sku);
       const lease = await this.locks.tryAcquire(refOf(entry, segment));
       if (!lease) {
@@ -519,6 +525,9 @@ function fingerprintOf(request: OrderRequest): string {
 function refOf(entry: SkuEntry, segment: number): SegmentRef {
   return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
 }
+
+/** The reason a taken order's wait ends with: one shared value, not an error built (with its stack) per order. */
+const TAKEN_INTO_A_BATCH = Symbol('taken into a batch');
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);

@@ -1,15 +1,8 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { AppError, isDependencyFailure } from '../errors.js';
-import type { OrderFlowHooks } from '../inventory/order-placement.js';
+import type { OrderFlowHooks, OrderTrace, PlacedOrder } from '../inventory/order-placement.js';
 import type { SegmentLockHooks } from '../inventory/segment-locks.js';
-
-/** What one order did on its way through the flow; lives in async-local storage for the order's duration. */
-interface OrderTrace {
-  lockAttempts: number;
-  waitedMs: number;
-}
 
 export interface SkuAvailable {
   sku: string;
@@ -30,7 +23,6 @@ export type OrderOutcome = 'placed' | 'replayed' | AppError['code'];
  */
 export class ServiceMetrics {
   readonly registry = new Registry();
-  private readonly traces = new AsyncLocalStorage<OrderTrace>();
 
   private readonly orders = new Counter({
     name: 'stock_orders_total',
@@ -143,32 +135,23 @@ export class ServiceMetrics {
 
   /** Hooks for the order flow: they feed the counters and the current order's trace. */
   readonly orderFlowHooks: OrderFlowHooks = {
-    observeOrder: (place) => this.observeOrder(place, (placed) => (placed.replayed ? 'replayed' : 'placed')),
-    onSegmentVisit: () => {
-      this.lockAttempts.inc();
-      const trace = this.traces.getStore();
-      if (trace) trace.lockAttempts++;
-    },
+    observeOrder: (place, trace) => this.observeOrder(place, trace),
+    onSegmentVisit: () => this.lockAttempts.inc(),
     onLockBusy: () => this.lockBusy.inc(),
-    onWait: (_sku, waitedMs) => {
-      this.lockWaits.inc();
-      const trace = this.traces.getStore();
-      if (trace) trace.waitedMs += waitedMs;
-    },
+    onWait: () => this.lockWaits.inc(),
     onFencedOut: () => this.fencedOut.inc(),
     onBatch: (_sku, orders) => this.batchOrders.observe(orders),
     onLockLost: () => this.lockLost.inc(),
   };
 
   /** Runs one order placement, recording its outcome, duration, segments tried and time parked. */
-  async observeOrder<T>(place: () => Promise<T>, outcomeOf: (result: T) => OrderOutcome): Promise<T> {
-    const trace: OrderTrace = { lockAttempts: 0, waitedMs: 0 };
+  private async observeOrder(place: () => Promise<PlacedOrder>, trace: OrderTrace): Promise<PlacedOrder> {
     const started = performance.now();
     this.ordersInProgress.inc();
     let outcome: OrderOutcome = 'internal';
     try {
-      const result = await this.traces.run(trace, place);
-      outcome = outcomeOf(result);
+      const result = await place();
+      outcome = result.replayed ? 'replayed' : 'placed';
       return result;
     } catch (error) {
       outcome = outcomeOfError(error);
@@ -178,8 +161,8 @@ export class ServiceMetrics {
       this.orders.inc({ outcome });
       this.orderDuration.observe({ outcome }, (performance.now() - started) / 1000);
       // Replays and refusals before any lock (unknown SKU, sold out) tried no segment: they say nothing of locking.
-      if (trace.lockAttempts > 0) {
-        this.segmentVisits.observe(trace.lockAttempts);
+      if (trace.segmentVisits > 0) {
+        this.segmentVisits.observe(trace.segmentVisits);
         this.lockWait.observe(trace.waitedMs / 1000);
       }
     }
