@@ -19,7 +19,7 @@ const configSchema = z.object({
   PG_POOL_SIZE: z.coerce.number().int().min(1).max(500).default(20),
   // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
   CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
-  COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(16),
+  COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(64),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
   // Benchmark knob: mounts /bench/* (the HTTP ceiling, the unlocked oversell demonstration, lock-free baselines).
   // Only an explicit 1 or true turns it on; never set it in production.

@@ -126,11 +126,7 @@ export class OrderPlacement {
       entry.sku,
       this.nonEmptySegments(entry).map((s) => refOf(entry, s)),
     );
-    // When this process holds every segment and others of its callers already wait, a newcomer lines up behind them
-    // instead of overtaking: the single-lock case stays first come, first served.
-    let lineUpFirst =
-      this.locks.hasWaiters(entry.sku) &&
-      this.nonEmptySegments(entry).every((s) => this.locks.isHeldHere(refOf(entry, s)));
+    let lineUpFirst = this.shouldLineUp(entry);
     /** The segment whose release woke this caller: tried first in the next round. */
     let wokenFor: number | undefined;
     for (;;) {
@@ -212,6 +208,22 @@ export class OrderPlacement {
     if (this.queue.leave(entry.sku, waiting)) return first;
     if (first.segment !== undefined) this.locks.passOn(refOf(entry, first.segment));
     return { verdict: await waiting.verdict };
+  }
+
+  /**
+   * Whether a newcomer should queue behind this process's callers rather than try the segments. When this process
+   * holds every segment and others of its callers already wait: so the single-lock case stays first come, first
+   * served. And, with combining, while the SKU's holders here can still take every queued order into their batches:
+   * joining them costs the order nothing but the wait, where taking one more segment costs it its own lock round trips
+   * and statement. Holders are added only as the queue outgrows them (a long business step).
+   */
+  private shouldLineUp(entry: SkuEntry): boolean {
+    const open = this.nonEmptySegments(entry);
+    const heldHere = open.filter((s) => this.locks.isHeldHere(refOf(entry, s))).length;
+    if (heldHere === 0) return false;
+    if (heldHere === open.length && this.locks.hasWaiters(entry.sku)) return true;
+    const batchRoom = heldHere * (this.options.combineMaxBatch - 1);
+    return this.queue.size(entry.sku) < batchRoom;
   }
 
   /** Segments not known to be empty, in a random order (or starting with the one whose release woke the caller). */

@@ -55,6 +55,11 @@ export class OrderQueue {
     return entry;
   }
 
+  /** How many orders wait for the SKU. */
+  size(sku: string): number {
+    return this.waiting.get(sku)?.length ?? 0;
+  }
+
   /** Leaves the line; false when a holder took the order already (then its verdict is coming). */
   leave(sku: string, order: WaitingOrder): boolean {
     const line = this.waiting.get(sku);
