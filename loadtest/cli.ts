@@ -18,6 +18,9 @@ import { RunProgress } from './runner/progress.js';
 import { RunContext } from './scenarios/context.js';
 import { runAll, type ScenarioName, scenarioNames, type Targets } from './scenarios/run-all.js';
 
+/** COMBINE_MAX_BATCH=1: every order is written by its own statement under its own lock hold. */
+const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
+
 const presets: Record<'full' | 'quick', RunSettings> = {
   full: {
     connections: 64,
@@ -31,9 +34,13 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     quantity: 1,
     timeoutSeconds: 10,
     maxRequestsPerRound: 200_000,
-    quietCores: 0.3,
-    quietMaxWaitSeconds: 20,
+    quietCores: 0.2,
+    quietMaxWaitSeconds: 30,
     oversellStock: 500,
+    growthLedgerRows: [0, 5_000_000],
+    growthConnections: 16,
+    growthRequests: 4_000,
+    disturbedCores: 0.2,
   },
   quick: {
     connections: 64,
@@ -50,6 +57,10 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     quietCores: 0,
     quietMaxWaitSeconds: 0,
     oversellStock: 100,
+    growthLedgerRows: [0, 100_000],
+    growthConnections: 16,
+    growthRequests: 1_000,
+    disturbedCores: 0.2,
   },
 };
 
@@ -109,7 +120,7 @@ const program = new Command('loadtest')
   .option('--scenarios <list>', `run only these: ${scenarioNames.join(', ')}`, scenarioList)
   .option(
     '--quiet-cores <cores>',
-    'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.3, quick 0)',
+    'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.2, quick 0)',
     Number,
   )
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
@@ -167,8 +178,16 @@ async function main(): Promise<void> {
       const remote = new RemoteService('target', cli.url.replace(/\/$/, ''), cli.adminToken);
       db = cli.databaseUrl ? createDatabase(cli.databaseUrl, 4) : null;
       targets = {
-        start: { real: async () => remote, businessStep: null, cluster: null },
+        start: {
+          real: async () => remote,
+          realUncombined: null,
+          businessStep: null,
+          businessStepCombined: null,
+          cluster: null,
+          alternative: null,
+        },
         stop: async () => {},
+        ownsDatabase: false,
         describe: `the running service at ${remote.url}${db ? ' (books also audited in Postgres)' : ' (books audited through the API only)'}`,
       };
     } else {
@@ -186,17 +205,30 @@ async function main(): Promise<void> {
       targets = {
         start: {
           real: () => start('service (real critical section)', { label: 'real' }),
+          realUncombined: () =>
+            start('service (real critical section, combining off)', { label: 'real-uncombined', env: COMBINING_OFF }),
           businessStep: () =>
-            start(`service (${settings.businessStepMs} ms business step)`, {
+            start(`service (${settings.businessStepMs} ms business step, combining off)`, {
               label: 'business-step',
+              env: { CRITICAL_SECTION_DELAY_MS: String(settings.businessStepMs), ...COMBINING_OFF },
+            }),
+          businessStepCombined: () =>
+            start(`service (${settings.businessStepMs} ms business step)`, {
+              label: 'business-step-combined',
               env: { CRITICAL_SECTION_DELAY_MS: String(settings.businessStepMs) },
             }),
           cluster: () => start(`${instances} instances behind one port`, { label: 'cluster', instances }),
+          alternative: () =>
+            start('the alternative (express + pg, one conditional UPDATE)', {
+              label: 'alternative',
+              program: 'alternative',
+            }),
         },
         stop: async (service) => {
           running.delete(service);
           await service.stop();
         },
+        ownsDatabase: true,
         describe:
           'service processes started by this run: node dist/src/main.js with BENCH_ROUTES=1, LOG_LEVEL=warn, defaults otherwise',
       };
@@ -253,7 +285,7 @@ async function main(): Promise<void> {
 /** Locked cases whose books do not add up, and unguarded demonstrations that failed to show the oversell. */
 function bookFailures(run: RunResults): string[] {
   const failures: string[] = [];
-  for (const c of [...run.segments, ...run.cluster, ...run.lockFree, ...run.memory]) {
+  for (const c of [...run.segments, ...run.cluster, ...run.lockFree, ...run.alternative, ...run.memory]) {
     for (const [books, round] of [
       [c.books, 'measured'],
       [c.warmupBooks, 'warm-up'],
@@ -262,6 +294,7 @@ function bookFailures(run: RunResults): string[] {
         failures.push(`${c.label} (${round}): ${check.name}: ${check.detail}`);
     }
   }
+  for (const c of run.growth) if (!c.booksOk) failures.push(`${c.label}: the books do not add up after its rounds`);
   for (const c of run.oversell) {
     if (expectedSafe(c) && !c.books.ok)
       failures.push(

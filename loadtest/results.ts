@@ -10,7 +10,11 @@ export interface RunResults {
   oversell: OversellCase[];
   soldOut: SoldOutCase[];
   lockFree: SalesCase[];
+  /** What a user would write instead: express + pg, one conditional UPDATE on one row (loadtest/alternative). */
+  alternative: SalesCase[];
   memory: SalesCase[];
+  /** The SKU view and orders with an empty ledger and with a long one. */
+  growth: GrowthCase[];
   /** Scenarios not run, and why (e.g. a remote target cannot be given a business step). */
   skipped: { scenario: string; reason: string }[];
   /** Services that died during a case (the case was repeated on a fresh service). */
@@ -51,6 +55,13 @@ export interface RunSettings {
   quietMaxWaitSeconds: number;
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: number;
+  /** Ledger sizes of the growth scenario (0 = empty). */
+  growthLedgerRows: number[];
+  growthConnections: number;
+  /** Requests per round of the growth scenario (SKU view, then orders). */
+  growthRequests: number;
+  /** A round whose other processes used more than this many cores is marked disturbed in the report. */
+  disturbedCores: number;
 }
 
 export type Profile = 'real' | 'business-step';
@@ -71,6 +82,8 @@ export interface SalesCase {
   /** What sells: the product's POST /orders, or a benchmark route. */
   path: string;
   profile: Profile;
+  /** Whether the service combined queued orders into one statement per lock hold (COMBINE_MAX_BATCH > 1). */
+  combining: boolean;
   instances: number;
   segments: number;
   connections: number;
@@ -146,4 +159,17 @@ export interface SoldOutCase {
   lockAttemptsPerRequest: number | null;
   cpu: CpuUsage | null;
   restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
+}
+
+export interface GrowthCase {
+  id: string;
+  label: string;
+  ledgerRows: number;
+  seedSeconds: number;
+  /** `GET /skus/:sku` rounds. */
+  skuRead: RoundResult;
+  /** One-unit orders on the same SKU. */
+  orders: RoundResult;
+  /** Sold = seeded + 201 answers, and available + sold = stock, after the rounds. */
+  booksOk: boolean;
 }

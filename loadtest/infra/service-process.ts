@@ -7,6 +7,7 @@ import { freePort } from '../../src/dev/free-port.js';
 import type { BackingServices } from './backing-services.js';
 
 const serviceMain = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+const alternativeMain = fileURLToPath(new URL('../alternative/server.js', import.meta.url));
 const clusterPrimary = fileURLToPath(new URL('./cluster-primary.js', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
 const KEPT_OUTPUT_LINES = 200;
@@ -34,6 +35,8 @@ export interface LocalServiceOptions {
   instances?: number;
   /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
   nodeArgs?: string[];
+  /** Which program: the service (default), or the alternative a user would write instead (loadtest/alternative). */
+  program?: 'service' | 'alternative';
 }
 
 /**
@@ -89,7 +92,8 @@ export class LocalService implements ServiceTarget {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
     } else {
-      child = spawn(process.execPath, [...(options.nodeArgs ?? []), serviceMain], {
+      const main = options.program === 'alternative' ? alternativeMain : serviceMain;
+      child = spawn(process.execPath, [...(options.nodeArgs ?? []), main], {
         env,
         stdio: ['ignore', 'pipe', 'pipe'],
       });

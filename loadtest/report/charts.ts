@@ -18,7 +18,7 @@ const config = { font: 'Helvetica, Arial, sans-serif', view: { stroke: null }, a
 /** Renders the report's charts to SVG with vega-lite; returns them with paths relative to `dir`'s parent doc. */
 export async function renderCharts(run: RunResults, dir: string): Promise<Chart[]> {
   const f = new RunFigures(run);
-  const stepLabel = `${run.meta.settings.businessStepMs} ms business step`;
+  const stepLabel = `${run.meta.settings.businessStepMs} ms business step, combining off`;
   const profileName = (p: string) => (p === 'real' ? 'real critical section' : stepLabel);
   const charts: { name: string; title: string; spec: TopLevelSpec }[] = [];
 
@@ -193,6 +193,7 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
         perSecond: c.ordersPerSecond,
         kind: 'product',
       })),
+    ...run.alternative.map((c) => ({ label: 'the alternative', perSecond: c.ordersPerSecond, kind: 'alternative' })),
     ...run.lockFree.map((c) => ({
       label: c.label.replace(/^lock-free · /, ''),
       perSecond: c.ordersPerSecond,

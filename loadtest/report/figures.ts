@@ -1,5 +1,8 @@
-import type { CeilingCase, RunResults, SalesCase } from '../results.js';
+import type { CeilingCase, Profile, RunResults, SalesCase } from '../results.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/run-all.js';
+
+/** Whether the segment-count sweep of each profile ran with combining on. */
+const SWEEP_COMBINING: Record<Profile, boolean> = { real: true, 'business-step': false };
 
 /** The figures the targets and tables are stated in, derived once from a run. */
 export class RunFigures {
@@ -38,25 +41,53 @@ export class RunFigures {
     return cpu && perSecond > 0 ? (cpu.cores.service / perSecond) * 1000 : NaN;
   }
 
-  profile(profile: 'real' | 'business-step'): SalesCase[] {
-    return this.run.segments.filter((c) => c.profile === profile).sort((a, b) => a.segments - b.segments);
+  /**
+   * The segment-count sweep of a profile: the real critical section as shipped (combining on); the business step
+   * with combining off, to show what segmenting alone buys.
+   */
+  profile(profile: Profile): SalesCase[] {
+    return this.run.segments
+      .filter((c) => c.profile === profile && c.combining === SWEEP_COMBINING[profile])
+      .sort((a, b) => a.segments - b.segments);
   }
 
-  at(profile: 'real' | 'business-step', segments: number): SalesCase | undefined {
+  at(profile: Profile, segments: number): SalesCase | undefined {
     return this.profile(profile).find((c) => c.segments === segments);
   }
 
-  singleLock(profile: 'real' | 'business-step'): SalesCase | undefined {
+  /** A case of the profile with combining on or off, whichever the sweep used. */
+  variant(profile: Profile, segments: number, combining: boolean): SalesCase | undefined {
+    return this.run.segments.find((c) => c.profile === profile && c.segments === segments && c.combining === combining);
+  }
+
+  /** Every case of the profile: the sweep, then the other combining mode's rows. */
+  allOf(profile: Profile): SalesCase[] {
+    const sweep = this.profile(profile);
+    return [...sweep, ...this.run.segments.filter((c) => c.profile === profile && !sweep.includes(c))];
+  }
+
+  /** The alternative a user would write instead, when measured. */
+  get alternative(): SalesCase | undefined {
+    return this.run.alternative[0];
+  }
+
+  /** Orders/s relative to the alternative. */
+  overAlternative(c: SalesCase): number {
+    const alternative = this.alternative;
+    return alternative && alternative.ordersPerSecond > 0 ? c.ordersPerSecond / alternative.ordersPerSecond : NaN;
+  }
+
+  singleLock(profile: Profile): SalesCase | undefined {
     return this.at(profile, 1);
   }
 
-  headline(profile: 'real' | 'business-step'): SalesCase | undefined {
+  headline(profile: Profile): SalesCase | undefined {
     return this.at(profile, HEADLINE_SEGMENTS);
   }
 
-  /** Orders/s relative to the single lock of the same profile. */
+  /** Orders/s relative to the single lock of the same profile and combining mode. */
   speedup(c: SalesCase): number {
-    const single = this.singleLock(c.profile);
+    const single = this.variant(c.profile, 1, c.combining);
     return single && single.ordersPerSecond > 0 ? c.ordersPerSecond / single.ordersPerSecond : NaN;
   }
 

@@ -2,6 +2,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CpuUsage } from '../infra/cpu-usage.js';
 import type { RunResults, SalesCase } from '../results.js';
+import type { RoundResult } from '../runner/round.js';
+import { HEADLINE_SEGMENTS } from '../scenarios/run-all.js';
 import { renderCharts } from './charts.js';
 import { RunFigures } from './figures.js';
 import { int, mark, mib, ms, num, pct, statuses, table, times } from './format.js';
@@ -99,13 +101,18 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         ],
         [
           'Business step',
-          `${s.businessStepMs} ms (\`CRITICAL_SECTION_DELAY_MS\`), held inside the segment lock, second profile only`,
+          `${s.businessStepMs} ms (\`CRITICAL_SECTION_DELAY_MS\`) per order, held inside the segment lock, second profile only (a batch runs its orders' steps side by side)`,
+        ],
+        [
+          'Combining',
+          'on (the default, `COMBINE_MAX_BATCH=64`) unless a row says *combining off* (`COMBINE_MAX_BATCH=1`)',
         ],
         [
           'Shared machine',
-          s.quietCores > 0
-            ? `before each case the run waited (at most ${s.quietMaxWaitSeconds} s) until other processes used ≤ ${s.quietCores} cores; what they used during each round is in “Where the CPU went”`
-            : 'no waiting for other processes; what they used during each round is in “Where the CPU went”',
+          (s.quietCores > 0
+            ? `before each case the run waited (at most ${s.quietMaxWaitSeconds} s) until other processes used ≤ ${s.quietCores} cores`
+            : 'no waiting for other processes') +
+            `; what they used during each round is in “Where the CPU went”, where rounds over ${num(s.disturbedCores)} cores are marked disturbed`,
         ],
       ],
       ['l', 'l'],
@@ -135,6 +142,33 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     ),
   );
 
+  const headline = headlineRows(run, f);
+  if (headline.length) {
+    p(
+      '## Headline',
+      `One run, one instance, ${s.connections} connections, default configuration unless the row says otherwise. ` +
+        '*The alternative* is what a user would write instead of this service (`loadtest/alternative/server.ts`): express + pg, the stock in one row, ' +
+        'one autocommit statement per order that deducts only if enough is left and inserts the order. *Combining off* is `COMBINE_MAX_BATCH=1`: ' +
+        'every order under its own lock hold, with its own statement. ' +
+        `*Other processes*: cores used during the round by processes that are not part of the run; over ${num(s.disturbedCores)} the round is marked disturbed and its rate understates.`,
+    );
+    p(
+      table(
+        ['Case', 'Answers/s', '× the alternative', '% of ceiling', 'p50 ms', 'p99 ms', 'Statuses', 'Other processes'],
+        headline.map(({ label, perSecond, round, cpu, answersAlternative }) => [
+          label,
+          int(perSecond),
+          answersAlternative ? times(perSecond / f.alternative!.ordersPerSecond) : '–',
+          ofCeiling(perSecond),
+          ms(round.latencyMs.p50),
+          ms(round.latencyMs.p99),
+          statuses(round.statusCounts),
+          disturbance(cpu, s.disturbedCores),
+        ]),
+      ),
+    );
+  }
+
   p(
     '## 1. HTTP ceiling',
     'The same express stack and middleware answering `POST /bench/echo` with the order’s body (JSON parsed, echoed back); no lock, no database.',
@@ -159,15 +193,18 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     [
       'real',
       '## 2. Single lock vs segmented: real critical section',
-      'The order flow as shipped: lock, read the segment from Postgres, write the fenced update, the order and its ledger in one transaction, release.',
+      'The order flow as shipped: lock, read the segment from Postgres, decide the holder’s order and those of the instance queued behind it ' +
+        '(flat combining), write the fenced update with every order and ledger row in one statement, release. ' +
+        'Rows marked *combining off* run with `COMBINE_MAX_BATCH=1`: one order per lock hold and statement.',
     ],
     [
       'business-step',
       `## 3. Single lock vs segmented: ${s.businessStepMs} ms business step in the lock`,
-      `Reference article 002’s example: one lock with a 20 ms critical section serves at most 50 orders/s; 20 segments should approach 1,000/s.`,
+      `Reference article 002’s example: one lock with a 20 ms critical section serves at most 50 orders/s; 20 segments should approach 1,000/s. ` +
+        'The sweep runs with combining off, to show what segmenting alone buys; the last rows turn combining on, where one hold runs the steps of its batch side by side.',
     ],
   ] as const) {
-    const cases = f.profile(profile);
+    const cases = f.allOf(profile);
     if (!cases.length) continue;
     p(title, intro);
     p(salesTable(cases, f, ofCeiling));
@@ -265,7 +302,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         '*Redis Lua counter*: a check-and-decrement script on a counter, then the order and ledger in Postgres (units given back if that write fails).',
     );
     const product = [f.singleLock('real'), f.headline('real')].filter((c): c is SalesCase => c !== undefined);
-    p(salesTable([...product, ...run.lockFree], f, ofCeiling));
+    p(salesTable([...product, ...run.alternative, ...run.lockFree], f, ofCeiling));
     p(chart('baselines'));
   }
 
@@ -285,6 +322,41 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
           statuses(c.measured.statusCounts),
           mib(c.memory?.maxRssBytes ?? NaN),
           mib(c.memory?.peakRssBytes ?? NaN),
+        ]),
+      ),
+    );
+  }
+
+  if (run.growth.length) {
+    p(
+      '## Cost as the ledger grows',
+      `A ${HEADLINE_SEGMENTS}-segment SKU with an empty ledger, and one whose ledger was seeded in bulk through SQL that keeps the running totals consistent ` +
+        `(each segment’s available and sold move with the rows added). Then ${int(s.growthRequests)} \`GET /skus/:sku\` and ${int(s.growthRequests)} one-unit orders ` +
+        `on it, ${s.growthConnections} connections. The SKU view, \`/metrics\` and the order path read the segments’ running totals, never the ledger.`,
+    );
+    p(
+      table(
+        [
+          'Ledger rows',
+          'Seeded in',
+          'SKU view/s',
+          'SKU view p50 ms',
+          'p99 ms',
+          'Orders/s',
+          'Order p50 ms',
+          'p99 ms',
+          'Books',
+        ],
+        run.growth.map((c) => [
+          int(c.ledgerRows),
+          c.ledgerRows ? `${c.seedSeconds.toFixed(0)} s` : '–',
+          int(c.skuRead.ratePerSecond[200] ?? 0),
+          ms(c.skuRead.latencyMs.p50),
+          ms(c.skuRead.latencyMs.p99),
+          int(c.orders.ratePerSecond[201] ?? 0),
+          ms(c.orders.latencyMs.p50),
+          ms(c.orders.latencyMs.p99),
+          c.booksOk ? 'balanced' : 'FAILED',
         ]),
       ),
     );
@@ -312,6 +384,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
           'Service ms / answer',
           'Postgres ms / answer',
           'Waited for quiet',
+          'Disturbed',
         ],
         cpuRows.map(({ label, perSecond, cpu }) => [
           label,
@@ -325,6 +398,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
           perSecond > 0 ? ms((cpu.cores.service / perSecond) * 1000) : '–',
           perSecond > 0 ? ms((cpu.cores.postgres / perSecond) * 1000) : '–',
           cpu.waitedForQuietSeconds ? `${cpu.waitedForQuietSeconds.toFixed(0)} s` : '–',
+          cpu.cores.others > s.disturbedCores ? '**disturbed**' : 'no',
         ]),
       ),
     );
@@ -346,16 +420,71 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
 function cpuCases(run: RunResults, f: RunFigures): { label: string; perSecond: number; cpu: CpuUsage }[] {
   const rows: { label: string; perSecond: number; cpu: CpuUsage | null }[] = [
     ...run.ceiling.map((c) => ({ label: c.label, perSecond: c.perSecond, cpu: c.cpu })),
-    ...[...f.profile('real'), ...f.profile('business-step'), ...run.cluster, ...run.lockFree, ...run.memory].map(
-      (c) => ({
-        label: c.label,
-        perSecond: c.ordersPerSecond,
-        cpu: c.cpu,
-      }),
-    ),
+    ...[
+      ...f.allOf('real'),
+      ...f.allOf('business-step'),
+      ...run.alternative,
+      ...run.cluster,
+      ...run.lockFree,
+      ...run.memory,
+    ].map((c) => ({
+      label: c.label,
+      perSecond: c.ordersPerSecond,
+      cpu: c.cpu,
+    })),
     ...run.soldOut.map((c) => ({ label: c.label, perSecond: c.refusalsPerSecond, cpu: c.cpu })),
   ];
   return rows.filter((r): r is { label: string; perSecond: number; cpu: CpuUsage } => r.cpu !== null);
+}
+
+interface HeadlineRow {
+  label: string;
+  perSecond: number;
+  round: RoundResult;
+  cpu: CpuUsage | null;
+  /** Orders (not echoes or refusals): comparable with the alternative's. */
+  answersAlternative: boolean;
+}
+
+/** The headline comparison: ceiling, the alternative, the product with combining off and on, sold-out. */
+function headlineRows(run: RunResults, f: RunFigures): HeadlineRow[] {
+  const sale = (c: SalesCase | undefined): HeadlineRow[] =>
+    c
+      ? [{ label: c.label, perSecond: c.ordersPerSecond, round: c.measured, cpu: c.cpu, answersAlternative: true }]
+      : [];
+  const n = HEADLINE_SEGMENTS;
+  return [
+    ...f.ceilings.map((c) => ({
+      label: c.label,
+      perSecond: c.perSecond,
+      round: c.measured,
+      cpu: c.cpu,
+      answersAlternative: false,
+    })),
+    ...sale(f.alternative),
+    ...sale(f.variant('real', 1, false)),
+    ...sale(f.variant('real', 1, true)),
+    ...sale(f.variant('real', n, false)),
+    ...sale(f.variant('real', n, true)),
+    ...run.soldOut.map((c) => ({
+      label: `${c.label} (409s)`,
+      perSecond: c.refusalsPerSecond,
+      round: c.measured,
+      cpu: c.cpu,
+      answersAlternative: false,
+    })),
+    ...sale(f.variant('business-step', 1, false)),
+    ...sale(f.variant('business-step', 1, true)),
+    ...sale(f.variant('business-step', n, false)),
+    ...sale(f.variant('business-step', n, true)),
+  ];
+}
+
+/** Other processes' CPU during a round, marked when over the bound. */
+function disturbance(cpu: CpuUsage | null, bound: number): string {
+  if (!cpu) return '–';
+  const cores = `${num(cpu.cores.others)} cores`;
+  return cpu.cores.others > bound ? `**${cores}: disturbed**` : cores;
 }
 
 function salesTable(

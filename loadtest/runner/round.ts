@@ -4,6 +4,8 @@ import type { RunProgress } from './progress.js';
 export interface RoundSpec {
   title: string;
   baseUrl: string;
+  /** POST (default), with `body` as JSON; or GET. */
+  method?: 'GET' | 'POST';
   path: string;
   body: unknown;
   headers?: Record<string, string>;
@@ -48,13 +50,12 @@ export interface RoundResult {
 
 /** One autocannon round, with per-answer bookkeeping: status counts, steady-window rates, exact percentiles. */
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress): Promise<RoundResult> {
-  const body = JSON.stringify(spec.body);
-  const headers = { 'content-type': 'application/json', ...spec.headers };
+  const method = spec.method ?? 'POST';
   const options: autocannon.Options = {
     url: spec.baseUrl + spec.path,
-    method: 'POST',
-    headers,
-    body,
+    method,
+    headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
+    ...(method === 'POST' && { body: JSON.stringify(spec.body) }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -141,7 +142,7 @@ function flagsOf(options: autocannon.Options): string {
   parts.push(options.amount !== undefined ? `-a ${options.amount}` : `-d ${options.duration}`);
   parts.push(`-m ${options.method}`);
   for (const [name, value] of Object.entries(options.headers ?? {})) parts.push(`-H '${name}: ${value}'`);
-  parts.push(`-b '${options.body as string}'`);
+  if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
   parts.push(String(options.url));
   return `autocannon ${parts.join(' ')}`;
 }

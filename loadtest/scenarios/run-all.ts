@@ -1,6 +1,7 @@
 import type { ServiceTarget } from '../infra/service-process.js';
-import type { RunResults } from '../results.js';
+import type { Profile, RunResults } from '../results.js';
 import type { RunContext } from './context.js';
+import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
 import { runSoldOut } from './sold-out.js';
@@ -8,23 +9,31 @@ import { runSoldOut } from './sold-out.js';
 export const scenarioNames = [
   'ceiling',
   'segments',
+  'alternative',
   'business-step',
   'cluster',
   'oversell',
   'sold-out',
   'lock-free',
   'memory',
+  'growth',
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 
-/** The services a run measures: the real critical section, the same with a business step, several instances. */
-export type ServiceRole = 'real' | 'businessStep' | 'cluster';
+/**
+ * The processes a run measures: the service with the real critical section, combining on (as shipped) and off; with
+ * a business step, combining off and on; several instances; and the alternative a user would write instead.
+ */
+export type ServiceRole =
+  'real' | 'realUncombined' | 'businessStep' | 'businessStepCombined' | 'cluster' | 'alternative';
 
 export interface Targets {
   /** Starts a fresh service for the role; null where the target cannot provide one (a remote --url). */
   start: Record<ServiceRole, (() => Promise<ServiceTarget>) | null>;
   stop(service: ServiceTarget): Promise<void>;
   describe: string;
+  /** The run started the Postgres itself, so it may seed it (the growth scenario); never a --url target's. */
+  ownsDatabase: boolean;
 }
 
 /** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
@@ -104,7 +113,9 @@ export async function runAll(
     oversell: [],
     soldOut: [],
     lockFree: [],
+    alternative: [],
     memory: [],
+    growth: [],
     skipped: [],
     incidents: [],
   };
@@ -121,22 +132,55 @@ export async function runAll(
     );
   }
 
+  /** One row of a segment-count comparison, on the service of `role`. */
+  const orders = (role: ServiceRole, profile: Profile, combining: boolean, segments: number) => {
+    const step = profile === 'business-step' ? `${settings.businessStepMs} ms step` : 'real';
+    return services.use(role, (service) =>
+      measureSales(ctx, {
+        id: `${profile === 'real' ? 'real' : 'step'}-${segments}${combining ? '' : '-uncombined'}`,
+        label: `${step} · ${lockName(segments)}${combining ? '' : ' · combining off'}`,
+        service,
+        path: '/orders',
+        profile,
+        combining,
+        instances: 1,
+        segments,
+        lockMetrics: true,
+      }),
+    );
+  };
+  /** The single lock and the headline segment count, of those the run compares. */
+  const endpoints = settings.segmentCounts.filter((n) => n === 1 || n === HEADLINE_SEGMENTS);
+
   if (wants('segments')) {
-    for (const segments of settings.segmentCounts) {
-      results.segments.push(
-        await services.use('real', (service) =>
+    for (const segments of settings.segmentCounts) results.segments.push(await orders('real', 'real', true, segments));
+    if (services.available('realUncombined')) {
+      for (const segments of endpoints) results.segments.push(await orders('realUncombined', 'real', false, segments));
+      await services.release('realUncombined');
+    }
+  }
+
+  if (wants('alternative')) {
+    if (!services.available('alternative')) {
+      results.skipped.push({ scenario: 'alternative', reason: 'the alternative is a process this run starts' });
+    } else {
+      results.alternative.push(
+        await services.use('alternative', (service) =>
           measureSales(ctx, {
-            id: `real-${segments}`,
-            label: `real · ${lockName(segments)}`,
+            id: 'alternative',
+            label: 'the alternative · express + pg, one conditional UPDATE on one row',
             service,
             path: '/orders',
             profile: 'real',
+            combining: false,
             instances: 1,
-            segments,
-            lockMetrics: true,
+            segments: 1,
+            lockMetrics: false,
+            auditInPostgres: false,
           }),
         ),
       );
+      await services.release('alternative');
     }
   }
 
@@ -147,23 +191,15 @@ export async function runAll(
         reason: 'the business step is a setting of a service this run starts; a --url target cannot be given it',
       });
     } else {
+      // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
       for (const segments of settings.segmentCounts) {
-        results.segments.push(
-          await services.use('businessStep', (service) =>
-            measureSales(ctx, {
-              id: `step-${segments}`,
-              label: `${settings.businessStepMs} ms step · ${lockName(segments)}`,
-              service,
-              path: '/orders',
-              profile: 'business-step',
-              instances: 1,
-              segments,
-              lockMetrics: true,
-            }),
-          ),
-        );
+        results.segments.push(await orders('businessStep', 'business-step', false, segments));
       }
       await services.release('businessStep');
+      for (const segments of endpoints) {
+        results.segments.push(await orders('businessStepCombined', 'business-step', true, segments));
+      }
+      await services.release('businessStepCombined');
     }
   }
 
@@ -198,6 +234,7 @@ export async function runAll(
             ...baseline,
             service,
             profile: 'real',
+            combining: false,
             instances: 1,
             lockMetrics: false,
             stockIn: baseline.id === 'redis-counter' ? 'redis-counter' : 'segments',
@@ -216,6 +253,7 @@ export async function runAll(
           service,
           path: '/orders',
           profile: 'real',
+          combining: true,
           instances: 1,
           segments: HEADLINE_SEGMENTS,
           connections: settings.memoryConnections,
@@ -223,6 +261,22 @@ export async function runAll(
         }),
       ),
     );
+  }
+
+  if (wants('growth')) {
+    const db = ctx.db;
+    if (!db || !targets.ownsDatabase) {
+      results.skipped.push({
+        scenario: 'growth',
+        reason: 'seeding a long ledger needs the Postgres of a service this run starts',
+      });
+    } else {
+      results.growth.push(
+        ...(await services.use('real', (service) =>
+          runGrowth(ctx, db, service, { segments: HEADLINE_SEGMENTS, ledgerRows: settings.growthLedgerRows }),
+        )),
+      );
+    }
   }
 
   if (wants('oversell'))
@@ -256,6 +310,7 @@ export async function runAll(
                 service,
                 path: '/orders',
                 profile: 'real',
+                combining: true,
                 instances,
                 segments,
                 lockMetrics: true,

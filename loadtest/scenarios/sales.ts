@@ -17,10 +17,14 @@ export interface SalesSpec {
   service: ServiceTarget;
   path: string;
   profile: Profile;
+  /** Whether the service combines queued orders (COMBINE_MAX_BATCH > 1). */
+  combining: boolean;
   instances: number;
   segments: number;
   connections?: number;
   stockIn?: 'segments' | 'redis-counter';
+  /** Audit the books in Postgres too (default); the alternative keeps its own tables, checked through its API. */
+  auditInPostgres?: boolean;
   /** Whether this path goes through the product's order flow (and so feeds its lock metrics). */
   lockMetrics: boolean;
 }
@@ -81,13 +85,14 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const memoryStats = memory.stop();
 
   const stockIn = spec.stockIn ?? 'segments';
-  const books = await checkBooks(api, ctx.db, {
+  const db = spec.auditInPostgres === false ? null : ctx.db;
+  const books = await checkBooks(api, db, {
     sku,
     answeredUnits: (measured.statusCounts[201] ?? 0) * quantity,
     exact: true,
     stockIn,
   });
-  const warmupBooks = await checkBooks(api, ctx.db, {
+  const warmupBooks = await checkBooks(api, db, {
     sku: warmSku,
     answeredUnits: (warmup.statusCounts[201] ?? 0) * quantity,
     exact: false,
@@ -99,6 +104,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     label: spec.label,
     path: spec.path,
     profile: spec.profile,
+    combining: spec.combining,
     instances: spec.instances,
     segments: spec.segments,
     connections,

@@ -1,0 +1,80 @@
+/**
+ * The yardstick, not the product: what a user would write instead of this service. express + pg, the stock of a SKU
+ * in one row, and one autocommit statement per order that deducts only if enough is left and records the order in
+ * the same statement. No lock, no segments, no fencing, no idempotency. The benchmark starts it as its own process
+ * on the same Postgres and measures it like the service (`npm run loadtest`, "the alternative").
+ *
+ * Env: DATABASE_URL, PORT, PG_POOL_SIZE (default 20, as the service's).
+ */
+import express from 'express';
+import pg from 'pg';
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.PG_POOL_SIZE ?? 20) });
+await pool.query(`
+  create table if not exists alternative_stock (sku text primary key, stock bigint not null, available bigint not null);
+  create table if not exists alternative_orders (
+    id bigserial primary key, sku text not null, quantity int not null, created_at timestamptz not null default now());`);
+
+let inFlight = 0;
+const app = express();
+app.use(express.json());
+
+app.post('/orders', async (req, res) => {
+  const { sku, quantity } = req.body as { sku?: unknown; quantity?: unknown };
+  if (typeof sku !== 'string' || !Number.isInteger(quantity) || (quantity as number) < 1) {
+    res.status(400).json({ error: 'sku (string) and quantity (positive integer) are required' });
+    return;
+  }
+  inFlight++;
+  try {
+    const { rows } = await pool.query(
+      `with deducted as (
+         update alternative_stock set available = available - $2 where sku = $1 and available >= $2 returning sku)
+       insert into alternative_orders (sku, quantity) select sku, $2 from deducted returning id, created_at`,
+      [sku, quantity],
+    );
+    if (rows.length === 0) res.status(409).json({ error: 'out of stock' });
+    else res.status(201).json({ orderId: rows[0].id, sku, quantity, createdAt: rows[0].created_at });
+  } catch {
+    res.status(503).json({ error: 'database unavailable' });
+  } finally {
+    inFlight--;
+  }
+});
+
+// What the benchmark needs around the order path: create a SKU, read its books, readiness, requests in flight.
+app.post('/skus', async (req, res) => {
+  const { sku, stock } = req.body as { sku: string; stock: number };
+  await pool.query('insert into alternative_stock (sku, stock, available) values ($1, $2, $2)', [sku, stock]);
+  res.status(201).json(await skuView(sku));
+});
+app.get('/skus/:sku', async (req, res) => {
+  res.json(await skuView(req.params.sku));
+});
+app.get('/readyz', (_req, res) => {
+  res.send('ready');
+});
+app.get('/metrics', (_req, res) => {
+  res.type('text/plain').send(`stock_orders_in_progress ${inFlight}\n`);
+});
+
+/** The SKU's books: units sold are counted from the orders, so a lost insert or a double deduction shows. */
+async function skuView(sku: string) {
+  const { rows } = await pool.query(
+    `select s.stock, s.available, (select coalesce(sum(quantity), 0) from alternative_orders o where o.sku = s.sku) as sold
+       from alternative_stock s where s.sku = $1`,
+    [sku],
+  );
+  const row = rows[0] as { stock: string; available: string; sold: string };
+  const available = Number(row.available);
+  return {
+    sku,
+    segments: 1,
+    stock: Number(row.stock),
+    available,
+    sold: Number(row.sold),
+    segmentStock: [{ segment: 0, available }],
+  };
+}
+
+app.listen(Number(process.env.PORT), '127.0.0.1');
