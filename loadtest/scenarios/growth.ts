@@ -6,8 +6,8 @@ import { runRound } from '../runner/round.js';
 import type { RunContext } from './context.js';
 import { settle } from './sales.js';
 
-/** Rows seeded per statement: big enough to be quick, small enough that one statement's work stays modest. */
-const SEED_CHUNK = 500_000;
+/** Rows seeded per statement: big enough to be quick, small enough to finish well within the query timeout (10 s). */
+const SEED_CHUNK = 100_000;
 /** Units each segment keeps beyond the seeded sales, for the order round. */
 const HEADROOM_PER_SEGMENT = 100_000;
 
