@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { RedisServer } from '../../src/dev/servers/index.js';
 import { auditSku } from '../support/invariants.js';
+import { segmentLocksProcess } from '../support/segment-locks.js';
 import {
   call,
   type RunningService,
@@ -211,5 +212,30 @@ describe('secrets and internals', () => {
     );
     expect(error).toContain('DATABASE_URL');
     expect(error).not.toContain(password);
+  });
+});
+
+describe('the request log', () => {
+  it('logs failures, but not the 503s that shed load when a SKU stays busy past the wait budget', async () => {
+    const service = await ServiceProcess.spawn({ LOCK_WAIT_MS: '50', LOG_LEVEL: 'info' });
+    const holder = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 10_000 });
+    try {
+      const sku = uniqueSku('log-busy');
+      expect((await call(service.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
+      // Another process holds the SKU's only segment: every order waits out its 50 ms and is turned away.
+      const lease = (await holder.locks.tryAcquire({ sku, layoutVersion: 1, segment: 0 }))!;
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => call(service.url, 'POST', '/orders', { sku, quantity: 1 })),
+      );
+      expect(answers.map((a) => `${a.status} ${a.body.code}`)).toEqual(Array(5).fill('503 lock_busy'));
+      await holder.locks.release(lease);
+    } finally {
+      await holder.close();
+      await service.stop();
+    }
+    const log = service.output.join('\n');
+    expect(log).toMatch(/"level":30/); // the log was captured (startup lines)
+    expect(log).not.toMatch(/"level":50/);
+    expect(log).not.toContain('failed with status code 503');
   });
 });
