@@ -73,7 +73,9 @@ type Take = { segment: number; lease: LockLease; state: SegmentState; take: numb
 /**
  * The order flow: pick a random segment, try its lock without waiting, read and decide under the lock, write fenced.
  * Moves to the next segment when one is busy or short; covers an order from several segments, locked in ascending
- * order, when no single one suffices; refuses only when the stock it read under locks falls short.
+ * order, when no single one suffices; refuses only when the stock it read under locks falls short. Orders that wait
+ * queue per SKU, and whoever holds a segment serves the queued orders with its own in one statement (flat combining,
+ * `serveBatch`).
  */
 export class OrderPlacement {
   private readonly memory = new SegmentMemory();
@@ -357,8 +359,9 @@ export class OrderPlacement {
     this.memory.remember(lease, { segment, available: after, fence: lease.fence });
     if (after === 0) this.markEmpty(entry, segment);
 
+    const servedByTicket = new Map(serving.map((m) => [m.ticket, m]));
     const outcomeOf = (member: BatchMember): Verdict => {
-      const served = serving.find((m) => m.ticket === member.ticket);
+      const served = servedByTicket.get(member.ticket);
       if (!served) return { kind: 'short', segment, available: after };
       const createdAt = result.placed.get(served.orderId);
       if (!createdAt) return { kind: 'lost-race' };

@@ -8,6 +8,12 @@ const SUBSCRIBE_WAIT_MS = 250;
 const IDLE_UNSUBSCRIBE_MS = 10_000;
 /** How long the longest waiter of a group sleeps without a notice before looking again (a holder may have died). */
 const HEAD_RECHECK_MS = 50;
+/**
+ * How long any other waiter sleeps without a notice before looking again. Not needed when every release wakes the
+ * waiter it should; it bounds what a wake-up lost to a bug would cost (one recheck, not the caller's whole wait
+ * budget). Long enough never to compete with the head's rechecks.
+ */
+const BEHIND_RECHECK_MS = 1_000;
 /** How long a lock found held by another process is skipped without asking again, unless its release notice comes. */
 const HELD_ELSEWHERE_MS = 20;
 
@@ -30,7 +36,7 @@ interface Waiter {
  * lock, so waking all would multiply failed attempts. Releases by this process wake a local waiter at once, without
  * the round trip through Redis; its own notices are then ignored. Only the longest waiter of a group keeps a short
  * timer, the safety net for notices that never come (the holder died, Redis restarted); the others wait their turn
- * instead of polling, which would let them overtake.
+ * instead of polling, which would let them overtake, and look again only after a second.
  *
  * Notices only shorten waits: every wait is bounded, so a lost notice or an unconfirmed subscription costs a recheck,
  * never a stuck caller.
@@ -244,7 +250,7 @@ export class ReleaseNotices {
   private arm(waiter: Waiter, isHead: boolean): void {
     clearTimeout(waiter.timer);
     const left = Math.max(0, waiter.deadline - Date.now());
-    waiter.timer = setTimeout(() => waiter.wake(), isHead ? Math.min(left, HEAD_RECHECK_MS) : left);
+    waiter.timer = setTimeout(() => waiter.wake(), Math.min(left, isHead ? HEAD_RECHECK_MS : BEHIND_RECHECK_MS));
   }
 
   private remove(group: string, waiter: Waiter): void {
