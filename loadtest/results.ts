@@ -116,6 +116,11 @@ export interface LockStats {
   /** Share of the round's time the locks were held: Σ hold / (duration × segments). */
   lockUtilisation: number;
   fencedOut: number;
+  /**
+   * The service's event-loop delay over the round (prom-client's nodejs_eventloop_lag_p99_seconds, which restarts at
+   * every scrape): how late its timers and I/O callbacks ran, a share of every lock hold. Absent in older results.
+   */
+  eventLoopLagP99Ms?: number;
 }
 
 export interface Books {

@@ -158,7 +158,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         headline.map(({ label, perSecond, round, cpu, answersAlternative }) => [
           label,
           int(perSecond),
-          answersAlternative ? times(perSecond / f.alternative!.ordersPerSecond) : '–',
+          answersAlternative && f.alternative ? times(perSecond / f.alternative.ordersPerSecond) : '–',
           ofCeiling(perSecond),
           ms(round.latencyMs.p50),
           ms(round.latencyMs.p99),
@@ -545,6 +545,7 @@ function lockTable(cases: SalesCase[], showInstances = false): string {
       'Mean hold ms',
       'Utilisation',
       'Fenced out',
+      'Loop lag p99 ms',
     ],
     rows.map((c) => {
       const l = c.lock!;
@@ -560,6 +561,7 @@ function lockTable(cases: SalesCase[], showInstances = false): string {
         ms(l.meanHoldMs),
         num(l.lockUtilisation),
         int(l.fencedOut),
+        l.eventLoopLagP99Ms === undefined ? '–' : ms(l.eventLoopLagP99Ms),
       ];
     }),
   );

@@ -235,6 +235,7 @@ export function lockStats(
     acquisitionsPerSecond: delta('stock_lock_acquisitions_total') / seconds,
     lockUtilisation: hold.sum / (seconds * segments),
     fencedOut: delta('stock_fenced_out_total'),
+    eventLoopLagP99Ms: after.sum('nodejs_eventloop_lag_p99_seconds') * 1000,
   };
 }
 
