@@ -56,7 +56,17 @@ export interface StockDeductionTable {
   fence_token: Int8;
 }
 
+/** An admin write sent with an Idempotency-Key, with its first answer. */
+export interface AdminRequestTable {
+  idempotency_key: string;
+  request_fingerprint: string;
+  status: number;
+  response: unknown;
+  created_at: CreatedAt;
+}
+
 export interface Database {
+  admin_requests: AdminRequestTable;
   skus: SkuTable;
   stock_segments: StockSegmentTable;
   stock_additions: StockAdditionTable;

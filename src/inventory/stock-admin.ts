@@ -13,6 +13,7 @@ import {
   recordAddition,
   updateSkuLayout,
 } from './inventory.repository.js';
+import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
 import type { SegmentLocks } from './segment-locks.js';
 import { splitEvenly } from './segment-math.js';
@@ -30,10 +31,25 @@ export interface SkuView {
   segmentStock: { segment: number; available: number }[];
 }
 
+/** An admin write's Idempotency-Key, and a fingerprint of what the write asks (its route and body). */
+export interface AdminRequest {
+  key: string;
+  fingerprint: string;
+}
+
+/** The answer to an admin write: its status and the SKU after it; `replayed` when an earlier request's answer. */
+export interface AdminAnswer {
+  status: number;
+  view: SkuView;
+  replayed: boolean;
+}
+
 /**
  * Configuration changes of a SKU: create, restock, re-segment. Restock and re-segment take every segment lock of the
  * current layout in ascending order (the same order as multi-segment orders, so no deadlock) and write fenced, so
- * they never interleave with an order's read-decide-write.
+ * they never interleave with an order's read-decide-write. Each accepts an Idempotency-Key: the key and the answer are
+ * written in the change's own transaction, so a retry replays the answer and applies nothing, and of two requests
+ * racing with one key exactly one applies.
  */
 export class StockAdmin {
   constructor(
@@ -44,27 +60,31 @@ export class StockAdmin {
     private readonly lockWaitMs: number,
   ) {}
 
-  async create(input: { sku: string; stock: number; segments: number }): Promise<SkuView> {
-    try {
-      await this.db.transaction().execute((trx) =>
-        insertSku(trx, {
-          sku: input.sku,
-          segmentShares: splitEvenly(input.stock, input.segments),
-          totalStock: input.stock,
-        }),
-      );
-    } catch (error) {
-      if ((error as { code?: string }).code === '23505') {
-        throw new AppError('sku_exists', `SKU '${input.sku}' already exists`);
+  create(input: { sku: string; stock: number; segments: number }, request?: AdminRequest): Promise<AdminAnswer> {
+    return this.idempotent(request, async () => {
+      let view: SkuView | undefined;
+      try {
+        view = await this.db.transaction().execute(async (trx) => {
+          await insertSku(trx, {
+            sku: input.sku,
+            segmentShares: splitEvenly(input.stock, input.segments),
+            totalStock: input.stock,
+          });
+          return this.record(trx, input.sku, request, 201);
+        });
+      } catch (error) {
+        if ((error as { code?: string; constraint?: string }).constraint === 'skus_sku_key') {
+          throw new AppError('sku_exists', `SKU '${input.sku}' already exists`);
+        }
+        throw error;
       }
-      throw error;
-    }
-    await this.directory.announceChange(input.sku);
-    return this.view(input.sku);
+      await this.directory.announceChange(input.sku);
+      return { status: 201, view: view ?? (await this.view(input.sku)), replayed: false };
+    });
   }
 
-  async view(sku: string): Promise<SkuView> {
-    const stock = await readSkuStock(this.db, sku);
+  async view(sku: string, db: Db = this.db): Promise<SkuView> {
+    const stock = await readSkuStock(db, sku);
     if (!stock) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
     return {
       sku: stock.sku.sku,
@@ -76,8 +96,8 @@ export class StockAdmin {
     };
   }
 
-  async restock(sku: string, quantity: number): Promise<SkuView> {
-    await this.changeUnderAllLocks(sku, async (trx, row, leases) => {
+  restock(sku: string, quantity: number, request?: AdminRequest): Promise<AdminAnswer> {
+    return this.changeUnderAllLocks(sku, request, async (trx, row, leases) => {
       const totalStock = row.total_stock + quantity;
       if (totalStock > MAX_TOTAL_STOCK) {
         throw new AppError('stock_limit_exceeded', `total stock would exceed ${MAX_TOTAL_STOCK}`);
@@ -90,11 +110,10 @@ export class StockAdmin {
       await recordAddition(trx, row.id, quantity, 'restock');
       return true;
     });
-    return this.view(sku);
   }
 
-  async resegment(sku: string, segmentCount: number): Promise<SkuView> {
-    await this.changeUnderAllLocks(sku, async (trx, row, leases) => {
+  resegment(sku: string, segmentCount: number, request?: AdminRequest): Promise<AdminAnswer> {
+    return this.changeUnderAllLocks(sku, request, async (trx, row, leases) => {
       const writes = leases.map((lease, segment) => ({ segment, fence: lease.fence }));
       const removed = await deleteSegmentsFenced(trx, { skuId: row.id, layoutVersion: row.layout_version }, writes);
       if (removed.length !== writes.length) return false;
@@ -106,17 +125,59 @@ export class StockAdmin {
       await updateSkuLayout(trx, row.id, { segmentCount, layoutVersion, soldInEarlierLayouts });
       return true;
     });
-    return this.view(sku);
+  }
+
+  /**
+   * Answers a request with a key already used: the first answer when it asked the same, else 422. Otherwise applies
+   * it. If that fails because another request with the key committed meanwhile, answers as that one did: its key
+   * refused this one's (`admin_requests` is unique), or, for two creates, its SKU did; either way this one rolled back.
+   */
+  private async idempotent(request: AdminRequest | undefined, apply: () => Promise<AdminAnswer>): Promise<AdminAnswer> {
+    if (!request) return apply();
+    const prior = await findAdminRequest(this.db, request.key);
+    if (prior) return replay(prior, request);
+    try {
+      return await apply();
+    } catch (error) {
+      const winner = await findAdminRequest(this.db, request.key);
+      if (!winner) throw error;
+      return replay(winner, request);
+    }
+  }
+
+  /** With a key: the SKU as the change left it, stored as the answer in the change's transaction. */
+  private async record(
+    trx: Transaction<Database>,
+    sku: string,
+    request: AdminRequest | undefined,
+    status: number,
+  ): Promise<SkuView | undefined> {
+    if (!request) return undefined;
+    const view = await this.view(sku, trx);
+    await insertAdminRequest(trx, request.key, { fingerprint: request.fingerprint, status, response: view });
+    return view;
   }
 
   /**
    * Runs `change` in a transaction while holding every segment lock of the SKU's current layout. `change` returns
    * false when a fenced write was refused (a lock was lost): everything is rolled back and tried again.
    */
-  private async changeUnderAllLocks(
+  private changeUnderAllLocks(
     sku: string,
+    request: AdminRequest | undefined,
     change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
-  ): Promise<void> {
+  ): Promise<AdminAnswer> {
+    return this.idempotent(request, async () => {
+      const view = await this.changeOnce(sku, request, change);
+      return { status: 200, view: view ?? (await this.view(sku)), replayed: false };
+    });
+  }
+
+  private async changeOnce(
+    sku: string,
+    request: AdminRequest | undefined,
+    change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
+  ): Promise<SkuView | undefined> {
     const deadline = Date.now() + this.lockWaitMs;
     for (;;) {
       const entry = await this.directory.get(sku);
@@ -128,15 +189,15 @@ export class StockAdmin {
             const row = await findSkuForUpdate(trx, entry.id);
             if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
             if (!(await change(trx, row, leases))) throw new FencedOutError([]);
-            return 'applied' as const;
+            return { view: await this.record(trx, sku, request, 200) };
           })
           .catch((error: unknown) => {
             if (error instanceof FencedOutError) return 'fenced-out' as const;
             throw error;
           });
-        if (applied === 'applied') {
+        if (typeof applied === 'object') {
           await this.directory.announceChange(sku);
-          return;
+          return applied.view;
         }
         this.directory.invalidate(entry);
       } finally {
@@ -156,4 +217,11 @@ export class StockAdmin {
     if (!leases) throw lockBusy(this.lockWaitMs);
     return leases;
   }
+}
+
+function replay(prior: AdminRequestRecord, request: AdminRequest): AdminAnswer {
+  if (prior.fingerprint !== request.fingerprint) {
+    throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used for a different admin request');
+  }
+  return { status: prior.status, view: prior.response as SkuView, replayed: true };
 }

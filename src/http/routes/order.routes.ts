@@ -3,10 +3,11 @@ import { AppError } from '../../errors.js';
 import type { OrderPlacement, PlacedOrder } from '../../inventory/order-placement.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
 import type { OrderService } from '../../orders/order.service.js';
+import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { sendProblem } from '../problem.js';
-import { idempotencyKey, orderBody, orderId } from '../schemas.js';
+import { orderBody, orderId } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
 export function orderRoutes(placement: OrderPlacement, orders: OrderService, maxOrderQuantity: number): Router {
@@ -16,8 +17,7 @@ export function orderRoutes(placement: OrderPlacement, orders: OrderService, max
   router
     .route('/orders')
     .post(...jsonBody, async (req, res) => {
-      const header = req.get('idempotency-key');
-      const key = header === undefined ? undefined : parseOrHeader400(header);
+      const key = idempotencyKeyOf(req);
       const { sku, quantity } = parseOr400(body, req.body, 'body');
       let placed: PlacedOrder;
       try {
@@ -45,13 +45,6 @@ export function orderRoutes(placement: OrderPlacement, orders: OrderService, max
     .all(methodNotAllowed('GET'));
 
   return router;
-}
-
-function parseOrHeader400(header: string): string {
-  const result = idempotencyKey.safeParse(header);
-  if (!result.success)
-    throw new AppError('invalid_idempotency_key', 'Idempotency-Key must be 1–128 visible ASCII characters');
-  return result.data;
 }
 
 function orderView(order: OrderRecord) {

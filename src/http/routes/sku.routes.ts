@@ -1,5 +1,7 @@
-import { type RequestHandler, Router } from 'express';
-import type { StockAdmin } from '../../inventory/stock-admin.js';
+import { createHash } from 'node:crypto';
+import { type Request, type RequestHandler, type Response, Router } from 'express';
+import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stock-admin.js';
+import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { createSkuBody, resegmentBody, restockBody, skuName } from '../schemas.js';
@@ -12,11 +14,9 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
     .route('/skus')
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
-      const view = await admin.create(input);
-      res
-        .status(201)
-        .location(`/skus/${encodeURIComponent(view.sku)}`)
-        .json(view);
+      const answer = await admin.create(input, adminRequest(req, ['create', input]));
+      res.location(`/skus/${encodeURIComponent(answer.view.sku)}`);
+      send(res, answer);
     })
     .all(methodNotAllowed('POST'));
 
@@ -32,7 +32,7 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
     .put(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { segments } = parseOr400(resegmentBody, req.body, 'body');
-      res.json(await admin.resegment(sku, segments));
+      send(res, await admin.resegment(sku, segments, adminRequest(req, ['resegment', sku, segments])));
     })
     .all(methodNotAllowed('PUT'));
 
@@ -41,9 +41,25 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { quantity } = parseOr400(restockBody, req.body, 'body');
-      res.json(await admin.restock(sku, quantity));
+      send(res, await admin.restock(sku, quantity, adminRequest(req, ['restock', sku, quantity])));
     })
     .all(methodNotAllowed('POST'));
 
   return router;
+}
+
+/**
+ * The request's Idempotency-Key with a fingerprint of what it asks: the write and its validated input, so the same
+ * key on another route, SKU or body is told apart (422).
+ */
+function adminRequest(req: Request, asked: unknown[]): AdminRequest | undefined {
+  const key = idempotencyKeyOf(req);
+  if (key === undefined) return undefined;
+  return { key, fingerprint: createHash('sha256').update(JSON.stringify(asked)).digest('hex') };
+}
+
+/** The answer; a replay carries the first answer's status and body, marked by Idempotent-Replayed. */
+function send(res: Response, answer: AdminAnswer): void {
+  if (answer.replayed) res.set('Idempotent-Replayed', 'true');
+  res.status(answer.status).json(answer.view);
 }
