@@ -18,6 +18,7 @@ import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
 import { orderRateLimit, securityHeaders } from './http/security.js';
+import { OrderLifecycle } from './inventory/order-lifecycle.js';
 import { OrderPlacement } from './inventory/order-placement.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
@@ -35,7 +36,7 @@ export interface Endpoints {
   databaseUrl: string;
 }
 
-/** Configuration changes may wait this many times longer than an order for the locks of every segment. */
+/** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
 
 /**
@@ -50,6 +51,7 @@ export class StockService {
   readonly metrics: ServiceMetrics;
   private readonly notices: ReleaseNotices;
   private readonly directory: SkuDirectory;
+  private readonly lifecycle: OrderLifecycle;
   private readonly app: express.Express;
   private server: Server | undefined;
   private stopping = false;
@@ -98,6 +100,13 @@ export class StockService {
       this.metrics.orderFlowHooks,
     );
     const admin = new StockAdmin(this.db, this.locks, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
+    this.lifecycle = new OrderLifecycle(
+      this.db,
+      this.locks,
+      this.directory,
+      config.lockWaitMs * ADMIN_WAIT_FACTOR,
+      log,
+    );
     this.app = this.buildApp(placement, admin);
   }
 
@@ -133,7 +142,7 @@ export class StockService {
     app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
     if (limitOrders) app.post('/orders', limitOrders);
-    app.use(orderRoutes(placement, new OrderService(this.db), this.config.maxOrderQuantity));
+    app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
@@ -160,6 +169,7 @@ export class StockService {
   async start(port = this.config.port, host = this.config.host): Promise<number> {
     await Promise.all([this.redis.connect(), this.subscriberConnection.connect()]);
     await this.directory.start();
+    this.lifecycle.start();
     this.server = this.app.listen(port, host);
     await once(this.server, 'listening');
     // Keep-alive longer than typical proxies' idle timeout, so they close first.
@@ -192,6 +202,7 @@ export class StockService {
       await closed;
       clearTimeout(grace);
     }
+    await this.lifecycle.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();
     this.subscriberConnection.disconnect();

@@ -2,7 +2,7 @@ import { type RequestHandler, Router } from 'express';
 import { AppError } from '../errors.js';
 import { jsonBody } from '../http/json-body.js';
 import { methodNotAllowed } from '../http/method-not-allowed.js';
-import { orderBody, skuName } from '../http/schemas.js';
+import { orderLine, skuName } from '../http/schemas.js';
 import { parseOr400 } from '../http/validate.js';
 import type { LockFreeBaselines } from './lock-free-baselines.js';
 import { type GuardMode, guardModes, type OversellDemo } from './oversell-demo.js';
@@ -21,7 +21,7 @@ export interface BenchRouteDeps {
  */
 export function benchRoutes({ demo, baselines, requireAdmin, maxOrderQuantity }: BenchRouteDeps): Router {
   const router = Router();
-  const body = orderBody(maxOrderQuantity);
+  const body = orderLine(maxOrderQuantity);
 
   // The ceiling: the same middleware stack and body as an order, and nothing else.
   router

@@ -14,6 +14,10 @@ export interface SkuTable {
   total_stock: Int8;
   /** Units sold from the segments of layouts replaced by re-segmentation (the current ones count their own). */
   sold_in_earlier_layouts: ColumnType<number, number | undefined, number>;
+  /** Units in live reservations taken from the segments of replaced layouts. */
+  reserved_in_earlier_layouts: ColumnType<number, number | undefined, number>;
+  /** Most units of this SKU one customer's live orders may hold; null: no limit. */
+  max_per_customer: number | null;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -25,8 +29,10 @@ export interface StockSegmentTable {
   available: Int8;
   /** The fencing token of the last lock holder that wrote this row; a write must carry a larger one. */
   fence_token: ColumnType<number, number | undefined, number>;
-  /** Units sold from this segment: a running total kept by the order's own statement (the ledger's sum for it). */
+  /** Units of confirmed orders taken from this segment: a running total kept by the statements that change it. */
   sold: ColumnType<number, number | undefined, number>;
+  /** Units of live reservations taken from this segment: likewise. */
+  reserved: ColumnType<number, number | undefined, number>;
 }
 
 export interface StockAdditionTable {
@@ -37,12 +43,20 @@ export interface StockAdditionTable {
   created_at: CreatedAt;
 }
 
+export type OrderStatus = 'reserved' | 'confirmed' | 'cancelled' | 'expired';
+
 export interface OrderTable {
   id: string;
-  sku_id: number;
+  /** Null for a cart: its SKUs are in its ledger rows. */
+  sku_id: number | null;
+  /** Units over all of the order's SKUs. */
   quantity: Int8;
   idempotency_key: string | null;
   request_fingerprint: string | null;
+  status: ColumnType<OrderStatus, OrderStatus | undefined, OrderStatus>;
+  customer_id: string | null;
+  /** When a reservation lapses; null once confirmed, and for orders placed without a hold. */
+  expires_at: Date | null;
   created_at: CreatedAt;
 }
 
@@ -54,6 +68,25 @@ export interface StockDeductionTable {
   layout_version: number;
   quantity: Int8;
   fence_token: Int8;
+}
+
+/** The ledger's other half: one row per segment that a cancelled or expired order's units went back to. */
+export interface StockReturnTable {
+  order_id: string;
+  sku_id: number;
+  segment: number;
+  layout_version: number;
+  quantity: Int8;
+  fence_token: Int8;
+  reason: 'cancelled' | 'expired';
+  created_at: CreatedAt;
+}
+
+/** Units of one customer's live orders of one limited SKU. */
+export interface CustomerHoldingTable {
+  sku_id: number;
+  customer_id: string;
+  units: Int8;
 }
 
 /** An admin write sent with an Idempotency-Key, with its first answer. */
@@ -72,6 +105,8 @@ export interface Database {
   stock_additions: StockAdditionTable;
   orders: OrderTable;
   stock_deductions: StockDeductionTable;
+  stock_returns: StockReturnTable;
+  customer_holdings: CustomerHoldingTable;
 }
 
 export type SkuRow = Selectable<SkuTable>;

@@ -10,10 +10,18 @@ export const skuName = z
 
 const stockQuantity = z.number().int().min(0).max(1e12);
 
+const maxPerCustomer = z.number().int().min(1).max(1_000_000);
+
 export const createSkuBody = z.strictObject({
   sku: skuName,
   stock: stockQuantity,
   segments: z.number().int().min(1).max(1024),
+  maxPerCustomer: maxPerCustomer.optional(),
+});
+
+/** `null` removes the limit. */
+export const updateSkuBody = z.strictObject({
+  maxPerCustomer: maxPerCustomer.nullable(),
 });
 
 export const resegmentBody = z.strictObject({
@@ -24,11 +32,46 @@ export const restockBody = z.strictObject({
   quantity: z.number().int().min(1).max(1e12),
 });
 
-export const orderBody = (maxQuantity: number) =>
+export const customerId = z
+  .string()
+  .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1–128 characters of letters, digits and . _ : @ -');
+
+const orderOptions = {
+  customerId: customerId.optional(),
+  /** Reserve the units for this long; without it the order is confirmed at once. */
+  holdSeconds: z.number().int().min(1).max(86_400).optional(),
+};
+
+/** `{sku, quantity}`: a line of an order. */
+export const orderLine = (maxQuantity: number) =>
   z.strictObject({
     sku: skuName,
     quantity: z.number().int().min(1).max(maxQuantity),
   });
+
+/** One SKU: `{sku, quantity}`. */
+export const singleOrderBody = (maxQuantity: number) => orderLine(maxQuantity).extend(orderOptions);
+
+/** A cart: 1–50 lines of distinct SKUs, placed all or nothing. */
+export const cartOrderBody = (maxQuantity: number) =>
+  z.strictObject({
+    items: z
+      .array(orderLine(maxQuantity))
+      .min(1)
+      .max(50)
+      .refine((items) => new Set(items.map((item) => item.sku)).size === items.length, 'SKUs must be distinct'),
+    ...orderOptions,
+  });
+
+export const customerOrdersQuery = z.strictObject({
+  customerId,
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: z
+    .string()
+    .max(200)
+    .regex(/^[A-Za-z0-9_-]+$/, 'must be a nextCursor value')
+    .optional(),
+});
 
 /** 1–128 visible ASCII characters. */
 export const idempotencyKey = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1–128 visible ASCII characters');

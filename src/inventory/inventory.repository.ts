@@ -8,6 +8,9 @@ type Executor = Kysely<Database> | Transaction<Database>;
 export interface SkuStock {
   sku: SkuRow;
   segments: { segment: number; available: number }[];
+  /** Units in live reservations. */
+  reserved: number;
+  /** Units of confirmed orders. */
   sold: number;
 }
 
@@ -22,11 +25,16 @@ export function findSkuForUpdate(trx: Transaction<Database>, skuId: number): Pro
 
 export async function insertSku(
   trx: Transaction<Database>,
-  values: { sku: string; segmentShares: number[]; totalStock: number },
+  values: { sku: string; segmentShares: number[]; totalStock: number; maxPerCustomer: number | null },
 ): Promise<SkuRow> {
   const row = await trx
     .insertInto('skus')
-    .values({ sku: values.sku, segment_count: values.segmentShares.length, total_stock: values.totalStock })
+    .values({
+      sku: values.sku,
+      segment_count: values.segmentShares.length,
+      total_stock: values.totalStock,
+      max_per_customer: values.maxPerCustomer,
+    })
     .returningAll()
     .executeTakeFirstOrThrow();
   await insertSegments(trx, row.id, row.layout_version, values.segmentShares);
@@ -116,25 +124,40 @@ export async function addToSegmentsFenced(
   return Number(result.numAffectedRows ?? 0);
 }
 
-/** Removes a layout's segments under their locks (re-segmentation); returns the stock they held and had sold. */
+/**
+ * Removes a layout's segments under their locks (re-segmentation); returns the stock they held, and the units of
+ * confirmed orders and live reservations taken from them.
+ */
 export async function deleteSegmentsFenced(
   trx: Transaction<Database>,
   ref: { skuId: number; layoutVersion: number },
   writes: FencedWrite[],
-): Promise<{ segment: number; available: number; sold: number }[]> {
-  const result = await sql<{ segment: number; available: number; sold: number }>`
+): Promise<{ segment: number; available: number; sold: number; reserved: number }[]> {
+  const result = await sql<{ segment: number; available: number; sold: number; reserved: number }>`
     delete from stock_segments s
      using unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[]) as w(segment, fence)
      where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
        and s.segment = w.segment and s.fence_token < w.fence
-    returning s.segment, s.available, s.sold`.execute(trx);
-  return result.rows.map((row) => ({ segment: row.segment, available: Number(row.available), sold: Number(row.sold) }));
+    returning s.segment, s.available, s.sold, s.reserved`.execute(trx);
+  return result.rows.map((row) => ({
+    segment: row.segment,
+    available: Number(row.available),
+    sold: Number(row.sold),
+    reserved: Number(row.reserved),
+  }));
 }
 
 export async function updateSkuLayout(
   trx: Transaction<Database>,
   skuId: number,
-  values: { segmentCount?: number; layoutVersion?: number; totalStock?: number; soldInEarlierLayouts?: number },
+  values: {
+    segmentCount?: number;
+    layoutVersion?: number;
+    totalStock?: number;
+    soldInEarlierLayouts?: number;
+    reservedInEarlierLayouts?: number;
+    maxPerCustomer?: number | null;
+  },
 ): Promise<void> {
   await trx
     .updateTable('skus')
@@ -143,6 +166,10 @@ export async function updateSkuLayout(
       ...(values.layoutVersion !== undefined && { layout_version: values.layoutVersion }),
       ...(values.totalStock !== undefined && { total_stock: values.totalStock }),
       ...(values.soldInEarlierLayouts !== undefined && { sold_in_earlier_layouts: values.soldInEarlierLayouts }),
+      ...(values.reservedInEarlierLayouts !== undefined && {
+        reserved_in_earlier_layouts: values.reservedInEarlierLayouts,
+      }),
+      ...(values.maxPerCustomer !== undefined && { max_per_customer: values.maxPerCustomer }),
       updated_at: new Date(),
     })
     .where('id', '=', skuId)
@@ -150,59 +177,88 @@ export async function updateSkuLayout(
 }
 
 /**
- * A SKU with its segments' stock and the units it sold, in one statement: one snapshot and one round trip. Running
- * totals, not the ledger: O(segments) however many orders the SKU has had.
+ * A SKU with its segments' stock and the units it has reserved and sold, in one statement: one snapshot and one round
+ * trip. Running totals, not the ledger: O(segments) however many orders the SKU has had.
  */
 export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | undefined> {
   const rows = await db
     .selectFrom('skus')
     .leftJoin('stock_segments', 'stock_segments.sku_id', 'skus.id')
     .selectAll('skus')
-    .select(['stock_segments.segment', 'stock_segments.available', 'stock_segments.sold'])
+    .select(['stock_segments.segment', 'stock_segments.available', 'stock_segments.sold', 'stock_segments.reserved'])
     .where('skus.sku', '=', sku)
     .orderBy('stock_segments.segment')
     .execute();
   if (rows.length === 0) return undefined;
-  const { segment: _segment, available: _available, sold: _sold, ...row } = rows[0]!;
+  const { segment: _segment, available: _available, sold: _sold, reserved: _reserved, ...row } = rows[0]!;
   const segments = rows.flatMap(({ segment, available }) =>
     segment === null || available === null ? [] : [{ segment, available }],
   );
   const sold = row.sold_in_earlier_layouts + rows.reduce((total, r) => total + (r.sold ?? 0), 0);
-  return { sku: row, segments, sold };
+  const reserved = row.reserved_in_earlier_layouts + rows.reduce((total, r) => total + (r.reserved ?? 0), 0);
+  return { sku: row, segments, reserved, sold };
 }
 
-/** A SKU's books straight from Postgres: what reconciliation, the tests and the load test check. */
+/**
+ * A SKU's books straight from Postgres: what reconciliation, the tests and the load test check. Books are exact when
+ * `totalStock = additions`, `available + reserved + sold = totalStock`, the counted totals equal the ledger's, and
+ * every count of wrongs is 0.
+ */
 export interface StockAudit {
   /** `skus.total_stock`, and the same from the additions log: they must agree. */
   totalStock: number;
   additions: number;
   available: number;
-  /** Σ ledger quantities. */
+  /** Σ ledger deductions of confirmed orders. */
   sold: number;
-  /** The running totals the SKU view reads (earlier layouts + Σ segments): must equal `sold`. */
+  /** Σ ledger deductions of live reservations. */
+  reserved: number;
+  /** The running totals the SKU view reads (earlier layouts + Σ segments): must equal `sold` and `reserved`. */
   soldCounted: number;
+  reservedCounted: number;
+  /** Σ units returned (`stock_returns`), and Σ deductions of cancelled and expired orders: they must agree. */
+  returned: number;
+  ended: number;
   ledgerOrders: number;
   negativeSegments: number;
   ordersWithoutLedger: number;
   /** Orders whose quantity differs from the sum of their ledger rows. */
   ordersLedgerMismatch: number;
+  /** Orders that got back more than they took, or got anything back while still live. */
+  wrongReturns: number;
 }
 
 export async function auditStock(db: Executor, sku: string): Promise<StockAudit | undefined> {
   const { rows } = await sql<Record<keyof StockAudit, string | number>>`
+    with taken as (
+      select d.order_id, o.status, sum(d.quantity) as quantity
+        from stock_deductions d join orders o on o.id = d.order_id
+       where d.sku_id = (select id from skus where sku = ${sku})
+       group by d.order_id, o.status
+    ), back as (
+      select order_id, sum(quantity) as quantity from stock_returns
+       where sku_id = (select id from skus where sku = ${sku}) group by order_id
+    )
     select s.total_stock as "totalStock",
            (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
            (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
-           (select coalesce(sum(quantity), 0) from stock_deductions where sku_id = s.id)::bigint as "sold",
+           (select coalesce(sum(quantity), 0) from taken where status = 'confirmed')::bigint as "sold",
+           (select coalesce(sum(quantity), 0) from taken where status = 'reserved')::bigint as "reserved",
            s.sold_in_earlier_layouts + (select coalesce(sum(sold), 0) from stock_segments where sku_id = s.id)::bigint
              as "soldCounted",
-           (select count(distinct order_id) from stock_deductions where sku_id = s.id)::int as "ledgerOrders",
+           s.reserved_in_earlier_layouts
+             + (select coalesce(sum(reserved), 0) from stock_segments where sku_id = s.id)::bigint as "reservedCounted",
+           (select coalesce(sum(quantity), 0) from back)::bigint as "returned",
+           (select coalesce(sum(quantity), 0) from taken where status in ('cancelled', 'expired'))::bigint as "ended",
+           (select count(*) from taken)::int as "ledgerOrders",
            (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
            (select count(*) from orders o where o.sku_id = s.id
               and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
            (select count(*) from orders o where o.sku_id = s.id
               and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
-             as "ordersLedgerMismatch"
+             as "ordersLedgerMismatch",
+           (select count(*) from back b join taken t using (order_id)
+             where b.quantity > t.quantity or t.status in ('reserved', 'confirmed'))::int as "wrongReturns"
       from skus s where s.sku = ${sku}`.execute(db);
   const row = rows[0];
   return row && (Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as StockAudit);

@@ -3,19 +3,34 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { LockLease } from '../lock/distributed-lock.js';
-import { findOrder, isIdempotencyConflict, type OrderRecord } from '../orders/order.repository.js';
-import { commitBatch, commitDeduction, type DeductionCommit } from './deduction.repository.js';
+import { findOrder, isIdempotencyConflict, type OrderItem, type OrderRecord } from '../orders/order.repository.js';
+import {
+  type BatchOutcome,
+  commitBatch,
+  commitOrder,
+  type OrderFields,
+  type PlacedRow,
+} from './deduction.repository.js';
 import { readSegment, readSegments, type SegmentState } from './inventory.repository.js';
 import { OrderQueue, type Taken, type Verdict } from './order-queue.js';
-import { FencedOutError, lockBusy, outOfStock } from './refusals.js';
-import type { SegmentLocks, SegmentRef } from './segment-locks.js';
-import { chooseSegmentsToCover, rotate, type SegmentTake, splitAcross } from './segment-math.js';
+import { customerRequired, lockBusy, outOfStock, purchaseLimit } from './refusals.js';
+import { compareRefs, type SegmentLocks, type SegmentRef } from './segment-locks.js';
+import { chooseSegmentsToCover, rotate, splitAcross } from './segment-math.js';
 import { SegmentMemory } from './segment-memory.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
-export interface OrderRequest {
+/** Units of one SKU. */
+export interface OrderLine {
   sku: string;
   quantity: number;
+}
+
+export interface OrderRequest {
+  /** One line, or a cart of several with distinct SKUs: placed all or nothing. */
+  lines: OrderLine[];
+  customerId?: string;
+  /** Reserve the units for this long instead of confirming the order at once. */
+  holdSeconds?: number;
   idempotencyKey?: string;
 }
 
@@ -57,18 +72,26 @@ export interface OrderFlowHooks {
 /** Why an attempt ended without an answer: the caller starts over with a fresh view of the SKU. */
 type Restart = { restart: 'layout-changed' | 'fenced-out' | 'lock-lost' | 'lost-race' };
 type Attempt = { order: OrderRecord } | Restart;
-/** The caller's own order, with its place in line. */
-type OwnOrder = { request: OrderRequest; fingerprint: string | null; ticket: number; trace: OrderTrace };
+/** The caller's own order of one SKU (`line`), with its place in line. */
+type OwnOrder = {
+  line: OrderLine;
+  request: OrderRequest;
+  fingerprint: string | null;
+  ticket: number;
+  trace: OrderTrace;
+};
 /** An order in a holder's batch: the holder's own, or one it took from the queue (`taken`). */
 type BatchMember = {
   quantity: number;
   idempotencyKey: string | undefined;
   fingerprint: string | null;
+  customerId: string | undefined;
+  holdSeconds: number | undefined;
   ticket: number;
   taken?: Taken;
 };
 /** A segment's share of an order, decided under its lock. */
-type Take = { segment: number; lease: LockLease; state: SegmentState; take: number };
+type Take = { entry: SkuEntry; segment: number; lease: LockLease; state: SegmentState; take: number };
 
 /**
  * The order flow: pick a random segment, try its lock without waiting, read and decide under the lock, write fenced.
@@ -103,14 +126,23 @@ export class OrderPlacement {
     }
     const deadline = Date.now() + this.options.lockWaitMs;
     for (;;) {
-      const entry = await this.directory.get(request.sku);
-      const outcome = await this.attempt(entry, { request, fingerprint, ticket: this.locks.ticket(), trace }, deadline);
+      const entries = await Promise.all(request.lines.map((line) => this.directory.get(line.sku)));
+      const limited = entries.find((entry) => entry.maxPerCustomer !== null);
+      if (limited && request.customerId === undefined) throw customerRequired(limited.sku);
+      const ticket = this.locks.ticket();
+      const outcome =
+        entries.length === 1
+          ? await this.attempt(entries[0]!, { line: request.lines[0]!, request, fingerprint, ticket, trace }, deadline)
+          : await this.attemptCart(entries, { request, fingerprint, ticket, trace }, deadline);
       if ('order' in outcome) return { order: outcome.order, replayed: false };
       if (outcome.restart === 'lost-race') {
         const winner = await findOrder(this.db, { idempotencyKey: request.idempotencyKey! });
         if (winner) return replay(winner, fingerprint);
       }
-      if (outcome.restart === 'layout-changed') this.directory.invalidate(entry);
+      // A refused fence may also mean a per-customer limit was set meanwhile: look at the SKU afresh.
+      if (outcome.restart === 'layout-changed' || outcome.restart === 'fenced-out') {
+        for (const entry of entries) this.directory.invalidate(entry);
+      }
       if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
     }
   }
@@ -120,7 +152,7 @@ export class OrderPlacement {
    * else, if some segment was busy, wait for a release and go again. Out of stock once no segment is left unread.
    */
   private async attempt(entry: SkuEntry, mine: OwnOrder, deadline: number): Promise<Attempt> {
-    const { request, fingerprint, ticket } = mine;
+    const { line, ticket } = mine;
     /** Latest stock read under each segment's lock in this attempt; stock only shrinks, so these are upper bounds. */
     const seen = new Map<number, number>();
     // Listening before the first try: a release between a try and the wait after it must still wake this caller.
@@ -134,7 +166,7 @@ export class OrderPlacement {
     for (;;) {
       if (entry.stale) return { restart: 'layout-changed' };
       const mark = this.locks.mark();
-      const candidates = this.candidates(entry, request.quantity, seen, wokenFor);
+      const candidates = this.candidates(entry, line.quantity, seen, wokenFor);
       let busy = candidates;
       if (!lineUpFirst) {
         const tried = await this.trySegments(entry, mine, candidates, seen);
@@ -145,15 +177,15 @@ export class OrderPlacement {
 
       const cover = chooseSegmentsToCover(
         [...seen].map(([segment, available]) => ({ segment, available })),
-        request.quantity,
+        line.quantity,
       );
       if (cover) {
-        const covered = await this.coverFromSeveral(entry, request, fingerprint, cover, seen, { deadline, ticket });
+        const covered = await this.coverFromSeveral(entry, mine, cover, seen, { deadline, ticket });
         if (covered) return covered;
         continue;
       }
       const unread = busy.filter((s) => !seen.has(s));
-      if (unread.length === 0) return this.soldOut(entry, request, seen);
+      if (unread.length === 0) return this.soldOut(entry, line, seen);
       if (Date.now() >= deadline) throw lockBusy(this.options.lockWaitMs);
 
       const started = Date.now();
@@ -169,6 +201,7 @@ export class OrderPlacement {
       const verdict = waited.verdict;
       if (verdict.kind === 'placed') return { order: verdict.order };
       if (verdict.kind === 'lost-race') return { restart: 'lost-race' };
+      if (verdict.kind === 'over-limit') throw purchaseLimit(entry.sku, verdict.remaining);
       if (verdict.kind === 'failed') throw verdict.error;
       if (verdict.kind === 'short') seen.set(verdict.segment, verdict.available);
     }
@@ -185,16 +218,19 @@ export class OrderPlacement {
     refs: SegmentRef[],
     wait: { deadline: number; mark: number },
   ): Promise<{ segment: number | undefined } | { verdict: Verdict }> {
-    const { request, fingerprint, ticket } = mine;
+    const { line, request, fingerprint, ticket } = mine;
     if (this.options.combineMaxBatch <= 1)
       return { segment: await this.locks.waitForRelease(refs, { ...wait, ticket }) };
     // Taken into a batch, the order stops waiting for a release at once: a release that woke it now would be spent on
     // a caller that no longer tries the lock, and the waiters behind it would sleep through the lock being free.
     const taken = new AbortController();
     const waiting = this.queue.join(entry.sku, {
-      quantity: request.quantity,
+      quantity: line.quantity,
       idempotencyKey: request.idempotencyKey,
       fingerprint,
+      customerId: request.customerId,
+      holdSeconds: request.holdSeconds,
+      exclusiveBy: exclusiveBy(entry, request),
       layoutVersion: entry.layoutVersion,
       ticket,
       onTaken: () => taken.abort(TAKEN_INTO_A_BATCH),
@@ -245,7 +281,6 @@ export class OrderPlacement {
     segments: number[],
     seen: Map<number, number>,
   ): Promise<Attempt | { busy: number[] }> {
-    const { request } = mine;
     const busy: number[] = [];
     for (const segment of segments) {
       mine.trace.segmentVisits++;
@@ -271,7 +306,7 @@ export class OrderPlacement {
       }
       // The segments read so far cover the order together: cover from them, rather than lock every other segment
       // in the hope of one that suffices alone (near sell-out, none does).
-      if (sum(seen.values()) >= request.quantity) break;
+      if (sum(seen.values()) >= mine.line.quantity) break;
     }
     return { busy };
   }
@@ -291,12 +326,19 @@ export class OrderPlacement {
     lease: LockLease,
     state: SegmentState,
   ): Promise<Attempt | { left: number }> {
-    const { request, fingerprint } = mine;
-    const keys = new Set(request.idempotencyKey === undefined ? [] : [request.idempotencyKey]);
+    const { line, request, fingerprint } = mine;
     const max = this.options.combineMaxBatch - 1;
-    const queued = this.queue.take(entry.sku, entry.layoutVersion, state.available, max, keys);
+    const inBatch = new Set(exclusiveBy(entry, request));
+    const queued = this.queue.take(entry.sku, entry.layoutVersion, state.available, max, inBatch);
     const members: BatchMember[] = [
-      { ...mine, quantity: request.quantity, idempotencyKey: request.idempotencyKey, fingerprint },
+      {
+        quantity: line.quantity,
+        idempotencyKey: request.idempotencyKey,
+        fingerprint,
+        customerId: request.customerId,
+        holdSeconds: request.holdSeconds,
+        ticket: mine.ticket,
+      },
       ...queued.map((t) => ({ ...t.order, taken: t })),
     ].sort((a, b) => a.ticket - b.ticket);
     let left = state.available;
@@ -326,7 +368,7 @@ export class OrderPlacement {
       settleQueued(() => ({ kind: 'retry' }));
       return { restart: 'lock-lost' };
     }
-    let result: Awaited<ReturnType<typeof commitBatch>>;
+    let result: BatchOutcome;
     try {
       result = await commitBatch(this.db, {
         skuId: entry.id,
@@ -335,12 +377,8 @@ export class OrderPlacement {
         availableSeen: state.available,
         fenceSeen: state.fence,
         fence: lease.fence,
-        orders: serving.map((m) => ({
-          orderId: m.orderId,
-          quantity: m.quantity,
-          idempotencyKey: m.idempotencyKey ?? null,
-          requestFingerprint: m.fingerprint,
-        })),
+        limited: entry.maxPerCustomer !== null,
+        orders: serving.map((m) => ({ ...fieldsOf(m.orderId, m, m.fingerprint), quantity: m.quantity })),
       });
     } catch (error) {
       this.memory.forget(lease);
@@ -363,23 +401,18 @@ export class OrderPlacement {
     const outcomeOf = (member: BatchMember): Verdict => {
       const served = servedByTicket.get(member.ticket);
       if (!served) return { kind: 'short', segment, available: after };
-      const createdAt = result.placed.get(served.orderId);
-      if (!createdAt) return { kind: 'lost-race' };
-      const order: OrderRecord = {
-        id: served.orderId,
-        sku: entry.sku,
-        quantity: served.quantity,
-        idempotencyKey: served.idempotencyKey ?? null,
-        requestFingerprint: served.fingerprint,
-        createdAt,
-        deductions: [{ segment, quantity: served.quantity }],
-      };
-      return { kind: 'placed', order };
+      const remaining = result.overLimit.get(served.orderId);
+      if (remaining !== undefined) return { kind: 'over-limit', remaining };
+      const row = result.placed.get(served.orderId);
+      if (!row) return { kind: 'lost-race' };
+      const item = { sku: entry.sku, quantity: served.quantity, deductions: [{ segment, quantity: served.quantity }] };
+      return { kind: 'placed', order: recordOf(fieldsOf(served.orderId, served, served.fingerprint), row, [item]) };
     };
     settleQueued(outcomeOf);
     const own = outcomeOf(members.find((m) => !m.taken)!);
     if (own.kind === 'placed') return { order: own.order };
     if (own.kind === 'lost-race') return { restart: 'lost-race' };
+    if (own.kind === 'over-limit') throw purchaseLimit(entry.sku, own.remaining);
     return { left: after };
   }
 
@@ -392,8 +425,7 @@ export class OrderPlacement {
    */
   private async coverFromSeveral(
     entry: SkuEntry,
-    request: OrderRequest,
-    fingerprint: string | null,
+    mine: OwnOrder,
     chosen: number[],
     seen: Map<number, number>,
     wait: { deadline: number; ticket: number },
@@ -412,15 +444,15 @@ export class OrderPlacement {
           seen.set(state.segment, state.available);
           if (state.available === 0) this.markEmpty(entry, state.segment);
         }
-        const split = splitAcross(states, request.quantity);
+        const split = splitAcross(states, mine.line.quantity);
         if (split) {
           const takes = split.map(({ segment, quantity }) => {
             const i = segments.indexOf(segment);
-            return { segment, lease: leases[i]!, state: states[i]!, take: quantity };
+            return { entry, segment, lease: leases[i]!, state: states[i]!, take: quantity };
           });
-          return await this.commit(entry, request, fingerprint, takes);
+          return await this.commit(mine, takes);
         }
-        if (round === rounds.length - 1) return this.soldOut(entry, request, seen);
+        if (round === rounds.length - 1) return this.soldOut(entry, mine.line, seen);
       } finally {
         await this.locks.releaseAll(leases);
       }
@@ -429,12 +461,83 @@ export class OrderPlacement {
   }
 
   /**
-   * Every segment not known to be empty was read under its lock and they fall short. Segments marked empty stay
-   * empty until a restock, which marks the entry stale: then look again rather than refuse.
+   * A cart: every line covered under the locks of the segments it takes from, all of the cart's locks taken in one
+   * global order (SKU, then segment) so that carts over the same SKUs in any order cannot deadlock, then one
+   * transaction. First from the segments an unlocked read suggests; if stock moved meanwhile, from every segment of
+   * the cart's SKUs not known to be empty, whose stock read under their locks is then the definitive answer. All or
+   * nothing: a line that cannot be covered refuses the cart, naming the first such SKU.
    */
-  private soldOut(entry: SkuEntry, request: OrderRequest, seen: Map<number, number>): Restart {
+  private async attemptCart(entries: SkuEntry[], cart: Omit<OwnOrder, 'line'>, deadline: number): Promise<Attempt> {
+    const lines = cart.request.lines;
+    const hints = await Promise.all(
+      entries.map((entry) =>
+        readSegments(this.db, {
+          skuId: entry.id,
+          layoutVersion: entry.layoutVersion,
+          segments: this.nonEmptySegments(entry),
+        }),
+      ),
+    );
+    const suggested = entries.map(
+      (entry, i) => chooseSegmentsToCover(hints[i]!, lines[i]!.quantity) ?? this.nonEmptySegments(entry),
+    );
+    const everyOpen = entries.map((entry) => this.nonEmptySegments(entry));
+    const sameAsEvery = suggested.every((segments, i) => segments.length === everyOpen[i]!.length);
+    const rounds = sameAsEvery ? [everyOpen] : [suggested, everyOpen];
+    for (const [round, segmentsBySku] of rounds.entries()) {
+      const wanted = segmentsBySku.flatMap((segments, i) => segments.map((segment) => refOf(entries[i]!, segment)));
+      const refs = [...wanted].sort(compareRefs);
+      const leases = await this.locks.acquireInOrder(refs, deadline, cart.ticket);
+      if (!leases) throw lockBusy(this.options.lockWaitMs);
+      try {
+        const leaseOf = new Map(refs.map((ref, i) => [`${ref.sku}\u0000${ref.segment}`, leases[i]!]));
+        const takes: Take[] = [];
+        let short: { entry: SkuEntry; line: OrderLine; available: number } | undefined;
+        for (const [i, entry] of entries.entries()) {
+          const segments = segmentsBySku[i]!;
+          const states = await readSegments(this.db, {
+            skuId: entry.id,
+            layoutVersion: entry.layoutVersion,
+            segments,
+          });
+          if (states.length !== segments.length) {
+            this.directory.invalidate(entry);
+            return { restart: 'layout-changed' };
+          }
+          for (const state of states) {
+            this.memory.remember(leaseOf.get(`${entry.sku}\u0000${state.segment}`)!, state);
+            if (state.available === 0) this.markEmpty(entry, state.segment);
+          }
+          const split = splitAcross(states, lines[i]!.quantity);
+          if (!split) {
+            short ??= { entry, line: lines[i]!, available: sum(states.map((s) => s.available)) };
+            continue;
+          }
+          for (const { segment, quantity } of split) {
+            const state = states.find((s) => s.segment === segment)!;
+            const lease = leaseOf.get(`${entry.sku}\u0000${segment}`)!;
+            takes.push({ entry, segment, lease, state, take: quantity });
+          }
+        }
+        if (!short) return await this.commit({ ...cart, line: lines[0]! }, takes);
+        if (round === rounds.length - 1) {
+          if (short.entry.stale) return { restart: 'layout-changed' };
+          throw outOfStock(short.entry.sku, short.line.quantity, short.available);
+        }
+      } finally {
+        await this.locks.releaseAll(leases);
+      }
+    }
+    return { restart: 'layout-changed' };
+  }
+
+  /**
+   * Every segment not known to be empty was read under its lock and they fall short. Segments marked empty stay
+   * empty until stock comes back, which marks the entry stale: then look again rather than refuse.
+   */
+  private soldOut(entry: SkuEntry, line: OrderLine, seen: Map<number, number>): Restart {
     if (entry.stale) return { restart: 'layout-changed' };
-    throw outOfStock(entry.sku, request.quantity, sum(seen.values()));
+    throw outOfStock(entry.sku, line.quantity, sum(seen.values()));
   }
 
   /**
@@ -449,79 +552,74 @@ export class OrderPlacement {
     return range(entry.segmentCount).filter((s) => !entry.emptySegments.has(s));
   }
 
-  /** The write half of the critical section: fenced segment updates, the order and its ledger, one transaction. */
-  private async commit(
-    entry: SkuEntry,
-    request: OrderRequest,
-    fingerprint: string | null,
-    takes: Take[],
-  ): Promise<Attempt> {
+  /**
+   * The write half of the critical section for takes from several segments (a cover, a cart): fenced segment
+   * updates, the order and its ledger, one transaction.
+   */
+  private async commit(mine: OwnOrder, takes: Take[]): Promise<Attempt> {
+    const { request, fingerprint } = mine;
     const lockLost = AbortSignal.any(takes.map(({ lease }) => lease.signal));
+    const forgetAll = () => {
+      for (const { lease } of takes) this.memory.forget(lease);
+    };
     if (this.options.criticalSectionDelayMs > 0) {
       await sleep(this.options.criticalSectionDelayMs, undefined, { signal: lockLost }).catch(() => undefined);
     }
+    const skus = [...new Set(takes.map((t) => t.entry))];
     if (lockLost.aborted) {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
-      for (const { lease } of takes) this.memory.forget(lease);
-      this.hooks.onLockLost?.(entry.sku);
+      forgetAll();
+      for (const entry of skus) this.hooks.onLockLost?.(entry.sku);
       return { restart: 'lock-lost' };
     }
-    const id = randomUUID();
-    const commit: DeductionCommit = {
-      orderId: id,
-      skuId: entry.id,
-      layoutVersion: entry.layoutVersion,
-      quantity: request.quantity,
-      idempotencyKey: request.idempotencyKey ?? null,
-      requestFingerprint: fingerprint,
-      deductions: takes.map(({ segment, lease, state, take }) => ({
-        segment,
-        availableSeen: state.available,
-        fenceSeen: state.fence,
-        fence: lease.fence,
-        quantity: take,
-      })),
-    };
-    let createdAt: Date;
+    const fields = fieldsOf(randomUUID(), request, fingerprint);
+    let outcome: Awaited<ReturnType<typeof commitOrder>>;
     try {
-      createdAt =
-        takes.length === 1
-          ? requireAllWritten(await commitDeduction(this.db, commit), commit)
-          : await this.db
-              .transaction()
-              .execute(async (trx) => requireAllWritten(await commitDeduction(trx, commit), commit));
+      outcome = await commitOrder(this.db, {
+        ...fields,
+        skuId: skus.length === 1 ? skus[0]!.id : null,
+        quantity: sum(takes.map((t) => t.take)),
+        limitedSkuIds: skus.filter((entry) => entry.maxPerCustomer !== null).map((entry) => entry.id),
+        deductions: takes.map(({ entry, segment, lease, state, take }) => ({
+          skuId: entry.id,
+          layoutVersion: entry.layoutVersion,
+          segment,
+          availableSeen: state.available,
+          fenceSeen: state.fence,
+          fence: lease.fence,
+          quantity: take,
+        })),
+      });
     } catch (error) {
-      for (const { lease } of takes) this.memory.forget(lease);
-      if (error instanceof FencedOutError) {
-        this.hooks.onFencedOut?.(entry.sku);
-        return { restart: 'fenced-out' };
-      }
+      forgetAll();
       if (isIdempotencyConflict(error)) return { restart: 'lost-race' };
       throw error;
     }
-    for (const { segment, lease, state, take } of takes) {
+    if ('fencedOut' in outcome) {
+      forgetAll();
+      for (const entry of skus) this.hooks.onFencedOut?.(entry.sku);
+      return { restart: 'fenced-out' };
+    }
+    if ('limit' in outcome) {
+      forgetAll();
+      throw purchaseLimit(skus.find((entry) => entry.id === outcome.limit.skuId)!.sku, outcome.limit.remaining);
+    }
+    for (const { entry, segment, lease, state, take } of takes) {
       this.memory.remember(lease, { segment, available: state.available - take, fence: lease.fence });
       if (state.available === take) this.markEmpty(entry, segment);
     }
-    const deductions: SegmentTake[] = takes.map(({ segment, take }) => ({ segment, quantity: take }));
-    return {
-      order: {
-        id,
-        sku: entry.sku,
-        quantity: request.quantity,
-        idempotencyKey: request.idempotencyKey ?? null,
-        requestFingerprint: fingerprint,
-        createdAt,
-        deductions,
-      },
-    };
+    const items: OrderItem[] = skus
+      .map((entry) => {
+        const mineOf = takes.filter((t) => t.entry === entry);
+        return {
+          sku: entry.sku,
+          quantity: sum(mineOf.map((t) => t.take)),
+          deductions: mineOf.map(({ segment, take }) => ({ segment, quantity: take })),
+        };
+      })
+      .sort((a, b) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0));
+    return { order: recordOf(fields, outcome.placed, items) };
   }
-}
-
-/** The order's creation time; throws (rolling back a surrounding transaction) when a fenced write was refused. */
-function requireAllWritten(result: { written: number; createdAt: Date | null }, commit: DeductionCommit): Date {
-  if (result.createdAt === null) throw new FencedOutError(commit.deductions.map((d) => d.segment));
-  return result.createdAt;
 }
 
 function replay(prior: OrderRecord, fingerprint: string | null): PlacedOrder {
@@ -531,10 +629,51 @@ function replay(prior: OrderRecord, fingerprint: string | null): PlacedOrder {
   return { order: prior, replayed: true };
 }
 
+/**
+ * What the order asks, hashed: a single line with neither customer nor hold hashes as it always has, so keys sent
+ * before carts and reservations existed still replay.
+ */
 function fingerprintOf(request: OrderRequest): string {
-  return createHash('sha256')
-    .update(JSON.stringify([request.sku, request.quantity]))
-    .digest('hex');
+  const { lines, customerId, holdSeconds } = request;
+  const asked =
+    lines.length === 1 && customerId === undefined && holdSeconds === undefined
+      ? [lines[0]!.sku, lines[0]!.quantity]
+      : { lines, customerId: customerId ?? null, holdSeconds: holdSeconds ?? null };
+  return createHash('sha256').update(JSON.stringify(asked)).digest('hex');
+}
+
+function exclusiveBy(entry: SkuEntry, request: OrderRequest): string[] {
+  const values: string[] = [];
+  if (request.idempotencyKey !== undefined) values.push(`key:${request.idempotencyKey}`);
+  if (entry.maxPerCustomer !== null && request.customerId !== undefined) values.push(`customer:${request.customerId}`);
+  return values;
+}
+
+function fieldsOf(
+  orderId: string,
+  asked: { idempotencyKey?: string | undefined; customerId?: string | undefined; holdSeconds?: number | undefined },
+  fingerprint: string | null,
+): OrderFields {
+  return {
+    orderId,
+    idempotencyKey: asked.idempotencyKey ?? null,
+    requestFingerprint: fingerprint,
+    customerId: asked.customerId ?? null,
+    holdSeconds: asked.holdSeconds ?? null,
+  };
+}
+
+function recordOf(fields: OrderFields, row: PlacedRow, items: OrderItem[]): OrderRecord {
+  return {
+    id: fields.orderId,
+    status: row.status,
+    customerId: fields.customerId,
+    items,
+    idempotencyKey: fields.idempotencyKey,
+    requestFingerprint: fields.requestFingerprint,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+  };
 }
 
 function refOf(entry: SkuEntry, segment: number): SegmentRef {

@@ -4,6 +4,8 @@ import type { OrderRecord } from '../orders/order.repository.js';
 export type Verdict =
   /** Placed in the holder's statement. */
   | { kind: 'placed'; order: OrderRecord }
+  /** Refused by the customer's limit on the SKU: the customer may order `remaining` more units. */
+  | { kind: 'over-limit'; remaining: number }
   /** Did not fit: the segment holds `available` after the batch (read under its lock); look elsewhere. */
   | { kind: 'short'; segment: number; available: number }
   /** Its Idempotency-Key was used by another request meanwhile: replay that order. */
@@ -18,6 +20,13 @@ export interface WaitingOrder {
   readonly quantity: number;
   readonly idempotencyKey: string | undefined;
   readonly fingerprint: string | null;
+  readonly customerId: string | undefined;
+  readonly holdSeconds: number | undefined;
+  /**
+   * Values no two orders of one batch may share: the Idempotency-Key (the later order will find the first's), and on
+   * a limited SKU the customer (each customer's claim is checked once per statement).
+   */
+  readonly exclusiveBy: readonly string[];
   readonly layoutVersion: number;
   /** Its place in line (ReleaseNotices tickets): batches are decided in this order. */
   readonly ticket: number;
@@ -72,22 +81,21 @@ export class OrderQueue {
 
   /**
    * Takes up to `max` waiting orders for the layout, oldest first, of at most `available` units each: an order larger
-   * than the holder's whole stock stays in line rather than be woken for nothing. Two with the same Idempotency-Key
-   * never share a batch: the later one stays in line, and will find the first's order.
+   * than the holder's whole stock stays in line rather than be woken for nothing. Two that share an `exclusiveBy`
+   * value never share a batch: the later one stays in line. `inBatch` holds the values of the holder's own order.
    */
-  take(sku: string, layoutVersion: number, available: number, max: number, keysInBatch: Set<string>): Taken[] {
+  take(sku: string, layoutVersion: number, available: number, max: number, inBatch: Set<string>): Taken[] {
     const line = this.waiting.get(sku);
     if (!line || max <= 0) return [];
     const taken: Taken[] = [];
     for (let i = 0; i < line.length && taken.length < max;) {
       const entry = line[i]!;
-      const key = entry.idempotencyKey;
       const skip = entry.layoutVersion !== layoutVersion || entry.quantity > available;
-      if (skip || (key !== undefined && keysInBatch.has(key))) {
+      if (skip || entry.exclusiveBy.some((value) => inBatch.has(value))) {
         i++;
         continue;
       }
-      if (key !== undefined) keysInBatch.add(key);
+      for (const value of entry.exclusiveBy) inBatch.add(value);
       line.splice(i, 1);
       entry.onTaken();
       taken.push({ order: entry, settle: entry.settle });

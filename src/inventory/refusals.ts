@@ -2,8 +2,8 @@ import { AppError } from '../errors.js';
 
 /**
  * The ways work under the segment locks ends without applying anything, in one place for the order flow and the
- * stock admin: the two answers a client gets (busy, out of stock), and the internal signal that a fenced write was
- * refused.
+ * stock admin: the answers a client gets (busy, out of stock, over a customer limit), and the internal signal that a
+ * fenced write was refused.
  */
 
 /** Every segment the request needed stayed locked for its whole wait budget (503, retryable). */
@@ -11,9 +11,26 @@ export function lockBusy(waitedMs: number): AppError {
   return new AppError('lock_busy', `every segment stayed locked for ${waitedMs} ms`, {}, 1);
 }
 
-/** Not enough stock: only ever answered from stock read under the segment locks. */
+/** Not enough stock: only ever answered from stock read under the segment locks. `sku` names the SKU that fell short. */
 export function outOfStock(sku: string, quantity: number, available: number): AppError {
-  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, { available });
+  return new AppError('out_of_stock', `SKU '${sku}' has ${available} unit(s) left, ${quantity} ordered`, {
+    sku,
+    available,
+  });
+}
+
+/** The SKU limits units per customer, and the order named none. */
+export function customerRequired(sku: string): AppError {
+  return new AppError('customer_required', `SKU '${sku}' limits units per customer: the order needs a customerId`);
+}
+
+/** The order would take the customer's live orders of the SKU past its limit. */
+export function purchaseLimit(sku: string, remaining: number): AppError {
+  return new AppError(
+    'purchase_limit',
+    `SKU '${sku}' limits units per customer: this customer may order ${remaining} more`,
+    { sku, remaining },
+  );
 }
 
 /**

@@ -10,6 +10,16 @@ export interface SegmentRef {
   segment: number;
 }
 
+/**
+ * The one order in which any caller holding several segment locks takes them: by SKU (code units), then segment. Every
+ * multi-lock path (covers, carts, configuration changes, returns) takes its locks in this order, so none can deadlock
+ * another.
+ */
+export function compareRefs(a: SegmentRef, b: SegmentRef): number {
+  if (a.sku !== b.sku) return a.sku < b.sku ? -1 : 1;
+  return a.segment - b.segment;
+}
+
 /** Observers of the segment locks (metrics); every hook is optional and must not throw. */
 export interface SegmentLockHooks {
   onAcquired?(): void;

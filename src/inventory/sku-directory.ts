@@ -10,9 +10,12 @@ export interface SkuEntry {
   readonly sku: string;
   readonly segmentCount: number;
   readonly layoutVersion: number;
+  /** The per-customer limit; null when there is none. A change announces itself like a layout change. */
+  readonly maxPerCustomer: number | null;
   /**
-   * Segments read as 0 under their lock. Stock only grows through restock or re-segmentation, which announce
-   * themselves and drop this entry, so an empty mark stays true until then.
+   * Segments read as 0 under their lock. Stock only grows through restock, re-segmentation and returned units
+   * (cancelled or expired orders), which announce themselves and drop this entry, so an empty mark stays true until
+   * then.
    */
   readonly emptySegments: Set<number>;
   /** Set once a change notice or a failed read showed this layout is outdated. */
@@ -20,7 +23,7 @@ export interface SkuEntry {
 }
 
 /**
- * Per-instance cache of SKU layouts and known-empty segments. Entries are dropped on a "SKU changed" notice from
+ * Per-instance cache of SKU layouts, limits and known-empty segments. Entries are dropped on a "SKU changed" notice from
  * any instance (published on the service's Redis by `announceChange`), and all of them when the notice connection
  * comes back after a drop (notices may have been missed meanwhile).
  */
@@ -101,6 +104,7 @@ export class SkuDirectory {
       sku: row.sku,
       segmentCount: row.segment_count,
       layoutVersion: row.layout_version,
+      maxPerCustomer: row.max_per_customer,
       emptySegments: new Set(),
       stale: this.changeCount !== changeCountAtStart,
     };

@@ -14,6 +14,7 @@ import {
   updateSkuLayout,
 } from './inventory.repository.js';
 import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
+import { recountHoldings } from './customer-holdings.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
 import type { SegmentLocks } from './segment-locks.js';
 import { splitEvenly } from './segment-math.js';
@@ -22,12 +23,18 @@ import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
 export const MAX_TOTAL_STOCK = 2 ** 52;
 
+/** A SKU's books: `available + reserved + sold = stock`. */
 export interface SkuView {
   sku: string;
   segments: number;
   stock: number;
   available: number;
+  /** Units in live reservations. */
+  reserved: number;
+  /** Units of confirmed orders. */
   sold: number;
+  /** Most units one customer's live orders may hold; null: no limit. */
+  maxPerCustomer: number | null;
   segmentStock: { segment: number; available: number }[];
 }
 
@@ -45,9 +52,9 @@ export interface AdminAnswer {
 }
 
 /**
- * Configuration changes of a SKU: create, restock, re-segment. Restock and re-segment take every segment lock of the
- * current layout in ascending order (the same order as multi-segment orders, so no deadlock) and write fenced, so
- * they never interleave with an order's read-decide-write. Each accepts an Idempotency-Key: the key and the answer are
+ * Configuration changes of a SKU: create, restock, re-segment, set its per-customer limit. Restock, re-segment and
+ * limit changes take every segment lock of the current layout in the global lock order (so no deadlock) and write
+ * fenced, so they never interleave with an order's read-decide-write. Each accepts an Idempotency-Key: the key and the answer are
  * written in the change's own transaction, so a retry replays the answer and applies nothing, and of two requests
  * racing with one key exactly one applies.
  */
@@ -60,7 +67,10 @@ export class StockAdmin {
     private readonly lockWaitMs: number,
   ) {}
 
-  create(input: { sku: string; stock: number; segments: number }, request?: AdminRequest): Promise<AdminAnswer> {
+  create(
+    input: { sku: string; stock: number; segments: number; maxPerCustomer?: number | undefined },
+    request?: AdminRequest,
+  ): Promise<AdminAnswer> {
     return this.idempotent(request, async () => {
       let view: SkuView | undefined;
       try {
@@ -69,6 +79,7 @@ export class StockAdmin {
             sku: input.sku,
             segmentShares: splitEvenly(input.stock, input.segments),
             totalStock: input.stock,
+            maxPerCustomer: input.maxPerCustomer ?? null,
           });
           return this.record(trx, input.sku, request, 201);
         });
@@ -91,7 +102,9 @@ export class StockAdmin {
       segments: stock.sku.segment_count,
       stock: stock.sku.total_stock,
       available: stock.segments.reduce((total, s) => total + s.available, 0),
+      reserved: stock.reserved,
       sold: stock.sold,
+      maxPerCustomer: stock.sku.max_per_customer,
       segmentStock: stock.segments,
     };
   }
@@ -118,11 +131,32 @@ export class StockAdmin {
       const removed = await deleteSegmentsFenced(trx, { skuId: row.id, layoutVersion: row.layout_version }, writes);
       if (removed.length !== writes.length) return false;
       const available = removed.reduce((total, s) => total + s.available, 0);
-      // What the old segments sold moves to the SKU row, so the view's running total survives the new layout.
+      // What the old segments sold and reserved moves to the SKU row, so the view's running totals survive the new
+      // layout (confirming or ending an order of the old layout counts there).
       const soldInEarlierLayouts = row.sold_in_earlier_layouts + removed.reduce((total, s) => total + s.sold, 0);
+      const reservedInEarlierLayouts =
+        row.reserved_in_earlier_layouts + removed.reduce((total, s) => total + s.reserved, 0);
       const layoutVersion = row.layout_version + 1;
       await insertSegments(trx, row.id, layoutVersion, splitEvenly(available, segmentCount));
-      await updateSkuLayout(trx, row.id, { segmentCount, layoutVersion, soldInEarlierLayouts });
+      await updateSkuLayout(trx, row.id, {
+        segmentCount,
+        layoutVersion,
+        soldInEarlierLayouts,
+        reservedInEarlierLayouts,
+      });
+      return true;
+    });
+  }
+
+  /**
+   * Sets or (null) removes the per-customer limit. Under every segment lock, so no order of the SKU commits meanwhile:
+   * the customers' holdings are recounted from their live orders, and orders placed while there was no limit count
+   * towards the new one.
+   */
+  setLimit(sku: string, maxPerCustomer: number | null, request?: AdminRequest): Promise<AdminAnswer> {
+    return this.changeUnderAllLocks(sku, request, async (trx, row) => {
+      await updateSkuLayout(trx, row.id, { maxPerCustomer });
+      if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
       return true;
     });
   }

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { commitDeduction, type DeductionCommit } from '../../src/inventory/deduction.repository.js';
+import { commitOrder, type OrderCommit } from '../../src/inventory/deduction.repository.js';
 import { insertSku, readSegment } from '../../src/inventory/inventory.repository.js';
 import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { type CriticalSection, findConcurrentEffectiveWriters } from '../support/lock-history.js';
@@ -12,9 +12,9 @@ import { segmentLocksProcess } from '../support/segment-locks.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
 
 /** The write half of a critical section, as the order flow commits it; resolves true when it took effect. */
-type CommitWrite = (db: Db, commit: DeductionCommit) => Promise<boolean>;
+type CommitWrite = (db: Db, commit: OrderCommit) => Promise<boolean>;
 
-const serviceCommit: CommitWrite = async (db, commit) => (await commitDeduction(db, commit)).createdAt !== null;
+const serviceCommit: CommitWrite = async (db, commit) => 'placed' in (await commitOrder(db, commit));
 
 /**
  * Test-only build of the service's commit statement without its fencing guard (neither "the row still carries the
@@ -26,7 +26,7 @@ const unfencedCommit: CommitWrite = async (db, commit) => {
   const { rows } = await sql<{ created: boolean }>`
     with written as (
       update stock_segments s set available = ${d!.availableSeen - d!.quantity}, fence_token = ${d!.fence}
-       where s.sku_id = ${commit.skuId} and s.layout_version = ${commit.layoutVersion} and s.segment = ${d!.segment}
+       where s.sku_id = ${commit.skuId} and s.layout_version = ${d!.layoutVersion} and s.segment = ${d!.segment}
       returning s.segment
     ), placed as (
       insert into orders (id, sku_id, quantity) select ${commit.orderId}::uuid, ${commit.skuId}, ${commit.quantity}
@@ -34,7 +34,7 @@ const unfencedCommit: CommitWrite = async (db, commit) => {
       returning id
     ), ledger as (
       insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
-      select id, ${commit.skuId}, ${d!.segment}, ${commit.layoutVersion}, ${d!.quantity}, ${d!.fence} from placed
+      select id, ${commit.skuId}, ${d!.segment}, ${d!.layoutVersion}, ${d!.quantity}, ${d!.fence} from placed
     )
     select exists (select 1 from placed) as created`.execute(db);
   return rows[0]!.created;
@@ -59,11 +59,14 @@ async function recordHistory(db: Db, write: CommitWrite) {
   const { redisUrl } = testEndpoints();
   const holders = Array.from({ length: HOLDERS }, () => segmentLocksProcess(redisUrl, { ttlMs: LOCK_TTL_MS }));
   const sku = uniqueSku('checker');
-  const row = await db
-    .transaction()
-    .execute((trx) =>
-      insertSku(trx, { sku, segmentShares: Array(SEGMENTS).fill(INITIAL_STOCK), totalStock: INITIAL_STOCK * SEGMENTS }),
-    );
+  const row = await db.transaction().execute((trx) =>
+    insertSku(trx, {
+      sku,
+      segmentShares: Array(SEGMENTS).fill(INITIAL_STOCK),
+      totalStock: INITIAL_STOCK * SEGMENTS,
+      maxPerCustomer: null,
+    }),
+  );
   const ref = { skuId: row.id, layoutVersion: row.layout_version };
   const history: CriticalSection[] = [];
   const deadline = Date.now() + RUN_LIMIT_MS;
@@ -81,12 +84,22 @@ async function recordHistory(db: Db, write: CommitWrite) {
         const end = performance.now();
         const effective = await write(db, {
           orderId: randomUUID(),
-          ...ref,
+          skuId: ref.skuId,
           quantity: 1,
           idempotencyKey: null,
           requestFingerprint: null,
+          customerId: null,
+          holdSeconds: null,
+          limitedSkuIds: [],
           deductions: [
-            { segment, availableSeen: state.available, fenceSeen: state.fence, fence: lease.fence, quantity: 1 },
+            {
+              ...ref,
+              segment,
+              availableSeen: state.available,
+              fenceSeen: state.fence,
+              fence: lease.fence,
+              quantity: 1,
+            },
           ],
         });
         history.push({ owner: lease.owner, segment, fence: lease.fence, start, end, effective, pausedMs });

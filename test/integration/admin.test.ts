@@ -22,7 +22,9 @@ describe('SKU administration', () => {
       segments: 4,
       stock: 10,
       available: 10,
+      reserved: 0,
       sold: 0,
+      maxPerCustomer: null,
       segmentStock: [
         { segment: 0, available: 3 },
         { segment: 1, available: 3 },

@@ -125,16 +125,24 @@ describe('the batch statement', () => {
     quantity,
     idempotencyKey,
     requestFingerprint: idempotencyKey && 'fp',
+    customerId: null,
+    holdSeconds: null,
   });
 
   it('writes nothing at all when the fence refuses the segment write', async () => {
     const { sku, row, state } = await oneSegmentSku(10);
     const batch = [order(2), order(3), order(1)];
     // The row's token moved on since this holder's read: a newer holder wrote it.
-    const stale = { ...row, availableSeen: state.available, fenceSeen: state.fence - 1, fence: state.fence + 5 };
-    expect(await commitBatch(db, { ...stale, orders: batch })).toEqual({ written: false, placed: new Map() });
+    const stale = {
+      ...row,
+      limited: false,
+      availableSeen: state.available,
+      fenceSeen: state.fence - 1,
+      fence: state.fence + 5,
+    };
+    expect(await commitBatch(db, { ...stale, orders: batch })).toMatchObject({ written: false, placed: new Map() });
     // A token no newer than the row's last writer's is refused too.
-    const old = { ...row, availableSeen: state.available, fenceSeen: state.fence, fence: state.fence };
+    const old = { ...row, limited: false, availableSeen: state.available, fenceSeen: state.fence, fence: state.fence };
     expect((await commitBatch(db, { ...old, orders: batch })).written).toBe(false);
     expect(await auditSku(db, sku)).toMatchObject({ sold: 0, soldCounted: 0, available: 10, ledgerOrders: 0 });
   });
@@ -149,6 +157,7 @@ describe('the batch statement', () => {
     const fence = now.fence + 1;
     const result = await commitBatch(db, {
       ...row,
+      limited: false,
       availableSeen: now.available,
       fenceSeen: now.fence,
       fence,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { commitDeduction } from '../../src/inventory/deduction.repository.js';
+import { commitOrder } from '../../src/inventory/deduction.repository.js';
 import { readSegment } from '../../src/inventory/inventory.repository.js';
 import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { redisKeys } from '../../src/lock/keys.js';
@@ -44,16 +44,20 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     fence: number,
     quantity: number,
   ) => {
-    const result = await commitDeduction(db, {
+    const result = await commitOrder(db, {
       orderId: randomUUID(),
-      ...row,
+      skuId: row.skuId,
       quantity,
       idempotencyKey: null,
       requestFingerprint: null,
-      deductions: [{ segment: state.segment, availableSeen: state.available, fenceSeen: state.fence, fence, quantity }],
+      customerId: null,
+      holdSeconds: null,
+      limitedSkuIds: [],
+      deductions: [
+        { ...row, segment: state.segment, availableSeen: state.available, fenceSeen: state.fence, fence, quantity },
+      ],
     });
-    expect(result.createdAt !== null).toBe(result.written === 1);
-    return result.written === 1;
+    return 'placed' in result;
   };
 
   it('refuses the stale holder once a newer holder has written', async () => {

@@ -4,7 +4,7 @@ import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stoc
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
-import { createSkuBody, resegmentBody, restockBody, skuName } from '../schemas.js';
+import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
 export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Router {
@@ -25,7 +25,12 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
     .get(async (req, res) => {
       res.json(await admin.view(parseOr400(skuName, req.params.sku, 'sku')));
     })
-    .all(methodNotAllowed('GET'));
+    .patch(requireAdmin, ...jsonBody, async (req, res) => {
+      const sku = parseOr400(skuName, req.params.sku, 'sku');
+      const { maxPerCustomer } = parseOr400(updateSkuBody, req.body, 'body');
+      send(res, await admin.setLimit(sku, maxPerCustomer, adminRequest(req, ['limit', sku, maxPerCustomer])));
+    })
+    .all(methodNotAllowed('GET', 'PATCH'));
 
   router
     .route('/skus/:sku/segments')

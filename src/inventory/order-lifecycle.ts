@@ -1,0 +1,202 @@
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import type { LockLease } from '../lock/distributed-lock.js';
+import type { Logger } from '../logger.js';
+import { findOrder, type OrderRecord } from '../orders/order.repository.js';
+import { releaseUnits } from './customer-holdings.repository.js';
+import {
+  findDueReservations,
+  giveBack,
+  lockOrderStatus,
+  moveRunningTotals,
+  readTakenUnits,
+  setOrderStatus,
+  type TakenUnits,
+  type UnitsBack,
+} from './lifecycle.repository.js';
+import { FencedOutError, lockBusy } from './refusals.js';
+import { compareRefs, type SegmentLocks, type SegmentRef } from './segment-locks.js';
+import { splitEvenly } from './segment-math.js';
+import type { SkuDirectory, SkuEntry } from './sku-directory.js';
+
+/** How often each instance looks for reservations whose hold ran out: well inside the 2 s promised. */
+const SWEEP_INTERVAL_MS = 500;
+/** Reservations expired per sweep at most; the next sweep takes the rest. */
+const SWEEP_BATCH = 200;
+
+/**
+ * What happens to an order after it was placed: confirm, cancel, expire.
+ *
+ * The order's row decides: every transition locks it and checks its status in the same transaction that applies the
+ * transition, so each happens at most once however many instances try, and a confirm racing an expiry has exactly
+ * one winner. Units go back (cancel, expiry) under the locks of the segments they return to, fenced like an order's
+ * write, in that transaction too: an instance killed midway rolls back, and the next sweep, on any instance, does it
+ * again.
+ */
+export class OrderLifecycle {
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly locks: SegmentLocks,
+    private readonly directory: SkuDirectory,
+    /** How long a return may wait for its segment locks. */
+    private readonly lockWaitMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** A reserved order becomes confirmed; confirming again is a no-op. */
+  async confirm(orderId: string): Promise<OrderRecord> {
+    await this.db.transaction().execute(async (trx) => {
+      const order = await lockOrderStatus(trx, orderId);
+      if (!order) throw orderNotFound(orderId);
+      if (order.status === 'confirmed') return;
+      if (order.status !== 'reserved' || order.due) {
+        const status = order.status === 'reserved' ? 'expired' : order.status;
+        throw new AppError('order_not_reserved', `order '${orderId}' is ${status}, not reserved`, { status });
+      }
+      await setOrderStatus(trx, orderId, 'confirmed');
+      await moveRunningTotals(trx, orderId, 'reserved', 'sold');
+    });
+    return this.read(orderId);
+  }
+
+  /**
+   * A reserved or confirmed order becomes cancelled and its units go back; cancelling again is a no-op. A reservation
+   * whose hold ran out expires instead (its units go back all the same), and the answer says so.
+   */
+  async cancel(orderId: string): Promise<OrderRecord> {
+    await this.end(orderId, 'cancel');
+    return this.read(orderId);
+  }
+
+  /** Starts expiring reservations, now (catching up on whatever fell due while no instance ran) and periodically. */
+  start(): void {
+    const sweep = () => {
+      this.sweeping ??= this.sweep().finally(() => (this.sweeping = undefined));
+    };
+    sweep();
+    this.sweeper = setInterval(sweep, SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
+  }
+
+  /** Stops the sweeps and waits for one under way. */
+  async stop(): Promise<void> {
+    clearInterval(this.sweeper);
+    await this.sweeping;
+  }
+
+  /** Expires what has fallen due; another instance's sweep may expire the same orders, and only one of them will. */
+  async sweep(): Promise<void> {
+    let due: string[];
+    try {
+      due = await findDueReservations(this.db, SWEEP_BATCH);
+    } catch (error) {
+      this.log.warn({ err: (error as Error).message }, 'expiry sweep could not read due reservations');
+      return;
+    }
+    // Shuffled, so that instances sweeping at once mostly start on different orders.
+    for (const orderId of due.sort(() => Math.random() - 0.5)) {
+      try {
+        await this.end(orderId, 'expire');
+      } catch (error) {
+        this.log.warn({ err: (error as Error).message, orderId }, 'reservation not expired yet; retried next sweep');
+      }
+    }
+  }
+
+  private async read(orderId: string): Promise<OrderRecord> {
+    const order = await findOrder(this.db, { id: orderId });
+    if (!order) throw orderNotFound(orderId);
+    return order;
+  }
+
+  /**
+   * Ends the order if it is still live: `cancel` ends a reserved or confirmed one, `expire` only a reservation whose
+   * hold ran out (as does `cancel`, then). Takes the locks of the segments the units go back to, in the global lock
+   * order, then decides and writes in one transaction; starts over when a lock was lost or the layout changed.
+   */
+  private async end(orderId: string, intent: 'cancel' | 'expire'): Promise<void> {
+    const deadline = Date.now() + this.lockWaitMs;
+    // Every order has ledger rows: none means no such order.
+    const taken = await readTakenUnits(this.db, orderId);
+    if (taken.length === 0) throw orderNotFound(orderId);
+    for (;;) {
+      const entries = await Promise.all([...new Set(taken.map((t) => t.sku))].map((sku) => this.directory.get(sku)));
+      const back = entries.flatMap((entry) => unitsBackTo(entry, taken));
+      const refs = back.map((b) => b.ref).sort(compareRefs);
+      const leases = await this.locks.acquireInOrder(refs, deadline, this.locks.ticket());
+      if (!leases) throw lockBusy(this.lockWaitMs);
+      let ended: boolean | 'retry';
+      try {
+        ended = await this.db.transaction().execute(async (trx) => {
+          const order = await lockOrderStatus(trx, orderId);
+          if (!order) throw orderNotFound(orderId);
+          const live = order.status === 'reserved' || order.status === 'confirmed';
+          const expiring = order.status === 'reserved' && order.due;
+          if (!live || (intent === 'expire' && !expiring)) return false;
+          const reason = expiring ? 'expired' : 'cancelled';
+          await setOrderStatus(trx, orderId, reason);
+          const units = withFences(back, refs, leases);
+          if ((await giveBack(trx, orderId, reason, units)) !== units.length) throw new FencedOutError([]);
+          await moveRunningTotals(trx, orderId, order.status === 'reserved' ? 'reserved' : 'sold', null);
+          if (order.customerId !== null) {
+            for (const entry of entries) {
+              const units = taken.filter((t) => t.skuId === entry.id).reduce((total, t) => total + t.quantity, 0);
+              await releaseUnits(trx, entry.id, order.customerId, units);
+            }
+          }
+          return true;
+        });
+      } catch (error) {
+        // A lock was lost, or the layout changed since this instance looked: nothing was written.
+        if (!(error instanceof FencedOutError)) throw error;
+        ended = 'retry';
+      } finally {
+        await this.locks.releaseAll(leases);
+      }
+      if (ended !== 'retry') {
+        // Segments that were empty hold stock again: every instance drops what it knew of these SKUs.
+        if (ended) await Promise.all(entries.map((entry) => this.directory.announceChange(entry.sku)));
+        return;
+      }
+      for (const entry of entries) this.directory.invalidate(entry);
+      if (Date.now() >= deadline) throw lockBusy(this.lockWaitMs);
+    }
+  }
+}
+
+/**
+ * Where a SKU's units of an order go back to: the segments they came from while the layout is the one they were
+ * taken from; otherwise spread evenly over the current layout.
+ */
+function unitsBackTo(entry: SkuEntry, taken: TakenUnits[]): { ref: SegmentRef; skuId: number; quantity: number }[] {
+  const mine = taken.filter((t) => t.skuId === entry.id);
+  const ref = (segment: number) => ({ sku: entry.sku, layoutVersion: entry.layoutVersion, segment });
+  if (mine.every((t) => t.layoutVersion === entry.layoutVersion)) {
+    return mine.map((t) => ({ ref: ref(t.segment), skuId: entry.id, quantity: t.quantity }));
+  }
+  const total = mine.reduce((sum, t) => sum + t.quantity, 0);
+  return splitEvenly(total, entry.segmentCount)
+    .map((quantity, segment) => ({ ref: ref(segment), skuId: entry.id, quantity }))
+    .filter((b) => b.quantity > 0);
+}
+
+function withFences(
+  back: { ref: SegmentRef; skuId: number; quantity: number }[],
+  refs: SegmentRef[],
+  leases: LockLease[],
+): UnitsBack[] {
+  return back.map(({ ref, skuId, quantity }) => ({
+    skuId,
+    layoutVersion: ref.layoutVersion,
+    segment: ref.segment,
+    quantity,
+    fence: leases[refs.indexOf(ref)]!.fence,
+  }));
+}
+
+function orderNotFound(orderId: string): AppError {
+  return new AppError('order_not_found', `order '${orderId}' does not exist`);
+}
