@@ -1,11 +1,13 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { loadConfig } from '../../src/config.js';
 import { resolveEndpoints } from '../../src/dev/endpoints.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface BackingServices {
-  redisUrl: string;
+  /** How the services reach Redis: REDIS_URL, or REDIS_CLUSTER_NODES. */
+  redisEnv: Record<string, string>;
   databaseUrl: string;
   /** How they were obtained, for the report. */
   description: string;
@@ -25,15 +27,20 @@ export async function startBackingServices(env: NodeJS.ProcessEnv = process.env)
   chmodSync(dir, 0o755);
   try {
     const endpoints = await resolveEndpoints(
-      { redisUrl: env.REDIS_URL || undefined, databaseUrl: env.DATABASE_URL || undefined, dataDir: dir },
+      {
+        ...loadConfig({ REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL }),
+        dataDir: dir,
+      },
       createLogger('warn'),
     );
+    if (endpoints.redis.kind !== 'standalone') throw new Error('the load test runs on one Redis here');
+    const redisUrl = endpoints.redis.url;
     const notes: string[] = [];
     const processMarkers: BackingServices['processMarkers'] = {};
     if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
     else {
       // redis-server shows only its address in its process title.
-      processMarkers.redis = new URL(endpoints.redisUrl).host;
+      processMarkers.redis = new URL(redisUrl).host;
       notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
     }
     if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
@@ -46,8 +53,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv = process.env)
       await endpoints.stopEmbedded();
       rmSync(dir, { recursive: true, force: true });
     };
-    const { redisUrl, databaseUrl } = endpoints;
-    return { redisUrl, databaseUrl, description: notes.join('; '), processMarkers, stop };
+    const { databaseUrl } = endpoints;
+    return { redisEnv: { REDIS_URL: redisUrl }, databaseUrl, description: notes.join('; '), processMarkers, stop };
   } catch (error) {
     // resolveEndpoints stopped what it had started.
     rmSync(dir, { recursive: true, force: true });
