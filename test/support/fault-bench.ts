@@ -2,7 +2,14 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
-import { PostgresServer, RedisCluster, type RedisClusterOptions, RedisServer } from '../../src/dev/servers/index.js';
+import {
+  PostgresServer,
+  RedisCluster,
+  type RedisClusterOptions,
+  RedisSentinelGroup,
+  type RedisSentinelOptions,
+  RedisServer,
+} from '../../src/dev/servers/index.js';
 import { createLogger } from '../../src/logger.js';
 import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
@@ -20,6 +27,8 @@ export interface FaultBenchOptions {
   servicesRedisUrl?: (redis: RedisServer) => Promise<string> | string;
   /** A Redis Cluster instead of one redis-server (its nodes are killed with SIGKILL). */
   redisCluster?: RedisClusterOptions;
+  /** A primary, a replica and a Sentinel instead of one redis-server (primary and replica die by SIGKILL). */
+  redisSentinel?: RedisSentinelOptions;
 }
 
 /**
@@ -28,7 +37,7 @@ export interface FaultBenchOptions {
  */
 export class FaultBench {
   private constructor(
-    private readonly redisStore: RedisServer | RedisCluster,
+    private readonly redisStore: RedisServer | RedisCluster | RedisSentinelGroup,
     readonly postgres: PostgresServer,
     readonly db: Db,
     readonly fleet: ServiceFleet,
@@ -41,7 +50,9 @@ export class FaultBench {
       // The cases crash Redis: `redis.stop()` is a SIGKILL.
       options.redisCluster
         ? RedisCluster.start({ ...options.redisCluster, stopMode: 'immediate' })
-        : RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
+        : options.redisSentinel
+          ? RedisSentinelGroup.start({ ...options.redisSentinel, stopMode: 'immediate' })
+          : RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
       // Commits survive a crash of Postgres (synchronous_commit on), which is what the cases test; fsync guards only
       // against a crash of the machine.
       PostgresServer.start({ fsync: false, maxConnections: 200 }),
@@ -51,26 +62,39 @@ export class FaultBench {
     const redisEnv: Record<string, string> =
       redis instanceof RedisCluster
         ? { REDIS_URL: '', REDIS_CLUSTER_NODES: redis.seeds }
-        : { REDIS_URL: options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url };
+        : redis instanceof RedisSentinelGroup
+          ? { REDIS_URL: '', REDIS_SENTINELS: redis.sentinels, REDIS_SENTINEL_NAME: redis.name }
+          : { REDIS_URL: options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url };
     const fleet = await ServiceFleet.start(
       options.instances,
       { ...redisEnv, DATABASE_URL: postgres.url, ...options.env },
       options.envOf,
     );
-    // On a cluster the inspector looks at one node; `finish` looks at every primary.
-    const inspected = redis instanceof RedisCluster ? `redis://127.0.0.1:${redis.nodes[0]!.port}` : redis.url;
+    // On a cluster the inspector looks at one node, and `finish` at every primary; with Sentinel, at the primary.
+    const inspected =
+      redis instanceof RedisCluster
+        ? `redis://127.0.0.1:${redis.nodes[0]!.port}`
+        : redis instanceof RedisSentinelGroup
+          ? redis.primary.url
+          : redis.url;
     return new FaultBench(redis, postgres, db, fleet, await connectInspector(inspected));
   }
 
   /** The bench's redis-server (not on a cluster). */
   get redis(): RedisServer {
-    if (this.redisStore instanceof RedisCluster) throw new Error('this bench runs on a Redis Cluster');
+    if (!(this.redisStore instanceof RedisServer)) throw new Error('this bench does not run on one redis-server');
+    return this.redisStore;
+  }
+
+  /** The bench's primary, replica and Sentinel (only with `redisSentinel`). */
+  get sentinelGroup(): RedisSentinelGroup {
+    if (!(this.redisStore instanceof RedisSentinelGroup)) throw new Error('this bench does not run with Sentinel');
     return this.redisStore;
   }
 
   /** The bench's Redis Cluster (only with `redisCluster`). */
   get cluster(): RedisCluster {
-    if (!(this.redisStore instanceof RedisCluster)) throw new Error('this bench runs on one redis-server');
+    if (!(this.redisStore instanceof RedisCluster)) throw new Error('this bench does not run on a Redis Cluster');
     return this.redisStore;
   }
 
