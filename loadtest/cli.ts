@@ -18,6 +18,9 @@ import { RunProgress } from './runner/progress.js';
 import { RunContext } from './scenarios/context.js';
 import { runAll, type ScenarioName, scenarioNames, type Targets } from './scenarios/run-all.js';
 
+/** What `--redis-cluster` runs unless told otherwise: the cases whose orders take segment locks. */
+const SEGMENTED_SCENARIOS: ScenarioName[] = ['segments', 'business-step', 'cluster'];
+
 /** COMBINE_MAX_BATCH=1: every order is written by its own statement under its own lock hold. */
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 
@@ -78,6 +81,7 @@ interface CliOptions {
   scenarios?: ScenarioName[];
   cpuProfDir?: string;
   quietCores?: number;
+  redisCluster?: boolean;
   resultsDir: string;
   report: string | boolean;
 }
@@ -123,11 +127,15 @@ const program = new Command('loadtest')
     'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.2, quick 0)',
     Number,
   )
+  .option(
+    '--redis-cluster',
+    'run on a local Redis Cluster (3 primaries, 3 replicas) started by this run; default scenarios: the segmented ones',
+  )
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option(
     '--report <file>',
-    'markdown report to write (default: docs/benchmarks.md for a full local run, else beside the results)',
+    'markdown report to write (default: docs/benchmarks.md for a full local run on one Redis, else beside the results)',
   )
   .option('--no-report', 'write the results json only')
   .addHelpText(
@@ -150,7 +158,8 @@ async function main(): Promise<void> {
     ...(cli.quietCores !== undefined &&
       Number.isFinite(cli.quietCores) && { quietCores: cli.quietCores, quietMaxWaitSeconds: 20 }),
   };
-  const selected = new Set<ScenarioName>(cli.scenarios ?? scenarioNames);
+  if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
+  const selected = new Set<ScenarioName>(cli.scenarios ?? (cli.redisCluster ? SEGMENTED_SCENARIOS : scenarioNames));
   const progress = new RunProgress();
   const startedAt = new Date();
 
@@ -192,7 +201,7 @@ async function main(): Promise<void> {
       };
     } else {
       progress.note('starting Redis and Postgres…');
-      backing = await startBackingServices();
+      backing = await startBackingServices(process.env, { redisCluster: cli.redisCluster });
       db = createDatabase(backing.databaseUrl, 4);
       const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir)}`] : [];
       const start = async (description: string, options: Parameters<typeof LocalService.start>[1]) => {
@@ -264,7 +273,10 @@ async function main(): Promise<void> {
 
     if (cli.report !== false) {
       const defaultReport =
-        mode === 'full' && !cli.url ? 'docs/benchmarks.md' : path.join(cli.resultsDir, `${stamp}.md`);
+        // A cluster run is beside the results: docs/benchmarks.md is the one-Redis report.
+        mode === 'full' && !cli.url && !cli.redisCluster
+          ? 'docs/benchmarks.md'
+          : path.join(cli.resultsDir, `${stamp}.md`);
       const reportFile = path.resolve(typeof cli.report === 'string' ? cli.report : defaultReport);
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);

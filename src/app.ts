@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { pinoHttp } from 'pino-http';
 import { benchRoutes } from './bench/bench.routes.js';
@@ -30,9 +29,15 @@ import { readAvailableBySku } from './metrics/metrics.repository.js';
 import { metricsRoutes } from './metrics/metrics.routes.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { OrderService } from './orders/order.service.js';
+import {
+  createRedisConnections,
+  type RedisClient,
+  type RedisConnections,
+  type RedisTopology,
+} from './redis/connections.js';
 
 export interface Endpoints {
-  redisUrl: string;
+  redis: RedisTopology;
   databaseUrl: string;
 }
 
@@ -45,8 +50,8 @@ const ADMIN_WAIT_FACTOR = 5;
  */
 export class StockService {
   readonly db: Db;
-  readonly redis: Redis;
-  private readonly subscriberConnection: Redis;
+  readonly redis: RedisClient;
+  private readonly connections: RedisConnections;
   readonly locks: SegmentLocks;
   readonly metrics: ServiceMetrics;
   private readonly notices: ReleaseNotices;
@@ -62,17 +67,11 @@ export class StockService {
     endpoints: Endpoints,
   ) {
     this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
-    // Orders fail fast while Redis is away (503) instead of queueing behind a reconnect.
-    this.redis = new Redis(endpoints.redisUrl, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      lazyConnect: true,
-    });
-    this.subscriberConnection = new Redis(endpoints.redisUrl, { lazyConnect: true });
-    for (const connection of [this.redis, this.subscriberConnection]) {
-      connection.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
-    }
-    this.notices = new ReleaseNotices(this.subscriberConnection);
+    this.connections = createRedisConnections(endpoints.redis, (err) =>
+      log.warn({ err: err.message }, 'redis connection error'),
+    );
+    this.redis = this.connections.commands;
+    this.notices = new ReleaseNotices(this.connections.subscriber);
     this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
     const backend = createLockBackend(config, {
       redis: this.redis,
@@ -87,7 +86,7 @@ export class StockService {
       this.metrics.segmentLockHooks,
     );
     // Callers waiting on a layout that just went stale look again at once.
-    this.directory = new SkuDirectory(this.db, this.redis, this.subscriberConnection, (sku) => this.locks.wakeAll(sku));
+    this.directory = new SkuDirectory(this.db, this.connections, (sku) => this.locks.wakeAll(sku));
     const placement = new OrderPlacement(
       this.db,
       this.locks,
@@ -167,7 +166,7 @@ export class StockService {
   }
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {
-    await Promise.all([this.redis.connect(), this.subscriberConnection.connect()]);
+    await this.connections.connect();
     await this.directory.start();
     this.lifecycle.start();
     this.server = this.app.listen(port, host);
@@ -205,8 +204,7 @@ export class StockService {
     await this.lifecycle.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();
-    this.subscriberConnection.disconnect();
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    await this.connections.close();
     await this.db.destroy();
   }
 }

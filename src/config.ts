@@ -4,11 +4,26 @@ import { z } from 'zod';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveMs = (max: number) => z.coerce.number().int().min(1).max(max);
 const emptyAsUnset = (value: unknown) => (value === '' ? undefined : value);
+/** `host:port,host:port…` (blank: unset) as a list of addresses. */
+const hostPorts = z.preprocess(
+  (value) =>
+    typeof value === 'string' && value.trim() !== '' ? value.split(',').map((node) => node.trim()) : undefined,
+  z
+    .array(z.string().regex(/^[\w.-]+:\d{1,5}$/, 'must be host:port[,host:port…]'))
+    .min(1)
+    .optional(),
+);
 
 const configSchema = z.object({
   PORT: port.default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   REDIS_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^rediss?$/ }).optional()),
+  // A Redis Cluster (seed nodes) or a primary watched by Sentinels, instead of REDIS_URL: at most one of the three.
+  REDIS_CLUSTER_NODES: hostPorts,
+  REDIS_SENTINELS: hostPorts,
+  REDIS_SENTINEL_NAME: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
+  // The password of the cluster's or the Sentinel-watched primary's nodes (a REDIS_URL carries its own).
+  REDIS_PASSWORD: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   DATABASE_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^postgres(ql)?$/ }).optional()),
   ADMIN_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
@@ -54,6 +69,12 @@ export type Config = Readonly<{
   port: number;
   host: string;
   redisUrl: string | undefined;
+  /** Seed nodes of a Redis Cluster (`host:port`); empty when not on a cluster. */
+  redisClusterNodes: readonly string[];
+  /** Sentinels (`host:port`) watching the primary named `redisSentinelName`; empty when not on Sentinel. */
+  redisSentinels: readonly string[];
+  redisSentinelName: string | undefined;
+  redisPassword: string | undefined;
   databaseUrl: string | undefined;
   adminToken: string | undefined;
   lockTtlMs: number;
@@ -85,6 +106,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid ${String(issue.path[0])}: ${issue.message}`);
   }
   const e = parsed.data;
+  const redisChoices = [
+    e.REDIS_URL && 'REDIS_URL',
+    e.REDIS_CLUSTER_NODES && 'REDIS_CLUSTER_NODES',
+    e.REDIS_SENTINELS && 'REDIS_SENTINELS',
+  ];
+  const redisSet = redisChoices.filter(Boolean);
+  if (redisSet.length > 1) {
+    throw new ConfigError(`invalid ${redisSet[1]}: set only one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS`);
+  }
+  if (e.REDIS_SENTINELS && !e.REDIS_SENTINEL_NAME) {
+    throw new ConfigError("invalid REDIS_SENTINEL_NAME: required (the monitored primary's name) with REDIS_SENTINELS");
+  }
   if (e.LOCK_BACKEND === 'redlock' && !e.REDIS_LOCK_URLS) {
     throw new ConfigError(
       'invalid REDIS_LOCK_URLS: required (comma-separated redis:// URLs) when LOCK_BACKEND=redlock',
@@ -97,6 +130,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: e.PORT,
     host: e.HOST,
     redisUrl: e.REDIS_URL,
+    redisClusterNodes: Object.freeze(e.REDIS_CLUSTER_NODES ?? []),
+    redisSentinels: Object.freeze(e.REDIS_SENTINELS ?? []),
+    redisSentinelName: e.REDIS_SENTINEL_NAME,
+    redisPassword: e.REDIS_PASSWORD,
     databaseUrl: e.DATABASE_URL,
     adminToken: e.ADMIN_TOKEN,
     lockTtlMs: e.LOCK_TTL_MS,

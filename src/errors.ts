@@ -73,7 +73,14 @@ export function isDependencyFailure(error: unknown): boolean {
     // Postgres SQLSTATE classes 08 (connection exception) and 57P (operator intervention: shutdown, restart).
     if (/^08|^57P/.test(code)) return true;
   }
-  return /Connection terminated|Connection is closed|enableOfflineQueue|timeout exceeded when trying to connect|Query read timeout|MaxRetriesPerRequest|LOADING|READONLY|the database system is/i.test(
+  if (
+    /Connection terminated|Connection is closed|enableOfflineQueue|timeout exceeded when trying to connect|Query read timeout|MaxRetriesPerRequest|LOADING|READONLY|the database system is/i.test(
+      error.message,
+    )
+  )
+    return true;
+  // A Redis Cluster between a primary's death and its replica's promotion, or while slots move.
+  return /CLUSTERDOWN|TRYAGAIN|MASTERDOWN|Too many Cluster redirections|Failed to refresh slots cache|None of startup nodes/.test(
     error.message,
   );
 }

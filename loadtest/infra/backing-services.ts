@@ -1,40 +1,66 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { loadConfig } from '../../src/config.js';
 import { resolveEndpoints } from '../../src/dev/endpoints.js';
+import { RedisCluster } from '../../src/dev/servers/index.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface BackingServices {
-  redisUrl: string;
+  /** How the services reach Redis: REDIS_URL, or REDIS_CLUSTER_NODES. */
+  redisEnv: Record<string, string>;
   databaseUrl: string;
   /** How they were obtained, for the report. */
   description: string;
   /** What identifies the run's own server processes, when the run started them (for CPU accounting). */
-  processMarkers: { postgres?: string; redis?: string };
+  processMarkers: { postgres?: string; redis?: string[] };
   stop(): Promise<void>;
 }
 
 /**
  * Redis and Postgres for a run: the URLs from REDIS_URL / DATABASE_URL when set, otherwise the service's embedded
  * default (redis-server with AOF, embedded Postgres with its default durability) in a throwaway directory, so the
- * benchmark measures what `npm start` runs.
+ * benchmark measures what `npm start` runs. With `redisCluster`, a local Redis Cluster (3 primaries, 3 replicas,
+ * no persistence) instead of the one redis-server.
  */
-export async function startBackingServices(env: NodeJS.ProcessEnv = process.env): Promise<BackingServices> {
+export async function startBackingServices(
+  env: NodeJS.ProcessEnv = process.env,
+  options: { redisCluster?: boolean } = {},
+): Promise<BackingServices> {
   const dir = mkdtempSync(path.join(tmpdir(), 'stock-loadtest-'));
   // Started as root, Postgres runs as its own user, which must reach the data directory.
   chmodSync(dir, 0o755);
+  const cluster = options.redisCluster ? await RedisCluster.start() : undefined;
   try {
     const endpoints = await resolveEndpoints(
-      { redisUrl: env.REDIS_URL || undefined, databaseUrl: env.DATABASE_URL || undefined, dataDir: dir },
+      {
+        ...loadConfig(
+          cluster
+            ? { REDIS_CLUSTER_NODES: cluster.seeds, DATABASE_URL: env.DATABASE_URL }
+            : { REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL },
+        ),
+        dataDir: dir,
+      },
       createLogger('warn'),
     );
     const notes: string[] = [];
     const processMarkers: BackingServices['processMarkers'] = {};
-    if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
-    else {
-      // redis-server shows only its address in its process title.
-      processMarkers.redis = new URL(endpoints.redisUrl).host;
-      notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
+    let redisEnv: Record<string, string>;
+    if (cluster) {
+      redisEnv = { REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.seeds };
+      // Every node's CPU counts as Redis: the figures are summed over the cluster's processes.
+      processMarkers.redis = cluster.nodes.map((node) => `127.0.0.1:${node.port}`);
+      notes.push('local Redis Cluster: 3 primaries, 3 replicas, no persistence');
+    } else {
+      if (endpoints.redis.kind !== 'standalone') throw new Error('REDIS_URL or the embedded redis-server expected');
+      const redisUrl = endpoints.redis.url;
+      redisEnv = { REDIS_URL: redisUrl };
+      if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
+      else {
+        // redis-server shows only its address in its process title.
+        processMarkers.redis = [new URL(redisUrl).host];
+        notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
+      }
     }
     if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
     else {
@@ -44,12 +70,14 @@ export async function startBackingServices(env: NodeJS.ProcessEnv = process.env)
     }
     const stop = async () => {
       await endpoints.stopEmbedded();
+      await cluster?.destroy();
       rmSync(dir, { recursive: true, force: true });
     };
-    const { redisUrl, databaseUrl } = endpoints;
-    return { redisUrl, databaseUrl, description: notes.join('; '), processMarkers, stop };
+    const { databaseUrl } = endpoints;
+    return { redisEnv, databaseUrl, description: notes.join('; '), processMarkers, stop };
   } catch (error) {
     // resolveEndpoints stopped what it had started.
+    await cluster?.destroy();
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }

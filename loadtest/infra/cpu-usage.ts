@@ -30,8 +30,11 @@ interface Snapshot {
 export class CpuMeter {
   constructor(
     private readonly servicePids: () => number[],
-    /** Strings that identify the run's own servers in /proc/<pid>/cmdline (the postmaster's data directory, redis-server's address). */
-    private readonly markers: { postgres?: string; redis?: string },
+    /**
+     * Strings that identify the run's own servers in /proc/<pid>/cmdline: the postmaster's data directory, and the
+     * address of each redis-server (one, or every node of a cluster, whose CPU is summed as Redis's).
+     */
+    private readonly markers: { postgres?: string; redis?: string[] },
   ) {}
 
   static available(): boolean {
@@ -85,7 +88,7 @@ export class CpuMeter {
           ? 'load generator'
           : postmasters.has(p.pid) || postmasters.has(p.ppid)
             ? 'postgres'
-            : redis && p.cmdline.startsWith('redis-server') && p.cmdline.includes(redis)
+            : redis && p.cmdline.startsWith('redis-server') && redis.some((address) => p.cmdline.includes(address))
               ? 'redis'
               : undefined;
       if (group) ticks.set(p.pid, { group, ticks: p.ticks });

@@ -69,7 +69,7 @@ export class LocalService implements ServiceTarget {
       ...process.env,
       PORT: String(port),
       HOST: '127.0.0.1',
-      REDIS_URL: backing.redisUrl,
+      ...backing.redisEnv,
       DATABASE_URL: backing.databaseUrl,
       ADMIN_TOKEN: '',
       LOG_LEVEL: 'warn',

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { redisTopology } from '../../src/redis/connections.js';
 import { StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
@@ -50,7 +51,7 @@ export async function runOrderFlow(stores: BackendStores, spec: OrderFlowSpec): 
     PG_POOL_SIZE: '40',
   });
   const service = new StockService(config, createLogger('silent'), {
-    redisUrl: stores.redisUrl,
+    redis: redisTopology(config),
     databaseUrl: stores.databaseUrl!,
   });
   const port = await service.start(0, '127.0.0.1');

@@ -20,7 +20,7 @@ export class RunContext {
     /** Postgres of the target, to audit the books directly; null when only the API can be checked. */
     readonly db: Db | null,
     /** How to recognise the run's own Redis and Postgres processes; null when they are not on this machine's /proc. */
-    private readonly processMarkers: { postgres?: string; redis?: string } | null,
+    private readonly processMarkers: { postgres?: string; redis?: string[] } | null,
   ) {}
 
   /** Starts CPU accounting for a measured round on a local service; the returned function ends it. */

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/database.js';
 import { outOfStock } from '../inventory/refusals.js';
+import { redisKeys } from '../lock/keys.js';
+import type { RedisClient } from '../redis/connections.js';
 import { availableOfSku, recordSale, sellIfAvailable } from './bench.repository.js';
 import type { BenchSkus } from './bench-skus.js';
 import type { DemoSale } from './oversell-demo.js';
-
-const counterKey = (sku: string) => `bench:stock:{${sku}}`;
 
 /*
  * Checks and decrements a stock counter atomically.
@@ -37,7 +36,7 @@ export class LockFreeBaselines {
 
   constructor(
     private readonly db: Db,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly skus: BenchSkus,
   ) {
     redis.defineCommand('benchTakeStock', { numberOfKeys: 1, lua: takeStockLua });
@@ -64,7 +63,7 @@ export class LockFreeBaselines {
   /** Stock in a Redis counter (seeded once from Postgres), decremented by a script; the ledger goes to Postgres. */
   async sellFromCounter(skuName: string, quantity: number): Promise<DemoSale> {
     const sku = await this.skus.get(skuName);
-    const key = counterKey(sku.sku);
+    const key = redisKeys.benchStock(sku.sku);
     let left = await this.commands.benchTakeStock(key, quantity);
     if (left === -2) {
       await this.redis.set(key, await availableOfSku(this.db, sku.id), 'NX');
@@ -84,7 +83,7 @@ export class LockFreeBaselines {
 
   /** The counter's stock, or null before the first sale seeded it. */
   async counterStock(skuName: string): Promise<number | null> {
-    const value = await this.redis.get(counterKey(skuName));
+    const value = await this.redis.get(redisKeys.benchStock(skuName));
     return value === null ? null : Number(value);
   }
 }

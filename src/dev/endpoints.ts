@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Endpoints } from '../app.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import { redisConfigured, redisTopology } from '../redis/connections.js';
 import { PostgresServer, RedisServer } from './servers/index.js';
 
 export interface ResolvedEndpoints extends Endpoints {
@@ -14,7 +15,16 @@ export interface ResolvedEndpoints extends Endpoints {
  * The load test starts its servers here too, so that it measures what `npm start` runs.
  */
 export async function resolveEndpoints(
-  config: Pick<Config, 'redisUrl' | 'databaseUrl' | 'dataDir'>,
+  config: Pick<
+    Config,
+    | 'redisUrl'
+    | 'redisClusterNodes'
+    | 'redisSentinels'
+    | 'redisSentinelName'
+    | 'redisPassword'
+    | 'databaseUrl'
+    | 'dataDir'
+  >,
   log: Logger,
 ): Promise<ResolvedEndpoints> {
   const started: (RedisServer | PostgresServer)[] = [];
@@ -23,11 +33,11 @@ export async function resolveEndpoints(
     await Promise.allSettled(started.reverse().map((server) => server.stop('graceful')));
   };
   try {
-    let redisUrl = config.redisUrl;
-    if (!redisUrl) {
+    let embeddedRedisUrl: string | undefined;
+    if (!redisConfigured(config)) {
       const redis = await startEmbeddedRedis(config.dataDir, log);
       started.push(redis);
-      redisUrl = redis.url;
+      embeddedRedisUrl = redis.url;
     }
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
@@ -35,7 +45,7 @@ export async function resolveEndpoints(
       started.push(postgres);
       databaseUrl = postgres.url;
     }
-    return { redisUrl, databaseUrl, stopEmbedded };
+    return { redis: redisTopology(config, embeddedRedisUrl), databaseUrl, stopEmbedded };
   } catch (error) {
     await stopEmbedded();
     throw error;

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { DistributedLock, LockLease } from '../lock/distributed-lock.js';
 import { redisKeys } from '../lock/keys.js';
+import type { RedisClient } from '../redis/connections.js';
 import type { ReleaseNotices } from '../lock/release-notices.js';
 
 /** One segment of one layout of a SKU: what a segment lock guards. */
@@ -47,7 +47,7 @@ export class SegmentLocks {
     private readonly backend: DistributedLock,
     private readonly notices: ReleaseNotices,
     /** The service's Redis: release notices go out on it for backends that do not publish them. */
-    private readonly publisher: Redis,
+    private readonly publisher: RedisClient,
     private readonly options: SegmentLockOptions,
     private readonly hooks: SegmentLockHooks = {},
   ) {}
@@ -154,7 +154,7 @@ export class SegmentLocks {
     try {
       released = await this.backend.tryRelease(lease);
       if (released && !publishes) {
-        await this.publisher.publish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0);
+        await this.publisher.spublish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0);
       }
       return released;
     } finally {

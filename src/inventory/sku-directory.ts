@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
+import type { RedisConnections } from '../redis/connections.js';
 import { findSku } from './inventory.repository.js';
 
 /** What an instance remembers about a SKU between orders. */
@@ -24,8 +24,8 @@ export interface SkuEntry {
 
 /**
  * Per-instance cache of SKU layouts, limits and known-empty segments. Entries are dropped on a "SKU changed" notice from
- * any instance (published on the service's Redis by `announceChange`), and all of them when the notice connection
- * comes back after a drop (notices may have been missed meanwhile).
+ * any instance (published on the service's Redis by `announceChange`, a shard channel), and all of them when the
+ * notice subscription comes back after a drop, a failover or a slot move (notices may have been missed meanwhile).
  */
 export class SkuDirectory {
   private readonly entries = new Map<string, SkuEntry>();
@@ -35,21 +35,20 @@ export class SkuDirectory {
 
   constructor(
     private readonly db: Db,
-    private readonly publisher: Redis,
-    /** A subscriber connection, shared with the lock's release notices. */
-    private readonly subscriber: Redis,
+    /** The service's connections; the subscriber is shared with the lock's release notices. */
+    private readonly redis: Pick<RedisConnections, 'commands' | 'subscriber' | 'onResubscribed'>,
     /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
     private readonly onStale: (sku: string) => void = () => {},
   ) {}
 
   async start(): Promise<void> {
-    this.subscriber.on('message', (channel: string, sku: string) => {
+    this.redis.subscriber.on('smessage', (channel: string, sku: string) => {
       if (channel === redisKeys.skuChangedChannel) this.forget(sku);
     });
-    this.subscriber.on('ready', () => {
+    this.redis.onResubscribed(() => {
       for (const sku of [...this.entries.keys()]) this.forget(sku);
     });
-    await this.subscriber.subscribe(redisKeys.skuChangedChannel);
+    await this.redis.subscriber.ssubscribe(redisKeys.skuChangedChannel);
   }
 
   /** The SKU's current layout; throws sku_not_found. */
@@ -92,7 +91,7 @@ export class SkuDirectory {
    */
   async announceChange(sku: string): Promise<void> {
     this.forget(sku);
-    await this.publisher.publish(redisKeys.skuChangedChannel, sku).catch(() => 0);
+    await this.redis.commands.spublish(redisKeys.skuChangedChannel, sku).catch(() => 0);
   }
 
   private async load(sku: string): Promise<SkuEntry> {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.js';
 import { PostgresLock } from './backends/postgres.js';
 import { RedisLock } from './backends/redis.js';
 import { RedlockLock } from './backends/redlock.js';
@@ -19,7 +19,7 @@ export interface LockSettings {
 
 export interface LockStores {
   /** The service's Redis connection (the `redis` backend shares it). */
-  redis: Redis;
+  redis: RedisClient;
   /** The service's own database (the `postgres` backend opens a small pool of its own on it). */
   databaseUrl: string;
   /** The process's release notices: the `redis` backend wakes their waiters on its releases. */

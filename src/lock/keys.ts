@@ -2,8 +2,10 @@
  * Every Redis key and channel the service uses is built here, and nowhere else.
  *
  * A lock's keys and channels share one `{hashtag}`, the lock's name, so one script can touch them all and, on a
- * Redis Cluster, they live in one slot (sharded pub/sub can then publish its notices from the script). Each segment of
- * a SKU is a lock of its own, so a hot SKU's segments spread over the shards. SKU names cannot contain braces.
+ * Redis Cluster, they live in one slot: the scripts publish their notices (SPUBLISH) on shard channels of that slot.
+ * Each segment of a SKU (and layout) is a lock of its own, with a hash tag of its own, so a hot SKU's segments spread
+ * over the shards. Nothing spans two segments in one call: work over several segments takes their locks one call
+ * each, in ascending segment order. SKU names cannot contain braces.
  */
 export const redisKeys = {
   /** The lock's hash {owner, count, fence}. */
@@ -23,6 +25,11 @@ export const redisKeys = {
   /** The lock name of one segment of one layout of a SKU (the order flow's SegmentRef). */
   segmentLock: ({ sku, layoutVersion, segment }: { sku: string; layoutVersion: number; segment: number }) =>
     `stock/${sku}/v${layoutVersion}/${segment}`,
-  /** Restock and re-segmentation notices: instances drop what they cached about the SKU. */
+  /**
+   * Restock and re-segmentation notices: instances drop what they cached about the SKU. One shard channel for all
+   * SKUs, since every instance listens to every SKU's changes; they are rare (admin writes), so one shard carries them.
+   */
   skuChangedChannel: 'stock:sku-changed',
+  /** Benchmarks only: the stock counter of the lock-free Redis baseline (one key per script call). */
+  benchStock: (sku: string) => `bench:stock:{${sku}}`,
 } as const;

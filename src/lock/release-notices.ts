@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connections.js';
 import { redisKeys } from './keys.js';
 
 /** How long a caller waits for a subscription to be confirmed before it goes on without (a Redis that is down). */
@@ -30,8 +30,8 @@ interface Waiter {
 /**
  * Release notices and the callers waiting for them: the one place a process waits for a lock to be freed.
  *
- * Each lock has a release channel (keys.ts); a process subscribes to the locks its callers wait for, on one
- * subscriber connection. Waiters line up per group (a SKU, or a single lock), first come first served, and may wait
+ * Each lock has a release channel (keys.ts), a shard channel in its lock's slot; a process subscribes (SSUBSCRIBE) to
+ * the locks its callers wait for, on one subscriber connection (on a cluster, one per primary). Waiters line up per group (a SKU, or a single lock), first come first served, and may wait
  * for any of several locks. A release wakes only the longest waiter that can use it: only one of them can win the
  * lock, so waking all would multiply failed attempts. Releases by this process wake a local waiter at once, without
  * the round trip through Redis; its own notices are then ignored. Only the longest waiter of a group keeps a short
@@ -61,8 +61,8 @@ export class ReleaseNotices {
   private readonly heldElsewhere = new Map<string, number>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly subscriber: Redis) {
-    subscriber.on('message', (channel: string, message: string) => this.subscriptions.get(channel)?.handler(message));
+  constructor(private readonly subscriber: RedisClient) {
+    subscriber.on('smessage', (channel: string, message: string) => this.subscriptions.get(channel)?.handler(message));
     // A hot lock stays subscribed between bursts; one nobody waited for in a while is dropped.
     this.sweeper = setInterval(() => this.unsubscribeIdle(Date.now() - IDLE_UNSUBSCRIBE_MS), IDLE_UNSUBSCRIBE_MS);
     this.sweeper.unref();
@@ -228,7 +228,7 @@ export class ReleaseNotices {
   }
 
   private subscribe(channel: string, handler: (message: string) => void, name?: string): Promise<void> {
-    const confirmed = this.subscriber.subscribe(channel).then(() => undefined);
+    const confirmed = this.subscriber.ssubscribe(channel).then(() => undefined);
     this.subscriptions.set(channel, { confirmed, handler, lastUsed: Date.now(), name });
     // A subscription that failed is made again by the next caller.
     confirmed.catch(() => {
@@ -267,7 +267,7 @@ export class ReleaseNotices {
       const group = subscription.name === undefined ? undefined : this.groupOf.get(subscription.name);
       if (subscription.lastUsed > idleSince || (group !== undefined && this.queues.has(group))) continue;
       this.subscriptions.delete(channel);
-      this.subscriber.unsubscribe(channel).catch(() => {});
+      this.subscriber.sunsubscribe(channel).catch(() => {});
     }
     for (const [name, group] of this.groupOf) {
       if (this.subscriptions.has(redisKeys.releasedChannel(name)) || this.queues.has(group)) continue;

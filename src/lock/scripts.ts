@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Redis, Result } from 'ioredis';
+import type { Result } from 'ioredis';
+import type { RedisClient } from '../redis/connections.js';
 
 const luaFolder = new URL('./lua/', import.meta.url);
 
@@ -75,7 +76,7 @@ const scripts = readdirSync(luaFolder).flatMap((file) => {
  * Registers every `<name>-<numberOfKeys>.lua` script as a command on the connection, once. ioredis sends EVALSHA and
  * falls back to EVAL when a restarted Redis no longer has the script.
  */
-export function defineLockCommands(redis: Redis): void {
-  if (typeof (redis as Partial<Redis>).lockAcquire === 'function') return;
+export function defineLockCommands(redis: RedisClient): void {
+  if (typeof (redis as Partial<RedisClient>).lockAcquire === 'function') return;
   for (const { name, numberOfKeys, lua } of scripts) redis.defineCommand(name, { numberOfKeys, lua });
 }

@@ -7,7 +7,23 @@ import { loadConfig } from '../../src/config.js';
  * No Docker engine runs these files here, so this test holds them to what the service needs: the services, two app
  * replicas, the environment the app reads, and healthchecks that the start order waits for.
  */
-const compose = parse(readFileSync('docker-compose.yml', 'utf8'));
+const compose = parse(readFileSync('docker-compose.yml', 'utf8'), { merge: true });
+const haproxy = readFileSync('deploy/haproxy.cfg', 'utf8');
+/** deploy/redis-cluster.env: what `docker compose --env-file` sets for the cluster variant. */
+const clusterEnv = Object.fromEntries(
+  readFileSync('deploy/redis-cluster.env', 'utf8')
+    .split('\n')
+    .filter((line) => /^\w+=/.test(line))
+    .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+);
+const clusterNodes = [1, 2, 3, 4, 5, 6].map((n) => `redis-node-${n}`);
+
+/** Compose's interpolation of `${NAME-default}` and `${NAME:-default}` from `env`, as `docker compose` does it. */
+const interpolate = (value: string, env: Record<string, string>) =>
+  value.replace(/\$\{(\w+)(:?)-([^}]*)\}/g, (_, name: string, colon: string, fallback: string) => {
+    const set = env[name];
+    return set === undefined || (colon && set === '') ? fallback : set;
+  });
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML; the assertions below are the type check
 const services = compose.services as Record<string, any>;
@@ -15,8 +31,11 @@ const services = compose.services as Record<string, any>;
 const commandText = (test: unknown) => (Array.isArray(test) ? test.join(' ') : String(test));
 
 describe('docker-compose.yml', () => {
-  it('has redis, postgres and the app, and nothing else', () => {
-    expect(Object.keys(services).sort()).toEqual(['app', 'postgres', 'redis']);
+  it('has redis, postgres, the app and its balancer by default, and the Redis Cluster only in the cluster profile', () => {
+    const byDefault = Object.keys(services).filter((name) => !services[name].profiles);
+    expect(byDefault.sort()).toEqual(['app', 'balancer', 'postgres', 'redis']);
+    const inCluster = Object.keys(services).filter((name) => services[name].profiles?.includes('cluster'));
+    expect(inCluster.sort()).toEqual([...clusterNodes, 'redis-cluster-init'].sort());
   });
 
   it('runs Redis with the append-only file on a volume', () => {
@@ -55,7 +74,8 @@ describe('docker-compose.yml', () => {
 
   it('gives the app the environment it needs, pointing at the compose services', () => {
     const env = services.app.environment;
-    expect(env.REDIS_URL).toBe('redis://redis:6379');
+    expect(interpolate(env.REDIS_URL, {})).toBe('redis://redis:6379');
+    expect(interpolate(env.REDIS_CLUSTER_NODES, {})).toBe('');
     const db = new URL(env.DATABASE_URL);
     expect(db.hostname).toBe('postgres');
     expect(db.username).toBe(services.postgres.environment.POSTGRES_USER);
@@ -66,11 +86,45 @@ describe('docker-compose.yml', () => {
     expect(env.ADMIN_TOKEN).toMatch(/^\$\{ADMIN_TOKEN:\?.+\}$/);
   });
 
-  it('passes the service configuration check with that environment', () => {
-    const env = { ...services.app.environment, ADMIN_TOKEN: 'a-token-of-sixteen-chars' };
-    const config = loadConfig(env);
-    expect(config.port).toBe(3000);
-    expect(config.host).toBe('0.0.0.0');
+  it('passes the service configuration check with that environment, on one Redis or on the cluster', () => {
+    const withEnv = (shell: Record<string, string>) =>
+      loadConfig({
+        ...Object.fromEntries(
+          Object.entries(services.app.environment as Record<string, string>).map(([k, v]) => [
+            k,
+            interpolate(v, shell),
+          ]),
+        ),
+        ADMIN_TOKEN: 'a-token-of-sixteen-chars',
+      });
+    const single = withEnv({});
+    expect(single.port).toBe(3000);
+    expect(single.host).toBe('0.0.0.0');
+    expect(single.redisUrl).toBe('redis://redis:6379');
+    expect(single.redisClusterNodes).toEqual([]);
+    const cluster = withEnv(clusterEnv);
+    expect(cluster.redisUrl).toBeUndefined();
+    expect(cluster.redisClusterNodes.length).toBeGreaterThan(0);
+    for (const seed of cluster.redisClusterNodes) expect(clusterNodes).toContain(seed.split(':')[0]);
+    expect(clusterEnv.COMPOSE_PROFILES).toBe('cluster');
+  });
+
+  it('forms the cluster from six nodes, 3 primaries with a replica each, before the app starts', () => {
+    for (const name of clusterNodes) {
+      const node = services[name];
+      expect(commandText(node.command)).toMatch(/--cluster-enabled yes/);
+      expect(commandText(node.command)).toMatch(/--cluster-preferred-endpoint-type hostname/);
+      expect(node.environment.NODE).toBe(name);
+      expect(node.volumes).toContain(`${name}:/data`);
+      expect(node.healthcheck).toBeDefined();
+    }
+    const init = services['redis-cluster-init'];
+    expect(commandText(init.command)).toMatch(/--cluster create[\s\S]*--cluster-replicas 1 --cluster-yes/);
+    for (const name of clusterNodes) expect(init.depends_on[name].condition).toBe('service_healthy');
+    expect(services.app.depends_on['redis-cluster-init']).toEqual({
+      condition: 'service_completed_successfully',
+      required: false,
+    });
   });
 
   it('starts the app only once Redis and Postgres are healthy', () => {
@@ -87,12 +141,29 @@ describe('docker-compose.yml', () => {
     expect(commandText(test)).toContain('http://127.0.0.1:3000/readyz');
   });
 
-  it('publishes the app on a port range, one port per replica', () => {
-    const ports = services.app.ports as { target: number; published: string }[];
-    expect(ports).toHaveLength(1);
-    expect(ports[0]!.target).toBe(Number(services.app.environment.PORT));
-    const [low, high] = ports[0]!.published.split('-').map(Number);
-    expect(high! - low! + 1).toBeGreaterThanOrEqual(services.app.deploy.replicas);
+  it("publishes one port, the balancer's, and none of the replicas'", () => {
+    const published = Object.entries(services).filter(([, service]) => service.ports);
+    expect(published.map(([name]) => name).sort()).toEqual(['balancer', 'postgres', 'redis']);
+    expect(services.balancer.ports).toEqual(['127.0.0.1:3000:8080']);
+    expect(services.app.expose).toEqual([services.app.environment.PORT]);
+    for (const name of ['redis', 'postgres'])
+      for (const port of services[name].ports) expect(port).toMatch(/^127\.0\.0\.1:/);
+  });
+
+  it('balances over the replicas it resolves through Docker DNS, probing each on /readyz', () => {
+    expect(services.balancer.image).toMatch(/^haproxy:/);
+    expect(services.balancer.volumes).toContain('./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro');
+    expect(haproxy).toMatch(/^\s*bind :8080$/m);
+    expect(haproxy).toMatch(/^\s*nameserver \w+ 127\.0\.0\.11:53$/m);
+    // One slot per possible replica, addresses from DNS, so replicas that come and go are seen without a reload.
+    expect(haproxy).toMatch(new RegExp(`^\\s*server-template app \\d+ app:${services.app.environment.PORT}$`, 'm'));
+    expect(haproxy).toMatch(/^\s*default-server .*\bcheck\b.*\bresolvers docker\b.*\binit-addr none\b/m);
+    expect(haproxy).toMatch(/^\s*option httpchk GET \/readyz$/m);
+    // An order is only resent when it never reached a replica.
+    expect(haproxy).toMatch(/^\s*retry-on conn-failure empty-response$/m);
+    expect(services.app.environment.TRUST_PROXY_HOPS).toBe('1');
+    expect(commandText(services.balancer.healthcheck.test)).toContain('/balancer-health');
+    expect(haproxy).toContain('if { path /balancer-health }');
   });
 
   it('gives the app longer to stop than its own drain grace period', () => {

@@ -92,17 +92,17 @@ describe('lock scripts, called directly', () => {
     expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('fresh');
   });
 
-  it("publishes a release notice on the lock's own channel, carrying the releaser's payload", async () => {
+  it("publishes a release notice on the lock's own shard channel, carrying the releaser's payload", async () => {
     const name = lockName();
     const channel = redisKeys.releasedChannel(name);
-    await listener.subscribe(channel);
+    await listener.ssubscribe(channel);
     const received = new Promise<string>((resolve) =>
-      listener.once('message', (_c, message: string) => resolve(message)),
+      listener.once('smessage', (_c, message: string) => resolve(message)),
     );
     await acquire(name, 'x');
     await release(name, 'x', 'instance-7');
     expect(await received).toBe('instance-7');
-    await listener.unsubscribe(channel);
+    await listener.sunsubscribe(channel);
   });
 
   it('hands a freed lock to the head of the fair queue, with a new token, instead of freeing it', async () => {

@@ -36,9 +36,9 @@ describe('SegmentLocks over the lock backends', () => {
       try {
         const ref = { sku: uniqueSku(`seg-${name}`), layoutVersion: 1, segment: 2 };
         const channel = redisKeys.releasedChannel(redisKeys.segmentLock(ref));
-        await listener.subscribe(channel);
+        await listener.ssubscribe(channel);
         const notices: string[] = [];
-        listener.on('message', (c: string, message: string) => c === channel && notices.push(message));
+        listener.on('smessage', (c: string, message: string) => c === channel && notices.push(message));
 
         const lease = (await one.locks.tryAcquire(ref))!;
         expect(lease.signal).toBeInstanceOf(AbortSignal);
@@ -59,8 +59,8 @@ describe('SegmentLocks over the lock backends', () => {
         await one.locks.release(third);
         await new Promise((r) => setTimeout(r, 50));
         expect(notices.length).toBeGreaterThanOrEqual(3);
-        await listener.unsubscribe(channel);
-        listener.removeAllListeners('message');
+        await listener.sunsubscribe(channel);
+        listener.removeAllListeners('smessage');
       } finally {
         await one.close();
         await two.close();

@@ -2,7 +2,14 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
-import { PostgresServer, RedisServer } from '../../src/dev/servers/index.js';
+import {
+  PostgresServer,
+  RedisCluster,
+  type RedisClusterOptions,
+  RedisSentinelGroup,
+  type RedisSentinelOptions,
+  RedisServer,
+} from '../../src/dev/servers/index.js';
 import { createLogger } from '../../src/logger.js';
 import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
@@ -18,6 +25,10 @@ export interface FaultBenchOptions {
   redisArgs?: string[];
   /** Where the services find Redis, when something (a forwarder) stands between them and the bench's Redis. */
   servicesRedisUrl?: (redis: RedisServer) => Promise<string> | string;
+  /** A Redis Cluster instead of one redis-server (its nodes are killed with SIGKILL). */
+  redisCluster?: RedisClusterOptions;
+  /** A primary, a replica and a Sentinel instead of one redis-server (primary and replica die by SIGKILL). */
+  redisSentinel?: RedisSentinelOptions;
 }
 
 /**
@@ -26,7 +37,7 @@ export interface FaultBenchOptions {
  */
 export class FaultBench {
   private constructor(
-    readonly redis: RedisServer,
+    private readonly redisStore: RedisServer | RedisCluster | RedisSentinelGroup,
     readonly postgres: PostgresServer,
     readonly db: Db,
     readonly fleet: ServiceFleet,
@@ -37,20 +48,54 @@ export class FaultBench {
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
     const [redis, postgres] = await Promise.all([
       // The cases crash Redis: `redis.stop()` is a SIGKILL.
-      RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
+      options.redisCluster
+        ? RedisCluster.start({ ...options.redisCluster, stopMode: 'immediate' })
+        : options.redisSentinel
+          ? RedisSentinelGroup.start({ ...options.redisSentinel, stopMode: 'immediate' })
+          : RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
       // Commits survive a crash of Postgres (synchronous_commit on), which is what the cases test; fsync guards only
       // against a crash of the machine.
       PostgresServer.start({ fsync: false, maxConnections: 200 }),
     ]);
     const db = createDatabase(postgres.url, 4);
     await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations'));
-    const redisUrl = options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url;
+    const redisEnv: Record<string, string> =
+      redis instanceof RedisCluster
+        ? { REDIS_URL: '', REDIS_CLUSTER_NODES: redis.seeds }
+        : redis instanceof RedisSentinelGroup
+          ? { REDIS_URL: '', REDIS_SENTINELS: redis.sentinels, REDIS_SENTINEL_NAME: redis.name }
+          : { REDIS_URL: options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url };
     const fleet = await ServiceFleet.start(
       options.instances,
-      { REDIS_URL: redisUrl, DATABASE_URL: postgres.url, ...options.env },
+      { ...redisEnv, DATABASE_URL: postgres.url, ...options.env },
       options.envOf,
     );
-    return new FaultBench(redis, postgres, db, fleet, await connectInspector(redis.url));
+    // On a cluster the inspector looks at one node, and `finish` at every primary; with Sentinel, at the primary.
+    const inspected =
+      redis instanceof RedisCluster
+        ? `redis://127.0.0.1:${redis.nodes[0]!.port}`
+        : redis instanceof RedisSentinelGroup
+          ? redis.primary.url
+          : redis.url;
+    return new FaultBench(redis, postgres, db, fleet, await connectInspector(inspected));
+  }
+
+  /** The bench's redis-server (not on a cluster). */
+  get redis(): RedisServer {
+    if (!(this.redisStore instanceof RedisServer)) throw new Error('this bench does not run on one redis-server');
+    return this.redisStore;
+  }
+
+  /** The bench's primary, replica and Sentinel (only with `redisSentinel`). */
+  get sentinelGroup(): RedisSentinelGroup {
+    if (!(this.redisStore instanceof RedisSentinelGroup)) throw new Error('this bench does not run with Sentinel');
+    return this.redisStore;
+  }
+
+  /** The bench's Redis Cluster (only with `redisCluster`). */
+  get cluster(): RedisCluster {
+    if (!(this.redisStore instanceof RedisCluster)) throw new Error('this bench does not run on a Redis Cluster');
+    return this.redisStore;
   }
 
   /** Looks at another Redis from now on (the one a failover promoted). */
@@ -96,9 +141,18 @@ export class FaultBench {
     const view = await call(this.fleet.urls()[0]!, 'GET', `/skus/${sku}`);
     const report = await checkBooks(this.db, { sku, load, apiView: view.status === 200 ? view.body : undefined });
     if (view.status !== 200) report.violations.push(`GET /skus/${sku} answered ${view.status}`);
-    const eternalLocks = await locksWithoutExpiry(this.inspector);
+    const eternalLocks = await this.locksWithoutExpiry();
     if (eternalLocks.length > 0) report.violations.push(`${eternalLocks.length} lock key(s) without expiry`);
     console.log(`[fault] ${label} ${JSON.stringify({ ...summarize(report), ...extra })}`);
+    if (report.violations.length > 0)
+      console.log(
+        this.fleet
+          .logs()
+          .split('\n')
+          .filter((line) => /"level":(40|50)/.test(line))
+          .slice(-30)
+          .join('\n'),
+      );
     return report;
   }
 
@@ -106,7 +160,22 @@ export class FaultBench {
     await this.fleet.stopAll().catch(() => {});
     this.inspector.disconnect();
     await this.db.destroy().catch(() => {});
-    await Promise.allSettled([this.redis.destroy(), this.postgres.destroy()]);
+    await Promise.allSettled([this.redisStore.destroy(), this.postgres.destroy()]);
+  }
+
+  /** Lock keys without an expiry, on the bench's Redis or on every primary of its cluster. */
+  private async locksWithoutExpiry(): Promise<string[]> {
+    if (!(this.redisStore instanceof RedisCluster)) return locksWithoutExpiry(this.inspector);
+    const found: string[] = [];
+    for (const primary of await this.redisStore.primaries()) {
+      const redis = await connectInspector(`redis://127.0.0.1:${primary.port}`);
+      try {
+        found.push(...(await locksWithoutExpiry(redis)));
+      } finally {
+        redis.disconnect();
+      }
+    }
+    return found;
   }
 }
 

@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 import { StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
+import { redisTopology } from '../../src/redis/connections.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -32,7 +33,10 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
     DATABASE_URL: endpoints.databaseUrl,
     ...env,
   });
-  const service = new StockService(config, createLogger(config.logLevel), endpoints);
+  const service = new StockService(config, createLogger(config.logLevel), {
+    redis: redisTopology(config),
+    databaseUrl: endpoints.databaseUrl,
+  });
   const port = await service.start(0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, service, stop: () => service.stop() };
 }

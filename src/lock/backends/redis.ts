@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import { duplicateSubscriber, type RedisClient } from '../../redis/connections.js';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { redisKeys } from '../keys.js';
 import {
@@ -15,7 +15,7 @@ import { defineLockCommands, outcomeOf } from '../scripts.js';
 
 export interface RedisLockOptions extends LockClientOptions {
   /** Connection for the lock scripts. */
-  redis: Redis;
+  redis: RedisClient;
   /**
    * Where waiters learn of releases. The service passes its own, shared with the order flow, whose waiters must be
    * woken by this lock's releases. Default: one of this lock's own, on a duplicate connection opened at the first wait.
@@ -94,10 +94,10 @@ interface HandoffSlot {
 export class RedisLock extends LockClient<string> {
   readonly kind = 'redis' as const;
   readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: true };
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly notices: ReleaseNotices;
   /** The subscriber connection of notices this lock made for itself (closed with it). */
-  private readonly ownSubscriber: Redis | undefined;
+  private readonly ownSubscriber: RedisClient | undefined;
   private readonly waiterLeaseMs: number;
   private readonly maxLocalHandoffs: number;
   private readonly lines = new Map<string, LocalLine>();
@@ -111,7 +111,7 @@ export class RedisLock extends LockClient<string> {
       this.notices = options.notices;
     } else {
       // A subscribed connection can do nothing else; it connects when the first waiter subscribes.
-      this.ownSubscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true });
+      this.ownSubscriber = duplicateSubscriber(this.redis);
       this.ownSubscriber.on('error', () => {});
       this.notices = new ReleaseNotices(this.ownSubscriber);
     }

@@ -71,7 +71,7 @@ if not holder then
   -- Free, but someone is first in line: it is theirs.
   leaveQueue(head)
   local fence = take(head)
-  redis.call('PUBLISH', grantedChannel, head .. '\n' .. string.format('%.0f', fence) .. '\n' .. leaseMs)
+  redis.call('SPUBLISH', grantedChannel, head .. '\n' .. string.format('%.0f', fence) .. '\n' .. leaseMs)
 end
 
 -- Tell the holder someone else wanted it: a holder passing the lock around its own process then yields on release.

@@ -56,7 +56,7 @@ end
 
 local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
 if not head then
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  redis.call('SPUBLISH', ARGV[3], ARGV[4])
   return {0, contended}
 end
 leaveQueue(head)
@@ -64,5 +64,5 @@ local fence = issueFence(fenceKey)
 local fenceText = string.format('%.0f', fence)
 redis.call('HSET', lockKey, 'owner', head, 'count', 1, 'fence', fenceText)
 redis.call('PEXPIRE', lockKey, leaseMs)
-redis.call('PUBLISH', ARGV[5], head .. '\n' .. fenceText .. '\n' .. ARGV[2])
+redis.call('SPUBLISH', ARGV[5], head .. '\n' .. fenceText .. '\n' .. ARGV[2])
 return {0, head, fence}
