@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { RedisCluster } from '../../src/dev/servers/index.js';
-import { auditSku } from '../support/invariants.js';
+import { auditSku, booksViolations } from '../support/invariants.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
 
 /**
@@ -30,6 +30,15 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
     instances = await Promise.all([1, 2, 3].map(() => ServiceProcess.spawn({ LOCK_WAIT_MS: '15000', ...redis.env })));
     db = createDatabase(testEndpoints().databaseUrl, 2);
   });
+  /**
+   * Each instance opens its Postgres pool before a burst: twenty connections per instance set up at once on a busy
+   * 2-core machine can outlast the pool's 2 s connect timeout, a 503 these tests are not about.
+   */
+  const warmPools = async (sku: string) => {
+    for (const instance of instances) {
+      await Promise.all(Array.from({ length: 20 }, () => call(instance.url, 'GET', `/skus/${sku}`)));
+    }
+  };
   afterAll(async () => {
     await Promise.all(instances.map((i) => i.stop()));
     await db?.destroy();
@@ -40,11 +49,7 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
     const sku = uniqueSku('xproc');
     const stock = 1000;
     expect((await call(instances[0]!.url, 'POST', '/skus', { sku, stock, segments: 16 })).status).toBe(201);
-    // Each instance opens its Postgres pool before the burst: twenty connections per instance set up at once on a
-    // busy 2-core machine can outlast the pool's 2 s connect timeout, a 503 this test is not about.
-    for (const instance of instances) {
-      await Promise.all(Array.from({ length: 20 }, () => call(instance.url, 'GET', `/skus/${sku}`)));
-    }
+    await warmPools(sku);
 
     const answers = await Promise.all(
       Array.from({ length: 1200 }, (_, i) =>
@@ -87,4 +92,60 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
     const view = await call(instances[2]!.url, 'GET', `/skus/${sku}`);
     expect(view.body).toMatchObject({ stock, available: 0, sold: stock });
   });
+
+  it('places carts over two SKUs listed in both orders without deadlock, and keeps both books exact', async () => {
+    const [a, b] = [uniqueSku('xcart-a'), uniqueSku('xcart-b')];
+    for (const sku of [a, b]) {
+      expect((await call(instances[0]!.url, 'POST', '/skus', { sku, stock: 60, segments: 4 })).status).toBe(201);
+    }
+    await warmPools(a);
+    const lines = [
+      { sku: a, quantity: 1 },
+      { sku: b, quantity: 1 },
+    ];
+    const answers = await Promise.all(
+      Array.from({ length: 80 }, (_, i) =>
+        call(instances[i % instances.length]!.url, 'POST', '/orders', {
+          items: i % 2 === 0 ? lines : [...lines].reverse(),
+        }),
+      ),
+    );
+    // 80 carts of one unit of each SKU, 60 units of each: 60 carts placed, 20 refused, none stuck behind another.
+    expect(countStatuses(answers)).toEqual({ 201: 60, 409: 20 });
+    for (const sku of [a, b]) {
+      const audit = await auditSku(db, sku);
+      expect(booksViolations(audit)).toEqual([]);
+      expect(audit).toMatchObject({ sold: 60, available: 0 });
+    }
+  });
+
+  it('holds one customer hammering a limited SKU from every instance to the limit', async () => {
+    const sku = uniqueSku('xlimit');
+    const created = await call(instances[0]!.url, 'POST', '/skus', { sku, stock: 100, segments: 4, maxPerCustomer: 3 });
+    expect(created.status).toBe(201);
+    await warmPools(sku);
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        call(instances[i % instances.length]!.url, 'POST', '/orders', {
+          sku,
+          quantity: 1,
+          customerId: 'hammer',
+          ...(i % 2 === 0 && { holdSeconds: 600 }),
+        }),
+      ),
+    );
+    expect(countStatuses(answers)).toEqual({ 201: 3, 409: 47 });
+    for (const refused of answers.filter((a) => a.status === 409)) {
+      expect(refused.body).toMatchObject({ code: 'purchase_limit', remaining: 0 });
+    }
+    const audit = await auditSku(db, sku);
+    expect(booksViolations(audit)).toEqual([]);
+    expect(audit.sold + audit.reserved).toBe(3);
+  });
 });
+
+function countStatuses(answers: { status: number }[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
+  return counts;
+}

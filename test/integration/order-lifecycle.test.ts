@@ -160,19 +160,17 @@ describe('order lifecycle', () => {
     expect(booksViolations(await auditSku(db, sku))).toEqual([]);
   });
 
-  it('holds one customer to the limit across instances, and frees units on cancel', async () => {
+  it('holds a customer to the limit, frees units on cancel, and counts earlier orders towards a new limit', async () => {
     const sku = await createSku(100, 4, { maxPerCustomer: 2 });
     const anonymous = await post(0, '/orders', { sku, quantity: 1 });
     expect(anonymous.status).toBe(400);
     expect(anonymous.body.code).toBe('customer_required');
 
-    const answers = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => post(i, '/orders', { sku, quantity: 1, customerId: 'hammer' })),
-    );
-    expect(statusCounts(answers)).toEqual({ 201: 2, 409: 48 });
-    for (const refused of answers.filter((a) => a.status === 409)) {
-      expect(refused.body).toMatchObject({ code: 'purchase_limit', sku, remaining: 0 });
-    }
+    // Concurrent orders of one customer across instances: test/integration/cross-process.test.ts.
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await post(i, '/orders', { sku, quantity: 1, customerId: 'hammer' }));
+    expect(answers.map((a) => a.status)).toEqual([201, 201, 409]);
+    expect(answers[2]!.body).toMatchObject({ code: 'purchase_limit', sku, remaining: 0 });
     const other = await post(1, '/orders', { sku, quantity: 2, customerId: 'someone-else', holdSeconds: 60 });
     expect(other.status).toBe(201);
     const tooMany = await post(0, '/orders', { sku, quantity: 3, customerId: 'new' });
@@ -244,33 +242,6 @@ describe('order lifecycle', () => {
     });
     expect(dup.status).toBe(400);
     for (const sku of [a, b]) expect(booksViolations(await auditSku(db, sku))).toEqual([]);
-  });
-
-  it('never deadlocks carts over the same SKUs listed in both orders, and keeps the books exact', async () => {
-    const [a, b] = [await createSku(60, 4), await createSku(60, 4)];
-    const answers = await Promise.all(
-      Array.from({ length: 80 }, (_, i) =>
-        post(i, '/orders', {
-          items:
-            i % 2 === 0
-              ? [
-                  { sku: a, quantity: 1 },
-                  { sku: b, quantity: 1 },
-                ]
-              : [
-                  { sku: b, quantity: 1 },
-                  { sku: a, quantity: 1 },
-                ],
-        }),
-      ),
-    );
-    // 80 carts of one unit of each, 60 units of each: 60 carts placed, 20 refused; none left waiting on another.
-    expect(statusCounts(answers)).toEqual({ 201: 60, 409: 20 });
-    for (const sku of [a, b]) {
-      const audit = await auditSku(db, sku);
-      expect(booksViolations(audit)).toEqual([]);
-      expect(audit).toMatchObject({ sold: 60, available: 0 });
-    }
   });
 
   it('lists a customer\u2019s orders newest first, page by page', async () => {
