@@ -53,8 +53,8 @@ export class OrderLifecycle {
       if (!order) throw orderNotFound(orderId);
       if (order.status === 'confirmed') return;
       if (order.status !== 'reserved' || order.due) {
-        const status = order.status === 'reserved' ? 'expired' : order.status;
-        throw new AppError('order_not_reserved', `order '${orderId}' is ${status}, not reserved`, { status });
+        const orderStatus = order.status === 'reserved' ? 'expired' : order.status;
+        throw new AppError('order_not_reserved', `order '${orderId}' is ${orderStatus}, not reserved`, { orderStatus });
       }
       await setOrderStatus(trx, orderId, 'confirmed');
       await moveRunningTotals(trx, orderId, 'reserved', 'sold');
