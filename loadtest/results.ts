@@ -9,6 +9,8 @@ export interface RunResults {
   cluster: SalesCase[];
   oversell: OversellCase[];
   soldOut: SoldOutCase[];
+  /** What the order lifecycle costs: reserve then confirm against placing directly. */
+  lifecycle?: LifecycleCase[];
   lockFree: SalesCase[];
   /** What a user would write instead: express + pg, one conditional UPDATE on one row (loadtest/alternative). */
   alternative: SalesCase[];
@@ -164,6 +166,21 @@ export interface SoldOutCase {
   lockAttemptsPerRequest: number | null;
   cpu: CpuUsage | null;
   restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
+}
+
+export interface LifecycleCase {
+  id: string;
+  label: string;
+  segments: number;
+  /** One-unit orders placed confirmed (201). */
+  direct: RoundResult;
+  /** One-unit reservations (201), each confirmed by the connection's next request (200). */
+  reserveThenConfirm: RoundResult;
+  /** Orders per second that ended confirmed, in each round. */
+  directPerSecond: number;
+  confirmedPerSecond: number;
+  cpuDirect: CpuUsage | null;
+  cpuReserveThenConfirm: CpuUsage | null;
 }
 
 export interface GrowthCase {

@@ -294,6 +294,38 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
   }
 
+  if (run.lifecycle?.length) {
+    p(
+      '## 6b. What the lifecycle costs',
+      "One-unit orders placed confirmed at once, against one-unit reservations each confirmed by the same connection's next request (`POST /orders/:id/confirm`): the checkout a shop runs. Both rates count orders that ended confirmed; a reservation round sends two requests per order.",
+    );
+    p(
+      table(
+        ['Case', 'Confirmed orders/s', 'vs placing directly', 'Requests/s', 'p50 ms', 'p99 ms', 'Statuses'],
+        run.lifecycle.flatMap((c) => [
+          [
+            `place directly · ${c.label}`,
+            int(c.directPerSecond),
+            '×1.00',
+            int(sumRates(c.direct)),
+            ms(c.direct.latencyMs.p50),
+            ms(c.direct.latencyMs.p99),
+            statuses(c.direct.statusCounts),
+          ],
+          [
+            `reserve then confirm · ${c.label}`,
+            int(c.confirmedPerSecond),
+            `×${num(c.confirmedPerSecond / c.directPerSecond, 2)}`,
+            int(sumRates(c.reserveThenConfirm)),
+            ms(c.reserveThenConfirm.latencyMs.p50),
+            ms(c.reserveThenConfirm.latencyMs.p99),
+            statuses(c.reserveThenConfirm.statusCounts),
+          ],
+        ]),
+      ),
+    );
+  }
+
   if (run.lockFree.length) {
     p(
       '## 7. Lock-free baselines',
@@ -567,4 +599,9 @@ function lockTable(cases: SalesCase[], showInstances = false): string {
       ];
     }),
   );
+}
+
+/** Answers per second of every status in a round's steady window. */
+function sumRates(round: RoundResult): number {
+  return Object.values(round.ratePerSecond).reduce((total, rate) => total + rate, 0);
 }

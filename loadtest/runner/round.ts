@@ -9,6 +9,11 @@ export interface RoundSpec {
   path: string;
   body: unknown;
   headers?: Record<string, string>;
+  /**
+   * Each connection confirms the order its last answer placed (`POST /orders/<id>/confirm`) with its next request, so
+   * the round alternates placing a reservation and confirming it: the checkout a shop runs.
+   */
+  confirmEach?: boolean;
   connections: number;
   /** Warm-up rounds run for a time... */
   durationSeconds?: number;
@@ -56,6 +61,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
     ...(method === 'POST' && { body: JSON.stringify(spec.body) }),
+    ...(spec.confirmEach && { requests: reserveThenConfirm(spec) }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -136,6 +142,29 @@ export function summarize(values: number[]): LatencySummary {
   return { p50: at(0.5), p97_5: at(0.975), p99: at(0.99), max: sorted[sorted.length - 1]!, mean: sum / sorted.length };
 }
 
+/** Two requests in turn per connection: place the round's order, then confirm the order that answer placed. */
+function reserveThenConfirm(spec: RoundSpec): autocannon.Request[] {
+  type Context = { orderId?: string };
+  return [
+    {
+      method: 'POST',
+      path: spec.path,
+      body: JSON.stringify(spec.body),
+      onResponse: (status: number, body: string, context: Context) => {
+        context.orderId = status === 201 ? (JSON.parse(body) as { orderId: string }).orderId : undefined;
+      },
+    },
+    {
+      method: 'POST',
+      setupRequest: (request: autocannon.Request, context: Context) => ({
+        ...request,
+        path: `/orders/${context.orderId ?? 'none'}/confirm`,
+        body: undefined,
+      }),
+    },
+  ] as autocannon.Request[];
+}
+
 /** The same round as autocannon command-line flags, for the report. */
 function flagsOf(options: autocannon.Options): string {
   const parts = [`-c ${options.connections}`, `-p ${options.pipelining}`, `-t ${options.timeout}`];
@@ -143,6 +172,8 @@ function flagsOf(options: autocannon.Options): string {
   parts.push(`-m ${options.method}`);
   for (const [name, value] of Object.entries(options.headers ?? {})) parts.push(`-H '${name}: ${value}'`);
   if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
+  // Request sequences have no flag: the report says so instead of printing a command that would differ.
+  if (options.requests) parts.push('(each placed order then confirmed: a request sequence, set in code)');
   parts.push(String(options.url));
   return `autocannon ${parts.join(' ')}`;
 }

@@ -4,6 +4,7 @@ import type { RunContext } from './context.js';
 import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
+import { runLifecycle } from './lifecycle.js';
 import { runSoldOut } from './sold-out.js';
 
 export const scenarioNames = [
@@ -14,6 +15,7 @@ export const scenarioNames = [
   'cluster',
   'oversell',
   'sold-out',
+  'lifecycle',
   'lock-free',
   'memory',
   'growth',
@@ -112,6 +114,7 @@ export async function runAll(
     cluster: [],
     oversell: [],
     soldOut: [],
+    lifecycle: [],
     lockFree: [],
     alternative: [],
     memory: [],
@@ -205,6 +208,9 @@ export async function runAll(
 
   if (wants('sold-out'))
     results.soldOut.push(await services.use('real', (service) => runSoldOut(ctx, service, HEADLINE_SEGMENTS)));
+
+  if (wants('lifecycle'))
+    results.lifecycle!.push(await services.use('real', (service) => runLifecycle(ctx, service, HEADLINE_SEGMENTS)));
 
   if (wants('lock-free')) {
     const lockFree = [
