@@ -11,7 +11,7 @@ import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
-import { requireAdmin } from './http/admin-auth.js';
+import { requireAdmin, requireMonitoring } from './http/admin-auth.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
@@ -137,8 +137,8 @@ export class StockService {
       }
       next();
     });
-    app.use(metricsRoutes(this.metrics));
-    app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
+    app.use(metricsRoutes(this.metrics, requireMonitoring(this.config)));
+    app.use(skuRoutes(admin, requireAdmin(this.config)));
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
     if (limitOrders) app.post('/orders', limitOrders);
     app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
@@ -160,7 +160,7 @@ export class StockService {
         criticalSectionDelayMs: this.config.criticalSectionDelayMs,
       }),
       baselines: new LockFreeBaselines(this.db, this.redis, skus),
-      requireAdmin: requireAdmin(this.config.adminToken),
+      requireAdmin: requireAdmin(this.config),
       maxOrderQuantity: this.config.maxOrderQuantity,
     });
   }
