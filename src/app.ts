@@ -139,7 +139,7 @@ export class StockService {
     });
     app.use(metricsRoutes(this.metrics, requireMonitoring(this.config)));
     app.use(skuRoutes(admin, requireAdmin(this.config)));
-    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
+    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log);
     if (limitOrders) app.post('/orders', limitOrders);
     app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
