@@ -4,3 +4,7 @@ import { cpSync, rmSync } from 'node:fs';
 
 rmSync('dist/src/lock/lua', { recursive: true, force: true });
 cpSync('src/lock/lua', 'dist/src/lock/lua', { recursive: true });
+
+// The dashboard's static page, served from next to its compiled routes.
+rmSync('dist/src/http/dashboard/public', { recursive: true, force: true });
+cpSync('src/http/dashboard/public', 'dist/src/http/dashboard/public', { recursive: true });
