@@ -20,8 +20,8 @@ export default tseslint.config(
     },
   },
   {
-    // The dashboard's page script runs in the browser.
-    files: ['src/http/dashboard/public/**'],
+    // The dashboard's and the docs page's scripts run in the browser.
+    files: ['src/http/*/public/**'],
     languageOptions: { globals: globals.browser },
   },
   {

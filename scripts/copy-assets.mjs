@@ -5,6 +5,8 @@ import { cpSync, rmSync } from 'node:fs';
 rmSync('dist/src/lock/lua', { recursive: true, force: true });
 cpSync('src/lock/lua', 'dist/src/lock/lua', { recursive: true });
 
-// The dashboard's static page, served from next to its compiled routes.
-rmSync('dist/src/http/dashboard/public', { recursive: true, force: true });
-cpSync('src/http/dashboard/public', 'dist/src/http/dashboard/public', { recursive: true });
+// The static pages (dashboard, API docs), served from next to their compiled routes.
+for (const page of ['dashboard', 'docs']) {
+  rmSync(`dist/src/http/${page}/public`, { recursive: true, force: true });
+  cpSync(`src/http/${page}/public`, `dist/src/http/${page}/public`, { recursive: true });
+}

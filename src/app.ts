@@ -15,6 +15,7 @@ import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
 import { requireAdmin, requireMonitoring } from './http/admin-auth.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
+import { docsRoutes } from './http/docs/docs.routes.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
@@ -148,6 +149,7 @@ export class StockService {
     });
     app.use(metricsRoutes(this.metrics, requireMonitoring(this.config)));
     app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring(this.config)));
+    app.use(docsRoutes());
     app.use(skuRoutes(admin, requireAdmin(this.config)));
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log);
     if (limitOrders) app.post('/orders', limitOrders);

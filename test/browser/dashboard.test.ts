@@ -100,4 +100,21 @@ describe('the dashboard in a real browser', () => {
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
     expect(page.headers.get('content-security-policy')).not.toMatch(/unsafe|https?:/);
   });
+
+  it('serves the API docs page, which renders the document with its own files under its policy', async () => {
+    const page = await browser.newPage();
+    const failures: string[] = [];
+    page.on('requestfailed', (request) => failures.push(request.url()));
+    page.on('console', (message) => {
+      if (message.type() === 'error') failures.push(message.text());
+    });
+    try {
+      await page.goto(`${service.url}/docs`);
+      await page.waitForSelector('#operations-orders-placeOrder', { timeout: 15_000 });
+      expect(await page.$$eval('.opblock', (blocks) => blocks.length)).toBeGreaterThan(8);
+      expect(failures).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
 });
