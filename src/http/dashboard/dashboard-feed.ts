@@ -95,6 +95,8 @@ export class DashboardFeed {
       const data = `data: ${JSON.stringify(snapshot)}\n\n`;
       watched.last = { counters: snapshot.counters, atMs: snapshot.atMs, data };
       for (const res of watched.subscribers) res.write(data);
+    } catch {
+      // Nothing to show this second (the stock read has its own fallback); the next tick tries again.
     } finally {
       watched.ticking = false;
     }
