@@ -1,7 +1,18 @@
 import { z } from 'zod';
 import { type ErrorCode, errorCatalog } from '../errors.js';
 import { problemType } from './problem.js';
-import { createSkuBody, idempotencyKey, orderBody, orderId, resegmentBody, restockBody, skuName } from './schemas.js';
+import {
+  cartOrderBody,
+  createSkuBody,
+  customerOrdersQuery,
+  idempotencyKey,
+  orderId,
+  resegmentBody,
+  restockBody,
+  singleOrderBody,
+  skuName,
+  updateSkuBody,
+} from './schemas.js';
 
 /**
  * The OpenAPI 3.1 document, built from the zod schemas that validate requests (src/http/schemas.ts) and the response
@@ -16,17 +27,27 @@ const skuView = z.object({
   segments: z.number().int().min(1),
   stock: z.number().int().min(0).describe('Everything ever added.'),
   available: z.number().int().min(0).describe('What is left: the sum of the segments.'),
-  sold: z.number().int().min(0).describe('What the ledger holds.'),
+  reserved: z.number().int().min(0).describe('Units in live reservations.'),
+  sold: z.number().int().min(0).describe('Units of confirmed orders.'),
+  maxPerCustomer: z.number().int().min(1).nullable().describe("Most units one customer's live orders may hold."),
   segmentStock: z.array(segmentStock),
 });
 
+const deductions = z.array(z.object({ segment: z.number().int().min(0), quantity: z.number().int().min(1) }));
+
 const orderView = z.object({
   orderId: orderId,
-  sku: skuName,
-  quantity: z.number().int().min(1),
-  deductions: z.array(z.object({ segment: z.number().int().min(0), quantity: z.number().int().min(1) })),
+  status: z.enum(['reserved', 'confirmed', 'cancelled', 'expired']),
+  sku: skuName.optional().describe('Single-SKU orders only, as are quantity and deductions.'),
+  quantity: z.number().int().min(1).optional(),
+  deductions: deductions.optional(),
+  items: z.array(z.object({ sku: skuName, quantity: z.number().int().min(1), deductions })),
+  customerId: z.string().optional(),
+  expiresAt: z.iso.datetime().optional().describe('When a reservation lapses.'),
   createdAt: z.iso.datetime(),
 });
+
+const orderPage = z.object({ orders: z.array(orderView), nextCursor: z.string().nullable() });
 
 const problem = z.object({
   type: z.string().describe(`\`${problemType('<code>' as ErrorCode)}\``),
@@ -54,7 +75,9 @@ components.add(createSkuBody, { id: 'CreateSku' });
 components.add(resegmentBody, { id: 'Resegment' });
 components.add(restockBody, { id: 'Restock' });
 // Generated with the default MAX_ORDER_QUANTITY; a service configured otherwise accepts up to its own limit.
-components.add(orderBody(1000), { id: 'PlaceOrder' });
+components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'PlaceOrder' });
+components.add(updateSkuBody, { id: 'UpdateSku' });
+components.add(orderPage, { id: 'OrderPage' });
 components.add(skuView, { id: 'SkuView' });
 components.add(orderView, { id: 'Order' });
 components.add(problem, { id: 'Problem' });
@@ -100,6 +123,7 @@ const idempotencyParameter = {
   description: 'Repeating the request with the same key answers as the first did, and changes nothing more.',
   schema: schemaOf(idempotencyKey),
 };
+const orderIdParameter = { name: 'id', in: 'path', required: true, schema: schemaOf(orderId) };
 const body = (id: string) => ({ required: true, content: json(id) });
 
 /** The API's version: raise it when the API changes. */
@@ -153,6 +177,18 @@ export function buildOpenApi(): Record<string, unknown> {
             ...problems(...ALWAYS, 'bad_request', 'sku_not_found', 'dependency_unavailable'),
           },
         },
+        patch: {
+          tags: ['skus'],
+          operationId: 'updateSku',
+          summary: 'Set or remove (null) the per-customer limit',
+          security: adminSecurity,
+          parameters: [skuParameter],
+          requestBody: body('UpdateSku'),
+          responses: {
+            '200': { description: 'The SKU.', content: json('SkuView') },
+            ...problems(...ALWAYS, ...WRITE, 'unauthorized', 'forbidden', 'sku_not_found', 'dependency_unavailable'),
+          },
+        },
       },
       '/skus/{sku}/segments': {
         put: {
@@ -191,6 +227,21 @@ export function buildOpenApi(): Record<string, unknown> {
         },
       },
       '/orders': {
+        get: {
+          tags: ['orders'],
+          operationId: 'listCustomerOrders',
+          summary: "A customer's orders, newest first, a page at a time",
+          parameters: Object.entries(customerOrdersQuery.shape).map(([name, schema]) => ({
+            name,
+            in: 'query',
+            required: !schema.safeParse(undefined).success,
+            schema: schemaOf(schema),
+          })),
+          responses: {
+            '200': { description: 'A page; `nextCursor` fetches the next.', content: json('OrderPage') },
+            ...problems(...ALWAYS, 'bad_request', 'dependency_unavailable'),
+          },
+        },
         post: {
           tags: ['orders'],
           operationId: 'placeOrder',
@@ -205,8 +256,10 @@ export function buildOpenApi(): Record<string, unknown> {
               ...WRITE,
               'invalid_idempotency_key',
               'idempotency_key_reused',
+              'customer_required',
               'sku_not_found',
               'out_of_stock',
+              'purchase_limit',
               'rate_limited',
               'lock_busy',
               'dependency_unavailable',
@@ -219,10 +272,41 @@ export function buildOpenApi(): Record<string, unknown> {
           tags: ['orders'],
           operationId: 'getOrder',
           summary: 'An order and the segments it took from',
-          parameters: [{ name: 'id', in: 'path', required: true, schema: schemaOf(orderId) }],
+          parameters: [orderIdParameter],
           responses: {
             '200': { description: 'The order.', content: json('Order') },
             ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/orders/{id}/confirm': {
+        post: {
+          tags: ['orders'],
+          operationId: 'confirmOrder',
+          summary: 'Confirm a reservation: its units are sold',
+          parameters: [orderIdParameter],
+          responses: {
+            '200': { description: 'The confirmed order.', content: json('Order') },
+            ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'order_not_reserved', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/orders/{id}/cancel': {
+        post: {
+          tags: ['orders'],
+          operationId: 'cancelOrder',
+          summary: 'Cancel a reservation: its units go back to their segments',
+          parameters: [orderIdParameter],
+          responses: {
+            '200': { description: 'The cancelled order.', content: json('Order') },
+            ...problems(
+              ...ALWAYS,
+              'bad_request',
+              'order_not_found',
+              'order_not_reserved',
+              'lock_busy',
+              'dependency_unavailable',
+            ),
           },
         },
       },
