@@ -73,12 +73,18 @@ describe('the dashboard in a real browser', () => {
     expect((await call(service.url, 'POST', '/orders', { sku, quantity: 500 })).status).toBe(409);
     await page.waitForSelector('#answers tr[data-status="409"]', { timeout: 10_000 });
 
+    // A reservation shows as reserved until it is confirmed, cancelled or lapses.
+    const held = await call(service.url, 'POST', '/orders', { sku, quantity: 4, holdSeconds: 600 });
+    expect(held.status).toBe(201);
+    await waitForText(page, '#reserved', '4');
+
     if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT });
     expect(pageErrors).toEqual([]);
 
     // A reload keeps the token for this tab (sessionStorage), without the fragment.
     await page.goto(`${service.url}/dashboard?sku=${sku}`);
     await waitForText(page, '#sold', '21');
+    await waitForText(page, '#reserved', '4');
     await page.close();
   });
 

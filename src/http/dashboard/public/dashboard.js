@@ -109,6 +109,7 @@ function render(snapshot) {
   $('stock').textContent = number(view.stock);
   $('available').textContent = number(view.available);
   $('sold').textContent = number(view.sold);
+  $('reserved').textContent = number(view.reserved ?? 0);
   const largest = Math.max(1, ...view.segmentStock.map((s) => s.available));
   const bars = view.segmentStock.map(({ segment, available }) => {
     const row = document.createElement('div');
