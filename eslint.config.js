@@ -20,6 +20,11 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard's and the docs page's scripts run in the browser.
+    files: ['src/http/*/public/**'],
+    languageOptions: { globals: globals.browser },
+  },
+  {
     // Kysely's migration API is typed Kysely<any>: migrations are frozen in time and know no table types.
     files: ['migrations/**', 'src/db/migrator.ts', 'test/integration/migrations.test.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -186,6 +186,7 @@ async function main(): Promise<void> {
     if (cli.url) {
       const remote = new RemoteService('target', cli.url.replace(/\/$/, ''), cli.adminToken);
       db = cli.databaseUrl ? createDatabase(cli.databaseUrl, 4) : null;
+      progress.note(`target: dashboard ${dashboardUrl(remote)}`);
       targets = {
         start: {
           real: async () => remote,
@@ -208,6 +209,8 @@ async function main(): Promise<void> {
         progress.note(`starting ${description}…`);
         const service = await LocalService.start(backing!, { ...options, nodeArgs });
         running.add(service);
+        // Watch a round live: the page lists the run's SKUs (the alternative has no dashboard).
+        if (options.program !== 'alternative') progress.note(`${description}: dashboard ${dashboardUrl(service)}`);
         return service;
       };
       const instances = settings.clusterInstances;
@@ -335,3 +338,8 @@ main().catch((error: unknown) => {
   console.error(error instanceof Error ? (error.stack ?? error.message) : error);
   process.exit(1);
 });
+
+/** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
+function dashboardUrl(service: { url: string; adminToken: string | undefined }): string {
+  return `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
+}

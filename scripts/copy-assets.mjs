@@ -4,3 +4,9 @@ import { cpSync, rmSync } from 'node:fs';
 
 rmSync('dist/src/lock/lua', { recursive: true, force: true });
 cpSync('src/lock/lua', 'dist/src/lock/lua', { recursive: true });
+
+// The static pages (dashboard, API docs), served from next to their compiled routes.
+for (const page of ['dashboard', 'docs']) {
+  rmSync(`dist/src/http/${page}/public`, { recursive: true, force: true });
+  cpSync(`src/http/${page}/public`, `dist/src/http/${page}/public`, { recursive: true });
+}

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -11,7 +12,10 @@ import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
-import { requireAdmin } from './http/admin-auth.js';
+import { requireAdmin, requireMonitoring } from './http/admin-auth.js';
+import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
+import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
+import { docsRoutes } from './http/docs/docs.routes.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
@@ -57,6 +61,7 @@ export class StockService {
   private readonly notices: ReleaseNotices;
   private readonly directory: SkuDirectory;
   private readonly lifecycle: OrderLifecycle;
+  private readonly dashboard: DashboardFeed;
   private readonly app: express.Express;
   private server: Server | undefined;
   private stopping = false;
@@ -106,6 +111,11 @@ export class StockService {
       config.lockWaitMs * ADMIN_WAIT_FACTOR,
       log,
     );
+    this.dashboard = new DashboardFeed({
+      readView: (sku) => admin.view(sku),
+      readCounters: () => this.metrics.orderCounters(),
+      instance: `${hostname()} pid ${process.pid}`,
+    });
     this.app = this.buildApp(placement, admin);
   }
 
@@ -137,9 +147,11 @@ export class StockService {
       }
       next();
     });
-    app.use(metricsRoutes(this.metrics));
-    app.use(skuRoutes(admin, requireAdmin(this.config.adminToken)));
-    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute);
+    app.use(metricsRoutes(this.metrics, requireMonitoring(this.config)));
+    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring(this.config)));
+    app.use(docsRoutes());
+    app.use(skuRoutes(admin, requireAdmin(this.config)));
+    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log);
     if (limitOrders) app.post('/orders', limitOrders);
     app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
@@ -160,7 +172,7 @@ export class StockService {
         criticalSectionDelayMs: this.config.criticalSectionDelayMs,
       }),
       baselines: new LockFreeBaselines(this.db, this.redis, skus),
-      requireAdmin: requireAdmin(this.config.adminToken),
+      requireAdmin: requireAdmin(this.config),
       maxOrderQuantity: this.config.maxOrderQuantity,
     });
   }
@@ -193,6 +205,8 @@ export class StockService {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    // Event streams never end by themselves: end them, or closing the server waits out the grace period.
+    this.dashboard.close();
     const server = this.server;
     if (server) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

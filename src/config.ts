@@ -26,6 +26,8 @@ const configSchema = z.object({
   REDIS_PASSWORD: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   DATABASE_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^postgres(ql)?$/ }).optional()),
   ADMIN_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
+  // Read-only monitoring (GET /metrics, the dashboard's data) without the power to change stock.
+  METRICS_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
   LOCK_WAIT_MS: positiveMs(600_000).default(2_000),
   MAX_ORDER_QUANTITY: z.coerce.number().int().min(1).max(1_000_000_000).default(1000),
@@ -77,6 +79,7 @@ export type Config = Readonly<{
   redisPassword: string | undefined;
   databaseUrl: string | undefined;
   adminToken: string | undefined;
+  metricsToken: string | undefined;
   lockTtlMs: number;
   lockWaitMs: number;
   maxOrderQuantity: number;
@@ -136,6 +139,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisPassword: e.REDIS_PASSWORD,
     databaseUrl: e.DATABASE_URL,
     adminToken: e.ADMIN_TOKEN,
+    metricsToken: e.METRICS_TOKEN,
     lockTtlMs: e.LOCK_TTL_MS,
     lockWaitMs: e.LOCK_WAIT_MS,
     maxOrderQuantity: e.MAX_ORDER_QUANTITY,

@@ -18,11 +18,15 @@ export class MetricsSnapshot {
     return new MetricsSnapshot(samples);
   }
 
-  /** Retries a failed connection a few times: right after a round the target may still be closing sockets. */
-  static async scrape(url: string, attempts = 3): Promise<MetricsSnapshot> {
+  /**
+   * Retries a failed connection a few times: right after a round the target may still be closing sockets. `token`
+   * is the service's metrics or admin token, when it has one (GET /metrics then needs it).
+   */
+  static async scrape(url: string, token?: string, attempts = 3): Promise<MetricsSnapshot> {
+    const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
     for (let attempt = 1; ; attempt++) {
       try {
-        const response = await fetch(url);
+        const response = await fetch(url, { headers });
         if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
         return MetricsSnapshot.parse(await response.text());
       } catch (error) {

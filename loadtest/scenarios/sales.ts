@@ -64,7 +64,9 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const sku = ctx.skuName(spec.id);
   await api.createSku(sku, Math.max(10_000, amount * quantity * STOCK_HEADROOM), spec.segments);
   const memory = new MemorySampler(spec.service.pids());
-  const before = spec.lockMetrics ? await MetricsSnapshot.scrape(spec.service.metricsUrl) : null;
+  const before = spec.lockMetrics
+    ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken)
+    : null;
   const cpu = ctx.meterCpu(spec.service);
   const measured = await runRound(
     {
@@ -81,7 +83,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     ctx.progress,
   );
   const cpuUsage = cpu();
-  const after = before ? await MetricsSnapshot.scrape(spec.service.metricsUrl) : null;
+  const after = before ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken) : null;
   const memoryStats = memory.stop();
 
   const stockIn = spec.stockIn ?? 'segments';
@@ -191,7 +193,9 @@ export async function settle(service: ServiceTarget, timeoutSeconds: number): Pr
   const deadline = Date.now() + timeoutSeconds * 1000;
   await sleep(100);
   while (Date.now() < deadline) {
-    const inProgress = (await MetricsSnapshot.scrape(service.metricsUrl)).sum('stock_orders_in_progress');
+    const inProgress = (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum(
+      'stock_orders_in_progress',
+    );
     if (inProgress === 0) return;
     await sleep(50);
   }

@@ -36,7 +36,7 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
     ctx.progress,
   );
   await settle(service, ctx.settings.timeoutSeconds);
-  const before = await MetricsSnapshot.scrape(service.metricsUrl);
+  const before = await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const cpu = ctx.meterCpu(service);
   const measured = await runRound(
     { ...spec, title: label, amount: measuredAmount(ctx, warmup, ctx.settings.connections, 409) },
@@ -44,7 +44,7 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
     ctx.progress,
   );
   const cpuUsage = cpu();
-  const after = await MetricsSnapshot.scrape(service.metricsUrl);
+  const after = await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const attempts = after.sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
 
   const restocked = await api.restock(sku, RESTOCK);

@@ -1,7 +1,12 @@
+import { createHash } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { rateLimit } from 'express-rate-limit';
 import helmet from 'helmet';
+import type { Cluster, Redis } from 'ioredis';
+import { RedisStore, type RedisReply, type SendCommandFn } from 'rate-limit-redis';
 import { AppError } from '../errors.js';
+import { redisKeys } from '../lock/keys.js';
+import type { Logger } from '../logger.js';
 import { sendProblem } from './problem.js';
 
 /**
@@ -23,16 +28,29 @@ const WINDOW_MS = 60_000;
 
 /**
  * A per-client limit on order placement (by client address, IPv6 by /56), or undefined when `ordersPerMinute` is 0:
- * off by default, because load tests place thousands of orders from one address. Counts are per instance: behind a
- * load balancer spreading one client over N instances, the client gets up to N times the limit.
+ * off by default, because load tests place thousands of orders from one address. The counts live in the service's
+ * Redis, so the limit holds across all instances. While Redis does not answer the limit fails open (the order goes
+ * on unlimited, and a warning is logged): an outage of the limiter must never become refused orders.
  */
-export function orderRateLimit(ordersPerMinute: number): RequestHandler | undefined {
+export function orderRateLimit(
+  ordersPerMinute: number,
+  redis: Redis | Cluster,
+  log: Logger,
+): RequestHandler | undefined {
   if (ordersPerMinute === 0) return undefined;
   return rateLimit({
     windowMs: WINDOW_MS,
     limit: ordersPerMinute,
     standardHeaders: 'draft-8',
     legacyHeaders: false,
+    store: new RedisStore({ sendCommand: redisCommands(redis), prefix: redisKeys.orderRateLimitPrefix }),
+    passOnStoreError: true,
+    // Without the stack: during a Redis outage this is one line per order, beside the order's own.
+    logger: {
+      error: (error: unknown) =>
+        log.warn({ err: (error as Error)?.message }, 'rate limit store unavailable: order not limited'),
+      warn: (message: unknown) => log.warn({ detail: String(message) }, 'rate limit'),
+    },
     handler: (req, res) => {
       const resetTime = (req as { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
       const seconds = resetTime ? Math.max(1, Math.ceil((resetTime.getTime() - Date.now()) / 1000)) : WINDOW_MS / 1000;
@@ -40,4 +58,33 @@ export function orderRateLimit(ordersPerMinute: number): RequestHandler | undefi
       sendProblem(res, new AppError('rate_limited', detail, {}, seconds));
     },
   });
+}
+
+/**
+ * The store's raw commands over an ioredis connection (a single node or a Cluster alike: only `call`, `evalsha` and
+ * `eval`, which both route by key). The store loads its scripts with SCRIPT LOAD when the limiter is created, before
+ * the connection is up, and would keep that failure for ever; on a Cluster, SCRIPT LOAD would reach one node only. So
+ * SCRIPT LOAD is answered here with the script's SHA1, and EVALSHA falls back to EVAL on NOSCRIPT, as ioredis'
+ * own scripts do.
+ */
+function redisCommands(redis: Redis | Cluster): SendCommandFn {
+  const scripts = new Map<string, string>();
+  return async (command, ...args) => {
+    if (command.toUpperCase() === 'SCRIPT' && args[0]?.toUpperCase() === 'LOAD' && args[1] !== undefined) {
+      const sha = createHash('sha1').update(args[1]).digest('hex');
+      scripts.set(sha, args[1]);
+      return sha;
+    }
+    if (command.toUpperCase() === 'EVALSHA') {
+      const [sha, keyCount, ...rest] = args as [string, string, ...string[]];
+      try {
+        return (await redis.evalsha(sha, keyCount, ...rest)) as RedisReply;
+      } catch (error) {
+        const source = scripts.get(sha);
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT') || source === undefined) throw error;
+        return (await redis.eval(source, keyCount, ...rest)) as RedisReply;
+      }
+    }
+    return (await redis.call(command, ...args)) as RedisReply;
+  };
 }

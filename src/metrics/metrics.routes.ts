@@ -1,13 +1,13 @@
-import { Router } from 'express';
+import { type RequestHandler, Router } from 'express';
 import { methodNotAllowed } from '../http/method-not-allowed.js';
 import type { ServiceMetrics } from './service-metrics.js';
 
-/** `GET /metrics` in the Prometheus text format. */
-export function metricsRoutes(metrics: ServiceMetrics): Router {
+/** `GET /metrics` in the Prometheus text format, behind the monitoring token when one is configured. */
+export function metricsRoutes(metrics: ServiceMetrics, requireMonitoring: RequestHandler): Router {
   const router = Router();
   router
     .route('/metrics')
-    .get(async (_req, res) => {
+    .get(requireMonitoring, async (_req, res) => {
       const body = await metrics.registry.metrics();
       res.type(metrics.registry.contentType).send(body);
     })

@@ -14,6 +14,12 @@ export interface ServiceMetricsOptions {
   readAvailable: () => Promise<SkuAvailable[]>;
 }
 
+/** This instance's order answers by outcome and its lock waits, since it started (for the dashboard). */
+export interface OrderCounters {
+  ordersByOutcome: Record<string, number>;
+  lockWaits: number;
+}
+
 /** Fixed outcomes besides error codes; an order ends in exactly one. */
 export type OrderOutcome = 'placed' | 'replayed' | AppError['code'];
 
@@ -131,6 +137,14 @@ export class ServiceMetrics {
       AggregatorRegistry.setRegistries(this.registry);
       new AggregatorRegistry();
     }
+  }
+
+  /** The counters the dashboard shows, read from the same metrics Prometheus scrapes. */
+  async orderCounters(): Promise<OrderCounters> {
+    const [orders, waits] = await Promise.all([this.orders.get(), this.lockWaits.get()]);
+    const ordersByOutcome: Record<string, number> = {};
+    for (const { labels, value } of orders.values) ordersByOutcome[String(labels.outcome)] = value;
+    return { ordersByOutcome, lockWaits: waits.values[0]?.value ?? 0 };
   }
 
   /** Hooks for the order flow: they feed the counters and the current order's trace. */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
@@ -43,5 +44,49 @@ describe('GET /metrics', () => {
     const answer = await call(svc.url, 'POST', '/metrics', {});
     expect(answer.status).toBe(405);
     expect(answer.headers.get('allow')).toBe('GET');
+  });
+});
+
+describe('GET /metrics with tokens configured', () => {
+  const ADMIN_TOKEN = `adm-${randomBytes(12).toString('hex')}`;
+  const METRICS_TOKEN = `met-${randomBytes(12).toString('hex')}`;
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  it('needs the admin token as a bearer token when only ADMIN_TOKEN is set: 401 without, 403 wrong', async () => {
+    const svc = await startService({ ADMIN_TOKEN });
+    try {
+      const missing = await call(svc.url, 'GET', '/metrics');
+      expect(missing.status).toBe(401);
+      expect(missing.body.code).toBe('unauthorized');
+      expect(missing.headers.get('www-authenticate')).toBe('Bearer');
+      expect(JSON.stringify(missing.body)).not.toContain('stock_orders_total');
+      const wrong = await call(svc.url, 'GET', '/metrics', undefined, bearer(`${ADMIN_TOKEN}x`));
+      expect(wrong.status).toBe(403);
+      expect(wrong.body.code).toBe('forbidden');
+      expect(
+        (await call(svc.url, 'GET', '/metrics', undefined, { authorization: `Basic ${ADMIN_TOKEN}` })).status,
+      ).toBe(401);
+      const scraped = await call(svc.url, 'GET', '/metrics', undefined, bearer(ADMIN_TOKEN));
+      expect(scraped.status).toBe(200);
+      expect(scraped.body).toContain('stock_orders_total');
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('takes METRICS_TOKEN (or the admin token) for scraping, and METRICS_TOKEN opens no admin route', async () => {
+    const svc = await startService({ ADMIN_TOKEN, METRICS_TOKEN });
+    try {
+      expect((await call(svc.url, 'GET', '/metrics')).status).toBe(401);
+      expect((await call(svc.url, 'GET', '/metrics', undefined, bearer('not-the-token-at-all'))).status).toBe(403);
+      expect((await call(svc.url, 'GET', '/metrics', undefined, bearer(METRICS_TOKEN))).status).toBe(200);
+      expect((await call(svc.url, 'GET', '/metrics', undefined, bearer(ADMIN_TOKEN))).status).toBe(200);
+      const sku = uniqueSku('metrics-token');
+      const refused = await call(svc.url, 'POST', '/skus', { sku, stock: 1, segments: 1 }, bearer(METRICS_TOKEN));
+      expect(refused.status).toBe(403);
+      expect((await call(svc.url, 'GET', `/skus/${sku}`)).status).toBe(404);
+    } finally {
+      await svc.stop();
+    }
   });
 });

@@ -101,16 +101,20 @@ describe('per-client rate limit on order placement', () => {
   });
 
   it('when configured, answers 429 with Retry-After once a client exceeds it, counting only POST /orders', async () => {
-    const svc = await startService({ RATE_LIMIT_ORDERS_PER_MINUTE: '5' });
+    // The counts live in the Redis all tests share: a client address of its own keeps them apart.
+    const svc = await startService({ RATE_LIMIT_ORDERS_PER_MINUTE: '5', TRUST_PROXY_HOPS: '1' });
+    const client = {
+      'x-forwarded-for': `10.77.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 254)}`,
+    };
     try {
       const sku = uniqueSku('rl-on');
       await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 4 });
       for (let i = 0; i < 5; i++) {
-        const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+        const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 }, client);
         expect(placed.status).toBe(201);
         expect(placed.headers.get('ratelimit-policy')).toMatch(/q=5/);
       }
-      const limited = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+      const limited = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 }, client);
       expect(limited.status).toBe(429);
       expect(limited.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(limited.body).toMatchObject({ status: 429, code: 'rate_limited', title: expect.any(String) });

@@ -1,0 +1,55 @@
+import { fileURLToPath } from 'node:url';
+import express, { type RequestHandler, Router } from 'express';
+import type { Db } from '../../db/database.js';
+import { readAvailableBySku } from '../../metrics/metrics.repository.js';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import { skuName } from '../schemas.js';
+import { parseOr400 } from '../validate.js';
+import type { DashboardFeed } from './dashboard-feed.js';
+
+const publicDir = fileURLToPath(new URL('./public/', import.meta.url));
+
+/**
+ * The page may load its own script and style and talk back to this origin, nothing else: the API's policy
+ * (default-src 'none', helmet in security.ts) is widened for the dashboard's files only.
+ */
+const PAGE_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const pagePolicy: RequestHandler = (_req, res, next) => {
+  res.set('Content-Security-Policy', PAGE_POLICY);
+  next();
+};
+
+/**
+ * `GET /dashboard`: a static page, open like a login form, holding no data. Its data, the SKU list and the event
+ * stream, need the monitoring token when one is configured.
+ */
+export function dashboardRoutes(feed: DashboardFeed, db: Db, requireMonitoring: RequestHandler): Router {
+  const router = Router();
+
+  router
+    .route('/dashboard')
+    .get(pagePolicy, (_req, res) => {
+      res.set('Cache-Control', 'no-cache').sendFile('index.html', { root: publicDir });
+    })
+    .all(methodNotAllowed('GET'));
+
+  router
+    .route('/dashboard/skus')
+    .get(requireMonitoring, async (_req, res) => {
+      res.json({ skus: await readAvailableBySku(db, 1000) });
+    })
+    .all(methodNotAllowed('GET'));
+
+  router
+    .route('/dashboard/events')
+    .get(requireMonitoring, (req, res) => {
+      feed.subscribe(parseOr400(skuName, req.query.sku, 'sku'), res);
+    })
+    .all(methodNotAllowed('GET'));
+
+  router.use('/dashboard', pagePolicy, express.static(publicDir, { index: false, fallthrough: true }));
+  return router;
+}

@@ -1,0 +1,157 @@
+// The dashboard: one event stream per page for the chosen SKU. EventSource cannot send an Authorization header, so
+// the stream is read with fetch(); the token comes from the URL fragment (#token=…, never sent to the server nor
+// kept in history) or from the form, and lives in sessionStorage for this tab only.
+const TOKEN_KEY = 'segmented-stock-token';
+const $ = (id) => document.getElementById(id);
+
+function takeTokenFromFragment() {
+  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (match) {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+}
+
+const authHeaders = () => {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { authorization: `Bearer ${token}` } : {};
+};
+
+function askForToken(problem) {
+  $('token-form').hidden = false;
+  $('token-problem').textContent = problem;
+  $('connection').textContent = 'token needed';
+}
+
+let stream; // AbortController of the current event stream
+
+async function loadSkuList(selected) {
+  const response = await fetch('/dashboard/skus', { headers: authHeaders() });
+  if (response.status === 401 || response.status === 403)
+    return askForToken(response.status === 403 ? 'token rejected' : '');
+  if (!response.ok) return;
+  const { skus } = await response.json();
+  const list = $('sku-list');
+  list.replaceChildren(new Option('choose a SKU…', ''));
+  for (const { sku } of skus) list.add(new Option(sku, sku, false, sku === selected));
+  if (selected && ![...list.options].some((o) => o.value === selected))
+    list.add(new Option(selected, selected, false, true));
+}
+
+async function watch(sku) {
+  stream?.abort();
+  if (!sku) return;
+  const controller = new AbortController();
+  stream = controller;
+  $('main').hidden = false;
+  $('sku-name').textContent = sku;
+  for (let delay = 1000; !controller.signal.aborted; delay = Math.min(delay * 2, 10_000)) {
+    try {
+      const response = await fetch(`/dashboard/events?sku=${encodeURIComponent(sku)}`, {
+        headers: authHeaders(),
+        signal: controller.signal,
+      });
+      if (response.status === 401 || response.status === 403) {
+        return askForToken(response.status === 403 ? 'token rejected' : '');
+      }
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      $('connection').textContent = 'live';
+      delay = 1000;
+      await readEvents(response.body, render);
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      $('connection').textContent = `reconnecting (${error.message})`;
+    }
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
+/** Server-sent events from a fetch body: `data:` lines up to a blank line make one event. */
+async function readEvents(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error('stream ended');
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = event
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).trimStart())
+        .join('\n');
+      if (data) onEvent(JSON.parse(data));
+    }
+  }
+}
+
+const number = (n) => Math.round(n).toLocaleString('en');
+
+function render(snapshot) {
+  $('instance').textContent = snapshot.instance;
+  $('at').textContent = new Date(snapshot.at).toLocaleTimeString();
+  $('problem').textContent = snapshot.problem ? `(${snapshot.problem})` : '';
+  $('orders-per-second').textContent = snapshot.ordersPerSecond.toFixed(1);
+  $('lock-waits-per-second').textContent = snapshot.lockWaitsPerSecond.toFixed(1);
+  $('lock-waits').textContent = number(snapshot.lockWaits);
+  const rows = Object.entries(snapshot.answersByStatus).map(([status, count]) => {
+    const row = document.createElement('tr');
+    row.dataset.status = status;
+    for (const text of [status, number(count)]) row.insertCell().textContent = text;
+    return row;
+  });
+  $('answers').tBodies[0].replaceChildren(...rows);
+  const view = snapshot.view;
+  if (!view) return;
+  $('stock').textContent = number(view.stock);
+  $('available').textContent = number(view.available);
+  $('sold').textContent = number(view.sold);
+  $('reserved').textContent = number(view.reserved ?? 0);
+  const largest = Math.max(1, ...view.segmentStock.map((s) => s.available));
+  const bars = view.segmentStock.map(({ segment, available }) => {
+    const row = document.createElement('div');
+    row.className = 'segment';
+    row.dataset.segment = String(segment);
+    const label = document.createElement('span');
+    label.textContent = `#${segment}`;
+    const track = document.createElement('div');
+    track.className = 'track';
+    const bar = document.createElement('div');
+    bar.className = 'bar';
+    // Set through the CSSOM: the page's policy allows no inline style attributes.
+    bar.style.width = `${(100 * available) / largest}%`;
+    track.append(bar);
+    const value = document.createElement('span');
+    value.className = 'value';
+    value.textContent = number(available);
+    row.append(label, track, value);
+    return row;
+  });
+  $('segments').replaceChildren(...bars);
+}
+
+function start() {
+  takeTokenFromFragment();
+  const sku = new URLSearchParams(location.search).get('sku') ?? '';
+  $('sku-list').addEventListener('change', (event) => {
+    const chosen = event.target.value;
+    history.replaceState(null, '', chosen ? `?sku=${encodeURIComponent(chosen)}` : location.pathname);
+    void watch(chosen);
+  });
+  $('token-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $('token-input').value.trim());
+    $('token-form').hidden = true;
+    const chosen = $('sku-list').value || sku;
+    void loadSkuList(chosen);
+    void watch(chosen);
+  });
+  void loadSkuList(sku);
+  if (!sku) $('connection').textContent = 'choose a SKU';
+  void watch(sku);
+}
+
+start();

@@ -1,0 +1,44 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import express, { type RequestHandler, Router } from 'express';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import { buildOpenApi } from '../openapi.js';
+
+const publicDir = fileURLToPath(new URL('./public/', import.meta.url));
+// Swagger UI's files straight from its npm package: nothing from a CDN.
+const swaggerUiDir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+
+/** Swagger UI styles its widgets inline and shows data: images: allowed here, on the docs page only. */
+const DOCS_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; " +
+  "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const docsPolicy: RequestHandler = (_req, res, next) => {
+  res.set('Content-Security-Policy', DOCS_POLICY);
+  next();
+};
+
+/** `GET /openapi.json` (the document, built once from the schemas) and `GET /docs` (Swagger UI over it). */
+export function docsRoutes(): Router {
+  const router = Router();
+  const document = buildOpenApi();
+
+  router
+    .route('/openapi.json')
+    .get((_req, res) => {
+      res.json(document);
+    })
+    .all(methodNotAllowed('GET'));
+
+  router
+    .route('/docs')
+    .get(docsPolicy, (_req, res) => {
+      res.sendFile('index.html', { root: publicDir });
+    })
+    .all(methodNotAllowed('GET'));
+
+  router.use('/docs/ui', docsPolicy, express.static(swaggerUiDir, { index: false }));
+  router.use('/docs', docsPolicy, express.static(publicDir, { index: false }));
+  return router;
+}

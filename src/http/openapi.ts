@@ -1,0 +1,429 @@
+import { z } from 'zod';
+import { type ErrorCode, errorCatalog } from '../errors.js';
+import { problemType } from './problem.js';
+import {
+  cartOrderBody,
+  createSkuBody,
+  customerOrdersQuery,
+  idempotencyKey,
+  orderId,
+  resegmentBody,
+  restockBody,
+  singleOrderBody,
+  skuName,
+  updateSkuBody,
+} from './schemas.js';
+
+/**
+ * The OpenAPI 3.1 document, built from the zod schemas that validate requests (src/http/schemas.ts) and the response
+ * shapes below, with every problem code from errorCatalog. Served at GET /openapi.json; `npm run openapi` writes it
+ * to docs/api.yaml, and a test fails when that file is stale or when a mounted route is missing from it.
+ */
+
+const segmentStock = z.object({ segment: z.number().int().min(0), available: z.number().int().min(0) });
+
+const skuView = z.object({
+  sku: skuName,
+  segments: z.number().int().min(1),
+  stock: z.number().int().min(0).describe('Everything ever added.'),
+  available: z.number().int().min(0).describe('What is left: the sum of the segments.'),
+  reserved: z.number().int().min(0).describe('Units in live reservations.'),
+  sold: z.number().int().min(0).describe('Units of confirmed orders.'),
+  maxPerCustomer: z.number().int().min(1).nullable().describe("Most units one customer's live orders may hold."),
+  segmentStock: z.array(segmentStock),
+});
+
+const deductions = z.array(z.object({ segment: z.number().int().min(0), quantity: z.number().int().min(1) }));
+
+const orderView = z.object({
+  orderId: orderId,
+  status: z.enum(['reserved', 'confirmed', 'cancelled', 'expired']),
+  sku: skuName.optional().describe('Single-SKU orders only, as are quantity and deductions.'),
+  quantity: z.number().int().min(1).optional(),
+  deductions: deductions.optional(),
+  items: z.array(z.object({ sku: skuName, quantity: z.number().int().min(1), deductions })),
+  customerId: z.string().optional(),
+  expiresAt: z.iso.datetime().optional().describe('When a reservation lapses.'),
+  createdAt: z.iso.datetime(),
+});
+
+const orderPage = z.object({ orders: z.array(orderView), nextCursor: z.string().nullable() });
+
+const problem = z.object({
+  type: z.string().describe(`\`${problemType('<code>' as ErrorCode)}\``),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  code: z.enum(Object.keys(errorCatalog) as [ErrorCode, ...ErrorCode[]]),
+  available: z.number().int().min(0).optional().describe('out_of_stock only: the units seen under the locks.'),
+});
+
+const dashboardSnapshot = z.object({
+  instance: z.string(),
+  at: z.iso.datetime(),
+  sku: skuName,
+  view: skuView.nullable(),
+  problem: z.string().optional(),
+  ordersPerSecond: z.number(),
+  answersByStatus: z.record(z.string(), z.number()),
+  lockWaits: z.number(),
+  lockWaitsPerSecond: z.number(),
+});
+
+const components = z.registry<{ id: string }>();
+components.add(createSkuBody, { id: 'CreateSku' });
+components.add(resegmentBody, { id: 'Resegment' });
+components.add(restockBody, { id: 'Restock' });
+// Generated with the default MAX_ORDER_QUANTITY; a service configured otherwise accepts up to its own limit.
+components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'PlaceOrder' });
+components.add(updateSkuBody, { id: 'UpdateSku' });
+components.add(orderPage, { id: 'OrderPage' });
+components.add(skuView, { id: 'SkuView' });
+components.add(orderView, { id: 'Order' });
+components.add(problem, { id: 'Problem' });
+components.add(dashboardSnapshot, { id: 'DashboardSnapshot' });
+
+/** A schema embedded in the document, without the dialect marker a standalone JSON Schema carries. */
+function schemaOf(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema);
+  return rest;
+}
+
+const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
+const json = (id: string) => ({ 'application/json': { schema: ref(id) } });
+
+/** Error responses by status, each listing the codes it may carry. */
+function problems(...codes: ErrorCode[]): Record<string, unknown> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = errorCatalog[code].status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  return Object.fromEntries(
+    [...byStatus].map(([status, list]) => [
+      String(status),
+      {
+        description: list.map((code) => `\`${code}\`: ${errorCatalog[code].title}`).join('; '),
+        content: { 'application/problem+json': { schema: ref('Problem') } },
+      },
+    ]),
+  );
+}
+
+const ALWAYS: ErrorCode[] = ['method_not_allowed', 'shutting_down', 'internal'];
+const WRITE: ErrorCode[] = ['bad_request', 'invalid_json', 'body_too_large', 'unsupported_media_type'];
+const ADMIN: ErrorCode[] = ['unauthorized', 'forbidden', 'invalid_idempotency_key', 'idempotency_key_reused'];
+const adminSecurity = [{ adminToken: [] }];
+const monitoringSecurity = [{ metricsToken: [] }, { adminToken: [] }];
+const skuParameter = { name: 'sku', in: 'path', required: true, schema: schemaOf(skuName) };
+const idempotencyParameter = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description: 'Repeating the request with the same key answers as the first did, and changes nothing more.',
+  schema: schemaOf(idempotencyKey),
+};
+const orderIdParameter = { name: 'id', in: 'path', required: true, schema: schemaOf(orderId) };
+const body = (id: string) => ({ required: true, content: json(id) });
+
+/** The API's version: raise it when the API changes. */
+const API_VERSION = '0.1.0';
+
+export function buildOpenApi(): Record<string, unknown> {
+  const { schemas } = z.toJSONSchema(components, { uri: (id) => `#/components/schemas/${id}` });
+  // The document says which dialect; the $ids zod adds would only repeat each component's own address.
+  for (const schema of Object.values(schemas)) {
+    delete schema.$schema;
+    delete schema.$id;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Segmented stock service',
+      version: API_VERSION,
+      summary: "Sells a SKU's stock without overselling, with the stock split into segments under their own locks.",
+      description:
+        'Generated from the request schemas (`npm run openapi`): do not edit docs/api.yaml by hand. Request bodies ' +
+        'are strict JSON of at most 16 KiB. Every error is an RFC 9457 problem document with a stable `code` ' +
+        '(docs/errors.md). Admin routes need `Authorization: Bearer <ADMIN_TOKEN>` when `ADMIN_TOKEN` is set; ' +
+        'monitoring routes take `METRICS_TOKEN` or `ADMIN_TOKEN` when either is set.',
+    },
+    servers: [{ url: 'http://127.0.0.1:3000', description: 'npm start' }],
+    tags: [{ name: 'skus' }, { name: 'orders' }, { name: 'health' }, { name: 'monitoring' }, { name: 'docs' }],
+    paths: {
+      '/skus': {
+        post: {
+          tags: ['skus'],
+          operationId: 'createSku',
+          summary: 'Create a SKU with its stock spread over segments',
+          security: adminSecurity,
+          parameters: [idempotencyParameter],
+          requestBody: body('CreateSku'),
+          responses: {
+            '201': { description: 'Created; `Location: /skus/{sku}`.', content: json('SkuView') },
+            '200': { description: 'An idempotent replay (`Idempotent-Replayed: true`).', content: json('SkuView') },
+            ...problems(...ALWAYS, ...WRITE, ...ADMIN, 'sku_exists', 'stock_limit_exceeded', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/skus/{sku}': {
+        get: {
+          tags: ['skus'],
+          operationId: 'getSku',
+          summary: "A SKU's stock and segments",
+          parameters: [skuParameter],
+          responses: {
+            '200': { description: 'The SKU.', content: json('SkuView') },
+            ...problems(...ALWAYS, 'bad_request', 'sku_not_found', 'dependency_unavailable'),
+          },
+        },
+        patch: {
+          tags: ['skus'],
+          operationId: 'updateSku',
+          summary: 'Set or remove (null) the per-customer limit',
+          security: adminSecurity,
+          parameters: [skuParameter],
+          requestBody: body('UpdateSku'),
+          responses: {
+            '200': { description: 'The SKU.', content: json('SkuView') },
+            ...problems(...ALWAYS, ...WRITE, 'unauthorized', 'forbidden', 'sku_not_found', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/skus/{sku}/segments': {
+        put: {
+          tags: ['skus'],
+          operationId: 'resegmentSku',
+          summary: 'Spread the remaining stock over another number of segments, while orders flow',
+          security: adminSecurity,
+          parameters: [skuParameter, idempotencyParameter],
+          requestBody: body('Resegment'),
+          responses: {
+            '200': { description: 'The SKU in its new layout.', content: json('SkuView') },
+            ...problems(...ALWAYS, ...WRITE, ...ADMIN, 'sku_not_found', 'lock_busy', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/skus/{sku}/restock': {
+        post: {
+          tags: ['skus'],
+          operationId: 'restockSku',
+          summary: 'Add stock, spread over the segments',
+          security: adminSecurity,
+          parameters: [skuParameter, idempotencyParameter],
+          requestBody: body('Restock'),
+          responses: {
+            '200': { description: 'The SKU after the restock.', content: json('SkuView') },
+            ...problems(
+              ...ALWAYS,
+              ...WRITE,
+              ...ADMIN,
+              'sku_not_found',
+              'stock_limit_exceeded',
+              'lock_busy',
+              'dependency_unavailable',
+            ),
+          },
+        },
+      },
+      '/orders': {
+        get: {
+          tags: ['orders'],
+          operationId: 'listCustomerOrders',
+          summary: "A customer's orders, newest first, a page at a time",
+          parameters: Object.entries(customerOrdersQuery.shape).map(([name, schema]) => ({
+            name,
+            in: 'query',
+            required: !schema.safeParse(undefined).success,
+            schema: schemaOf(schema),
+          })),
+          responses: {
+            '200': { description: 'A page; `nextCursor` fetches the next.', content: json('OrderPage') },
+            ...problems(...ALWAYS, 'bad_request', 'dependency_unavailable'),
+          },
+        },
+        post: {
+          tags: ['orders'],
+          operationId: 'placeOrder',
+          summary: 'Place an order: deduct its quantity from one or more segments',
+          parameters: [idempotencyParameter],
+          requestBody: body('PlaceOrder'),
+          responses: {
+            '201': { description: 'Placed; `Location: /orders/{id}`.', content: json('Order') },
+            '200': { description: 'The order placed earlier with this Idempotency-Key.', content: json('Order') },
+            ...problems(
+              ...ALWAYS,
+              ...WRITE,
+              'invalid_idempotency_key',
+              'idempotency_key_reused',
+              'customer_required',
+              'sku_not_found',
+              'out_of_stock',
+              'purchase_limit',
+              'rate_limited',
+              'lock_busy',
+              'dependency_unavailable',
+            ),
+          },
+        },
+      },
+      '/orders/{id}': {
+        get: {
+          tags: ['orders'],
+          operationId: 'getOrder',
+          summary: 'An order and the segments it took from',
+          parameters: [orderIdParameter],
+          responses: {
+            '200': { description: 'The order.', content: json('Order') },
+            ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/orders/{id}/confirm': {
+        post: {
+          tags: ['orders'],
+          operationId: 'confirmOrder',
+          summary: 'Confirm a reservation: its units are sold',
+          parameters: [orderIdParameter],
+          responses: {
+            '200': { description: 'The confirmed order.', content: json('Order') },
+            ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'order_not_reserved', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/orders/{id}/cancel': {
+        post: {
+          tags: ['orders'],
+          operationId: 'cancelOrder',
+          summary: 'Cancel a reservation: its units go back to their segments',
+          parameters: [orderIdParameter],
+          responses: {
+            '200': { description: 'The cancelled order.', content: json('Order') },
+            ...problems(
+              ...ALWAYS,
+              'bad_request',
+              'order_not_found',
+              'order_not_reserved',
+              'lock_busy',
+              'dependency_unavailable',
+            ),
+          },
+        },
+      },
+      '/healthz': {
+        get: {
+          tags: ['health'],
+          operationId: 'liveness',
+          summary: 'Liveness: 200 while the process runs, draining included',
+          responses: { '200': { description: '`{"status":"ok"}`' } },
+        },
+      },
+      '/readyz': {
+        get: {
+          tags: ['health'],
+          operationId: 'readiness',
+          summary: 'Readiness: 200 only while Redis and Postgres answer and the instance is not draining',
+          responses: {
+            '200': { description: '`{"status":"ready"}`' },
+            ...problems('dependency_unavailable', 'shutting_down'),
+          },
+        },
+      },
+      '/metrics': {
+        get: {
+          tags: ['monitoring'],
+          operationId: 'metrics',
+          summary: 'Prometheus metrics of this instance',
+          security: monitoringSecurity,
+          responses: {
+            '200': {
+              description: 'The Prometheus text format.',
+              content: { 'text/plain': { schema: { type: 'string' } } },
+            },
+            ...problems(...ALWAYS, 'unauthorized', 'forbidden'),
+          },
+        },
+      },
+      '/dashboard': {
+        get: {
+          tags: ['monitoring'],
+          operationId: 'dashboard',
+          summary: 'The live dashboard page (its data routes need the monitoring token)',
+          responses: { '200': { description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } } },
+        },
+      },
+      '/dashboard/skus': {
+        get: {
+          tags: ['monitoring'],
+          operationId: 'dashboardSkus',
+          summary: 'The newest 1,000 SKUs with their available stock, for the dashboard',
+          security: monitoringSecurity,
+          responses: {
+            '200': {
+              description: 'The SKUs.',
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'object',
+                    properties: {
+                      skus: {
+                        type: 'array',
+                        items: {
+                          type: 'object',
+                          properties: { sku: { type: 'string' }, available: { type: 'integer' } },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+            ...problems(...ALWAYS, 'unauthorized', 'forbidden', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/dashboard/events': {
+        get: {
+          tags: ['monitoring'],
+          operationId: 'dashboardEvents',
+          summary:
+            "Server-sent events: one DashboardSnapshot of the SKU a second, shared by all of the instance's watchers",
+          security: monitoringSecurity,
+          parameters: [{ name: 'sku', in: 'query', required: true, schema: schemaOf(skuName) }],
+          responses: {
+            '200': {
+              description: 'An event stream; each `data:` line is a DashboardSnapshot.',
+              content: { 'text/event-stream': { schema: { type: 'string' } } },
+            },
+            ...problems(...ALWAYS, 'bad_request', 'unauthorized', 'forbidden'),
+          },
+        },
+      },
+      '/openapi.json': {
+        get: {
+          tags: ['docs'],
+          operationId: 'openapi',
+          summary: 'This document',
+          responses: {
+            '200': { description: 'OpenAPI 3.1.', content: { 'application/json': { schema: { type: 'object' } } } },
+          },
+        },
+      },
+      '/docs': {
+        get: {
+          tags: ['docs'],
+          operationId: 'docs',
+          summary: 'This document, browsable (Swagger UI)',
+          responses: { '200': { description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } } },
+        },
+      },
+    },
+    components: {
+      schemas,
+      securitySchemes: {
+        adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' },
+        metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN' },
+      },
+    },
+  };
+}

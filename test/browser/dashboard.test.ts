@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, ServiceProcess, uniqueSku } from '../support/service.js';
+
+/** Debian's chromium (apt-get install -y chromium; .ci/run installs it), or CHROMIUM_PATH. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const ADMIN_TOKEN = `dash-${randomBytes(12).toString('hex')}`;
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+/** The text of `selector` once it equals `expected`, within 10 s (the page updates once a second). */
+async function waitForText(page: Page, selector: string, expected: string): Promise<void> {
+  await page.waitForFunction(
+    (sel, want) => document.querySelector(sel)?.textContent === want,
+    { timeout: 10_000, polling: 100 },
+    selector,
+    expected,
+  );
+}
+
+describe('the dashboard in a real browser', () => {
+  let service: ServiceProcess;
+  let browser: Browser;
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium`);
+    service = await ServiceProcess.spawn({ ADMIN_TOKEN });
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      // Root in CI: Chromium's sandbox needs an unprivileged user.
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await service?.stop();
+  });
+
+  it('follows a SKU live: stock, available, sold, a bar per segment, answers by status, the instance', async () => {
+    const sku = uniqueSku('dash');
+    expect((await call(service.url, 'POST', '/skus', { sku, stock: 100, segments: 4 }, admin)).status).toBe(201);
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1000, height: 720 });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    page.on('console', (message) => {
+      if (message.type() === 'error') pageErrors.push(message.text());
+    });
+    await page.goto(`${service.url}/dashboard?sku=${sku}#token=${ADMIN_TOKEN}`);
+
+    await waitForText(page, '#available', '100');
+    await waitForText(page, '#sold', '0');
+    expect(await page.$eval('#stock', (el) => el.textContent)).toBe('100');
+    expect(await page.$$eval('#segments .segment', (rows) => rows.length)).toBe(4);
+    expect(await page.$eval('#instance', (el) => el.textContent)).toContain(`pid ${service.pid}`);
+    // The token left the address bar (and the history) at once.
+    expect(page.url()).not.toContain(ADMIN_TOKEN);
+
+    for (let i = 0; i < 7; i++) {
+      expect((await call(service.url, 'POST', '/orders', { sku, quantity: 3 })).status).toBe(201);
+    }
+    await waitForText(page, '#available', '79');
+    await waitForText(page, '#sold', '21');
+    const segmentValues = await page.$$eval('#segments .segment .value', (cells) =>
+      cells.map((cell) => Number(cell.textContent)),
+    );
+    expect(segmentValues.reduce((sum, n) => sum + n, 0)).toBe(79);
+    const placed = await page.$eval('#answers tr[data-status="201"] td:last-child', (el) => Number(el.textContent));
+    expect(placed).toBeGreaterThanOrEqual(7);
+
+    // An order refused as out of stock shows under 409.
+    expect((await call(service.url, 'POST', '/orders', { sku, quantity: 500 })).status).toBe(409);
+    await page.waitForSelector('#answers tr[data-status="409"]', { timeout: 10_000 });
+
+    // A reservation shows as reserved until it is confirmed, cancelled or lapses.
+    const held = await call(service.url, 'POST', '/orders', { sku, quantity: 4, holdSeconds: 600 });
+    expect(held.status).toBe(201);
+    await waitForText(page, '#reserved', '4');
+
+    if (process.env.DASHBOARD_SCREENSHOT) await page.screenshot({ path: process.env.DASHBOARD_SCREENSHOT });
+    expect(pageErrors).toEqual([]);
+
+    // A reload keeps the token for this tab (sessionStorage), without the fragment.
+    await page.goto(`${service.url}/dashboard?sku=${sku}`);
+    await waitForText(page, '#sold', '21');
+    await waitForText(page, '#reserved', '4');
+    await page.close();
+  });
+
+  it('asks for the token when it has none, and its data routes refuse requests without it', async () => {
+    const context = await browser.createBrowserContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${service.url}/dashboard?sku=anything`);
+      await page.waitForSelector('#token-form:not([hidden])', { timeout: 10_000 });
+    } finally {
+      await context.close();
+    }
+    expect((await call(service.url, 'GET', '/dashboard/skus')).status).toBe(401);
+    expect(
+      (await call(service.url, 'GET', '/dashboard/events?sku=x', undefined, { authorization: 'Bearer nope' })).status,
+    ).toBe(403);
+    const page = await call(service.url, 'GET', '/dashboard');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('content-security-policy')).not.toMatch(/unsafe|https?:/);
+  });
+
+  it('serves the API docs page, which renders the document with its own files under its policy', async () => {
+    const page = await browser.newPage();
+    const failures: string[] = [];
+    page.on('requestfailed', (request) => failures.push(request.url()));
+    page.on('console', (message) => {
+      if (message.type() === 'error') failures.push(message.text());
+    });
+    try {
+      await page.goto(`${service.url}/docs`);
+      await page.waitForSelector('#operations-orders-placeOrder', { timeout: 15_000 });
+      expect(await page.$$eval('.opblock', (blocks) => blocks.length)).toBeGreaterThan(8);
+      expect(failures).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});

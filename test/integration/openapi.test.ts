@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { buildOpenApi } from '../../src/http/openapi.js';
+import { call, type RunningService, startService } from '../support/service.js';
+
+const ADMIN_TOKEN = `oas-${randomBytes(12).toString('hex')}`;
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
+
+interface Layer {
+  route?: { path: string; methods: Record<string, boolean> };
+  handle?: { stack?: Layer[] };
+}
+
+/** `METHOD /path/{param}` of every route the express app mounts, nested routers included. */
+function mountedRoutes(stack: Layer[]): string[] {
+  const out: string[] = [];
+  for (const layer of stack) {
+    if (layer.route) {
+      const path = layer.route.path.replace(/:(\w+)/g, '{$1}');
+      for (const [method, on] of Object.entries(layer.route.methods)) {
+        if (on && method !== '_all') out.push(`${method.toUpperCase()} ${path}`);
+      }
+    } else if (layer.handle?.stack) {
+      out.push(...mountedRoutes(layer.handle.stack));
+    }
+  }
+  return out;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the document, walked by shape
+const document = buildOpenApi() as any;
+const documented: string[] = Object.entries<Record<string, unknown>>(document.paths).flatMap(([path, item]) =>
+  METHODS.filter((method) => method in item).map((method) => `${method.toUpperCase()} ${path}`),
+);
+
+describe('the OpenAPI document', () => {
+  let svc: RunningService;
+  beforeAll(async () => {
+    svc = await startService({ ADMIN_TOKEN });
+  });
+  afterAll(() => svc.stop());
+
+  it('is what docs/api.yaml holds (run `npm run openapi` after changing a route or schema)', () => {
+    expect(parse(readFileSync('docs/api.yaml', 'utf8'))).toEqual(JSON.parse(JSON.stringify(document)));
+  });
+
+  it('documents every route the app mounts, and every documented route is mounted', () => {
+    const app = (svc.service as unknown as { app: { router: { stack: Layer[] } } }).app;
+    const mounted = [...new Set(mountedRoutes(app.router.stack))].sort();
+    expect(mounted.length).toBeGreaterThan(5);
+    expect(mounted).toEqual([...documented].sort());
+  });
+
+  it('is served at GET /openapi.json, browsable at GET /docs from the package’s own files', async () => {
+    const served = await call(svc.url, 'GET', '/openapi.json');
+    expect(served.status).toBe(200);
+    expect(served.body).toEqual(JSON.parse(JSON.stringify(document)));
+    const page = await call(svc.url, 'GET', '/docs');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    for (const src of (page.body as string).matchAll(/(?:src|href)="([^"]+)"/g)) {
+      expect(src[1], 'a file of the service, not a CDN').toMatch(/^\/docs\//);
+      expect((await call(svc.url, 'GET', src[1]!)).status, src[1]).toBe(200);
+    }
+  });
+
+  it('marks exactly the routes that need a token with a bearer security scheme', async () => {
+    for (const [path, item] of Object.entries<Record<string, { security?: Record<string, unknown>[] }>>(
+      document.paths,
+    )) {
+      for (const method of METHODS.filter((m) => m in item)) {
+        const concrete = path.replace('{sku}', 'no-such-sku').replace('{id}', '00000000-0000-4000-8000-000000000000');
+        const answer = await call(svc.url, method.toUpperCase(), concrete);
+        const secured = (item[method]!.security ?? []).length > 0;
+        expect(answer.status === 401, `${method.toUpperCase()} ${path}`).toBe(secured);
+      }
+    }
+  });
+
+  it('lists every error code in the problem schema', () => {
+    expect(document.components.schemas.Problem.properties.code.enum.length).toBeGreaterThan(15);
+  });
+});
