@@ -56,6 +56,17 @@ const problem = z.object({
   detail: z.string(),
   code: z.enum(Object.keys(errorCatalog) as [ErrorCode, ...ErrorCode[]]),
   available: z.number().int().min(0).optional().describe('out_of_stock only: the units seen under the locks.'),
+  sku: z.string().optional().describe('out_of_stock and purchase_limit: the SKU that fell short or is limited.'),
+  remaining: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('purchase_limit only: the units the customer may still order.'),
+  orderStatus: z
+    .enum(['confirmed', 'cancelled', 'expired'])
+    .optional()
+    .describe('order_not_reserved only: what the order is instead.'),
 });
 
 const dashboardSnapshot = z.object({
