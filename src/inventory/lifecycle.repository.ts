@@ -35,52 +35,81 @@ export async function lockOrderStatus(
   return row && { status: row.status, due: row.due, customerId: row.customer_id };
 }
 
-export async function setOrderStatus(trx: Trx, orderId: string, status: OrderStatus): Promise<void> {
+export async function setOrderStatus(trx: Trx, orderId: string, status: 'cancelled' | 'expired'): Promise<void> {
   await sql`update orders set status = ${status} where id = ${orderId}`.execute(trx);
 }
 
 /**
- * Moves the order's units between the running totals: out of `from` (reserved or sold) and into `to` (sold on a
- * confirm; nothing on a return, whose units go back to `available` separately). Segments of the current layout carry
- * their own totals; units taken from a replaced layout are counted on the SKU row, where re-segmentation moved them.
- * Two statements, in this order, so a re-segmentation racing this one is seen whichever way it went: the first waits
- * for it and then finds its rows gone, and the second, with a fresh snapshot, counts those units on the SKU row.
+ * Takes a returned order's units off the running total they sat in (`reserved` or `sold`; they go back to
+ * `available` separately). Segments of the current layout carry their own totals; units taken from a replaced layout
+ * are counted on the SKU row, where re-segmentation moved them. Two statements, in this order, so a re-segmentation
+ * racing this one is seen whichever way it went: the first waits for it and then finds its rows gone, and the second,
+ * with a fresh snapshot, counts those units on the SKU row.
  */
-export async function moveRunningTotals(
-  trx: Trx,
-  orderId: string,
-  from: 'reserved' | 'sold',
-  to: 'sold' | null,
-): Promise<void> {
-  const segmentColumns = {
-    reserved: sql.raw(
-      to === 'sold'
-        ? 'reserved = s.reserved - d.quantity, sold = s.sold + d.quantity'
-        : 'reserved = s.reserved - d.quantity',
-    ),
-    sold: sql.raw('sold = s.sold - d.quantity'),
-  }[from];
+export async function takeOffRunningTotal(trx: Trx, orderId: string, from: 'reserved' | 'sold'): Promise<void> {
+  const segmentColumn = sql.raw(from === 'reserved' ? 'reserved = s.reserved' : 'sold = s.sold');
   await sql`
-    update stock_segments s set ${segmentColumns}
+    update stock_segments s set ${segmentColumn} - d.quantity
       from stock_deductions d
      where d.order_id = ${orderId}
        and s.sku_id = d.sku_id and s.layout_version = d.layout_version and s.segment = d.segment`.execute(trx);
-  const skuColumns = {
-    reserved: sql.raw(
-      to === 'sold'
-        ? 'reserved_in_earlier_layouts = k.reserved_in_earlier_layouts - x.quantity, sold_in_earlier_layouts = k.sold_in_earlier_layouts + x.quantity'
-        : 'reserved_in_earlier_layouts = k.reserved_in_earlier_layouts - x.quantity',
-    ),
-    sold: sql.raw('sold_in_earlier_layouts = k.sold_in_earlier_layouts - x.quantity'),
-  }[from];
+  const skuColumn = sql.raw(
+    from === 'reserved'
+      ? 'reserved_in_earlier_layouts = k.reserved_in_earlier_layouts'
+      : 'sold_in_earlier_layouts = k.sold_in_earlier_layouts',
+  );
   await sql`
-    update skus k set ${skuColumns}
+    update skus k set ${skuColumn} - x.quantity
       from (select d.sku_id, sum(d.quantity) as quantity from stock_deductions d
              where d.order_id = ${orderId}
                and not exists (select 1 from stock_segments s where s.sku_id = d.sku_id
                                   and s.layout_version = d.layout_version and s.segment = d.segment)
              group by d.sku_id) x
      where k.id = x.sku_id`.execute(trx);
+}
+
+/**
+ * Confirms a live reservation in one statement: the status, and its units moved from `reserved` to `sold` in the
+ * running totals — on the segments they came from while those are the current layout's, else on the SKU row where
+ * re-segmentation moved them. One statement, so the segment rows are locked only for its own short commit, never
+ * across round trips while the segments' holders wait to write. A re-segmentation racing it is seen whichever way it
+ * went: an update that waited for it finds the segment rows gone and counts on the SKU row instead, whose relative
+ * update applies to the row's latest version. False when the order is not a live reservation.
+ */
+export async function confirmReservation(db: Db, orderId: string): Promise<boolean> {
+  const { rows } = await sql<{ confirmed: number }>`
+    with changed as (
+      update orders set status = 'confirmed'
+       where id = ${orderId} and status = 'reserved' and expires_at > now()
+      returning id
+    ), taken as (
+      select d.sku_id, d.layout_version, d.segment, d.quantity from stock_deductions d
+       where d.order_id = (select id from changed)
+    ), on_segments as (
+      update stock_segments s set reserved = s.reserved - t.quantity, sold = s.sold + t.quantity
+        from taken t
+       where s.sku_id = t.sku_id and s.layout_version = t.layout_version and s.segment = t.segment
+      returning s.sku_id, s.segment
+    ), on_skus as (
+      update skus k set reserved_in_earlier_layouts = k.reserved_in_earlier_layouts - x.quantity,
+                        sold_in_earlier_layouts = k.sold_in_earlier_layouts + x.quantity
+        from (select t.sku_id, sum(t.quantity) as quantity from taken t
+               where not exists (select 1 from on_segments o where o.sku_id = t.sku_id and o.segment = t.segment)
+               group by t.sku_id) x
+       where k.id = x.sku_id
+    )
+    select count(*)::int as confirmed from changed`.execute(db);
+  return rows[0]!.confirmed === 1;
+}
+
+/** The order's status, unlocked; `due` when a reservation's hold has run out. */
+export async function readOrderStatus(
+  db: Db,
+  orderId: string,
+): Promise<{ status: OrderStatus; due: boolean } | undefined> {
+  const { rows } = await sql<{ status: OrderStatus; due: boolean }>`
+    select status, coalesce(expires_at <= now(), false) as due from orders where id = ${orderId}`.execute(db);
+  return rows[0];
 }
 
 /** Units going back to one segment of the current layout, written by the holder of its lock. */

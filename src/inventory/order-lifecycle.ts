@@ -5,10 +5,12 @@ import type { Logger } from '../logger.js';
 import { findOrder, type OrderRecord } from '../orders/order.repository.js';
 import { releaseUnits } from './customer-holdings.repository.js';
 import {
+  confirmReservation,
   findDueReservations,
   giveBack,
   lockOrderStatus,
-  moveRunningTotals,
+  readOrderStatus,
+  takeOffRunningTotal,
   readTakenUnits,
   setOrderStatus,
   type TakenUnits,
@@ -27,8 +29,8 @@ const SWEEP_BATCH = 200;
 /**
  * What happens to an order after it was placed: confirm, cancel, expire.
  *
- * The order's row decides: every transition locks it and checks its status in the same transaction that applies the
- * transition, so each happens at most once however many instances try, and a confirm racing an expiry has exactly
+ * The order's row decides: every transition locks it and checks its status in the same transaction (a confirm: the
+ * same statement) that applies the transition, so each happens at most once however many instances try, and a confirm racing an expiry has exactly
  * one winner. Units go back (cancel, expiry) under the locks of the segments they return to, fenced like an order's
  * write, in that transaction too: an instance killed midway rolls back, and the next sweep, on any instance, does it
  * again.
@@ -48,17 +50,15 @@ export class OrderLifecycle {
 
   /** A reserved order becomes confirmed; confirming again is a no-op. */
   async confirm(orderId: string): Promise<OrderRecord> {
-    await this.db.transaction().execute(async (trx) => {
-      const order = await lockOrderStatus(trx, orderId);
+    if (!(await confirmReservation(this.db, orderId))) {
+      // Not a live reservation: already confirmed (answered as it is), or ended, or its hold ran out.
+      const order = await readOrderStatus(this.db, orderId);
       if (!order) throw orderNotFound(orderId);
-      if (order.status === 'confirmed') return;
-      if (order.status !== 'reserved' || order.due) {
+      if (order.status !== 'confirmed') {
         const orderStatus = order.status === 'reserved' ? 'expired' : order.status;
         throw new AppError('order_not_reserved', `order '${orderId}' is ${orderStatus}, not reserved`, { orderStatus });
       }
-      await setOrderStatus(trx, orderId, 'confirmed');
-      await moveRunningTotals(trx, orderId, 'reserved', 'sold');
-    });
+    }
     return this.read(orderId);
   }
 
@@ -140,7 +140,7 @@ export class OrderLifecycle {
           await setOrderStatus(trx, orderId, reason);
           const units = withFences(back, refs, leases);
           if ((await giveBack(trx, orderId, reason, units)) !== units.length) throw new FencedOutError([]);
-          await moveRunningTotals(trx, orderId, order.status === 'reserved' ? 'reserved' : 'sold', null);
+          await takeOffRunningTotal(trx, orderId, order.status === 'reserved' ? 'reserved' : 'sold');
           if (order.customerId !== null) {
             for (const entry of entries) {
               const units = taken.filter((t) => t.skuId === entry.id).reduce((total, t) => total + t.quantity, 0);
