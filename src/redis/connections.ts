@@ -125,6 +125,17 @@ function wrap(
   subscriber: RedisClient,
   onResubscribed: (listener: () => void) => void,
 ): RedisConnections {
+  let closing = false;
+  // A connection that ends for good (ioredis gave up reconnecting: seen after a Sentinel failover, when a reconnect
+  // raced the switch to the new primary) would leave the instance unready until restarted: start it again.
+  for (const client of [commands, subscriber]) {
+    client.on('end', () => {
+      if (closing) return;
+      setTimeout(() => {
+        if (!closing && client.status === 'end') client.connect().catch(() => {});
+      }, RECONNECT_AFTER_END_MS).unref();
+    });
+  }
   return {
     commands,
     subscriber,
@@ -133,11 +144,15 @@ function wrap(
       await Promise.all([commands.connect(), subscriber.connect()]);
     },
     async close() {
+      closing = true;
       subscriber.disconnect();
       await commands.quit().catch(() => commands.disconnect());
     },
   };
 }
+
+/** How long after a connection ended for good it is started again. */
+const RECONNECT_AFTER_END_MS = 500;
 
 /**
  * A subscriber connection to the same Redis as `client`, for a component given only a command connection (the lock
