@@ -89,10 +89,12 @@ export async function readSegment(
   return state;
 }
 
-export function readSegments(
+export async function readSegments(
   db: Executor,
   ref: { skuId: number; layoutVersion: number; segments: number[] },
 ): Promise<SegmentState[]> {
+  // `in ()` is not SQL: no segments asked, none read.
+  if (ref.segments.length === 0) return [];
   return db
     .selectFrom('stock_segments')
     .select(['segment', 'available', 'fence_token as fence'])

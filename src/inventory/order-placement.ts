@@ -469,6 +469,9 @@ export class OrderPlacement {
    */
   private async attemptCart(entries: SkuEntry[], cart: Omit<OwnOrder, 'line'>, deadline: number): Promise<Attempt> {
     const lines = cart.request.lines;
+    // A SKU this instance knows to be sold out refuses the cart at once, as it would a one-SKU order.
+    const soldOut = entries.findIndex((entry) => this.nonEmptySegments(entry).length === 0);
+    if (soldOut >= 0) return this.soldOut(entries[soldOut]!, lines[soldOut]!, new Map());
     const hints = await Promise.all(
       entries.map((entry) =>
         readSegments(this.db, {

@@ -244,6 +244,21 @@ describe('order lifecycle', () => {
     for (const sku of [a, b]) expect(booksViolations(await auditSku(db, sku))).toEqual([]);
   });
 
+  it('refuses a cart at once when the instance knows one of its SKUs sold out, naming it', async () => {
+    const [a, b] = [await createSku(5, 2), await createSku(1, 1)];
+    expect((await post(0, '/orders', { sku: b, quantity: 1 })).status).toBe(201);
+    // The instance now knows b's only segment is empty: the cart must still be answered, and by b.
+    const cart = await post(0, '/orders', {
+      items: [
+        { sku: a, quantity: 1 },
+        { sku: b, quantity: 1 },
+      ],
+    });
+    expect(cart.status).toBe(409);
+    expect(cart.body).toMatchObject({ code: 'out_of_stock', sku: b, available: 0 });
+    expect(await view(a)).toMatchObject({ available: 5, reserved: 0, sold: 0 });
+  });
+
   it('lists a customer\u2019s orders newest first, page by page', async () => {
     const sku = await createSku(20, 2);
     const customerId = `lister-${Date.now()}`;
