@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { RedisCluster } from '../../src/dev/servers/index.js';
 import { auditSku, booksViolations } from '../support/invariants.js';
+import { statusCounts } from '../support/order-load.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
 
 /**
@@ -111,7 +112,7 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
       ),
     );
     // 80 carts of one unit of each SKU, 60 units of each: 60 carts placed, 20 refused, none stuck behind another.
-    expect(countStatuses(answers)).toEqual({ 201: 60, 409: 20 });
+    expect(statusCounts(answers)).toEqual({ 201: 60, 409: 20 });
     for (const sku of [a, b]) {
       const audit = await auditSku(db, sku);
       expect(booksViolations(audit)).toEqual([]);
@@ -134,7 +135,7 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
         }),
       ),
     );
-    expect(countStatuses(answers)).toEqual({ 201: 3, 409: 47 });
+    expect(statusCounts(answers)).toEqual({ 201: 3, 409: 47 });
     for (const refused of answers.filter((a) => a.status === 409)) {
       expect(refused.body).toMatchObject({ code: 'purchase_limit', remaining: 0 });
     }
@@ -143,9 +144,3 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
     expect(audit.sold + audit.reserved).toBe(3);
   });
 });
-
-function countStatuses(answers: { status: number }[]): Record<number, number> {
-  const counts: Record<number, number> = {};
-  for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
-  return counts;
-}

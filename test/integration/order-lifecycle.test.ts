@@ -1,14 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { auditSku, booksViolations } from '../support/invariants.js';
+import { statusCounts } from '../support/order-load.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
-
-const statusCounts = (answers: { status: number }[]) => {
-  const counts: Record<number, number> = {};
-  for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
-  return counts;
-};
 
 /** Reservations, confirm and cancel, expiry, per-customer limits and carts, across two real service processes. */
 describe('order lifecycle', () => {

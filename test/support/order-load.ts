@@ -172,7 +172,7 @@ export class OrderLoad {
 }
 
 /** Counts of the answers a load received, by status (0: no answer). */
-export function statusCounts(attempts: Attempt[]): Record<string, number> {
+export function statusCounts(attempts: readonly { status: number }[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const a of attempts) counts[a.status] = (counts[a.status] ?? 0) + 1;
   return counts;
