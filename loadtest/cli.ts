@@ -195,7 +195,10 @@ async function main(): Promise<void> {
           businessStepCombined: null,
           cluster: null,
           alternative: null,
+          realOnRedisCluster: null,
+          realUncombinedOnRedisCluster: null,
         },
+        redisNodes: null,
         stop: async () => {},
         ownsDatabase: false,
         describe: `the running service at ${remote.url}${db ? ' (books also audited in Postgres)' : ' (books audited through the API only)'}`,
@@ -214,6 +217,11 @@ async function main(): Promise<void> {
         return service;
       };
       const instances = settings.clusterInstances;
+      const onRedisCluster = async (description: string, options: Parameters<typeof LocalService.start>[1]) =>
+        start(`${description} on a Redis Cluster`, {
+          ...options,
+          env: { ...options.env, ...(await backing!.redisCluster()).redisEnv },
+        });
       targets = {
         start: {
           real: () => start('service (real critical section)', { label: 'real' }),
@@ -235,7 +243,22 @@ async function main(): Promise<void> {
               label: 'alternative',
               program: 'alternative',
             }),
+          // A run on a Redis Cluster has no one Redis to compare it with.
+          realOnRedisCluster: cli.redisCluster
+            ? null
+            : () => onRedisCluster('service (real critical section)', { label: 'real-redis-cluster' }),
+          realUncombinedOnRedisCluster: cli.redisCluster
+            ? null
+            : () =>
+                onRedisCluster('service (real critical section, combining off)', {
+                  label: 'real-uncombined-redis-cluster',
+                  env: COMBINING_OFF,
+                }),
         },
+        redisNodes: async (role) =>
+          role === 'realOnRedisCluster' || role === 'realUncombinedOnRedisCluster'
+            ? (await backing!.redisCluster()).redisNodes
+            : backing!.redisNodes,
         stop: async (service) => {
           running.delete(service);
           await service.stop();

@@ -12,6 +12,8 @@ export interface RunResults {
   /** What the order lifecycle costs: reserve then confirm against placing directly. */
   lifecycle?: LifecycleCase[];
   lockFree: SalesCase[];
+  /** What an order costs each server, on one Redis and on a Redis Cluster, with combining on and off. */
+  perOrder?: SalesCase[];
   /** What a user would write instead: express + pg, one conditional UPDATE on one row (loadtest/alternative). */
   alternative: SalesCase[];
   memory: SalesCase[];
@@ -100,6 +102,41 @@ export interface SalesCase {
   memory: MemoryStats | null;
   /** Where the CPU time went during the measured round (local targets only). */
   cpu: CpuUsage | null;
+  /** Redis commands and CPU per node, Postgres statements and transactions, per order (the per-order scenario). */
+  serverCost?: PerOrderCost;
+  /** Which Redis the service used, when the case compares them. */
+  redis?: string;
+}
+
+/** What the servers did per order during a measured round, counted by the servers themselves. */
+export interface PerOrderCost {
+  /** Orders (201 answers) the figures are divided by. */
+  orders: number;
+  redis: {
+    /** Every node: commands it ran (a replica's are its primary's writes, replicated) and its CPU. */
+    nodes: RedisNodeCost[];
+    /** EVALSHA and the like on the primaries: the service's round trips for its locks. */
+    scriptCallsPerOrder: number;
+    /** Every command the primaries ran, the scripts' inner commands included. */
+    commandsOnPrimariesPerOrder: number;
+    /** CPU of every node, per order (ms). */
+    cpuMsPerOrder: number;
+    /** Calls on the primaries per order, by command name, most first. */
+    byCommand: Record<string, number>;
+  };
+  /** From pg_stat_statements; null when it is not loaded. Each statement is one round trip. */
+  postgres: {
+    statementsPerOrder: number;
+    execMsPerOrder: number;
+    top: { query: string; perOrder: number; meanMs: number }[];
+  } | null;
+}
+
+export interface RedisNodeCost {
+  address: string;
+  role: string;
+  commandsPerOrder: number;
+  cpuMsPerOrder: number;
 }
 
 export interface LockStats {

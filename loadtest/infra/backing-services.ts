@@ -9,6 +9,13 @@ import { createLogger } from '../../src/logger.js';
 export interface BackingServices {
   /** How the services reach Redis: REDIS_URL, or REDIS_CLUSTER_NODES. */
   redisEnv: Record<string, string>;
+  /** Every Redis server behind redisEnv (`host:port`, or a URL), to read their own counters. */
+  redisNodes: string[];
+  /**
+   * A local Redis Cluster (3 primaries, 3 replicas) beside the run's Redis, started on first call and stopped with
+   * the rest: for cases that compare the two in one run. With `redisCluster`, the run's own.
+   */
+  redisCluster(): Promise<{ redisEnv: Record<string, string>; redisNodes: string[] }>;
   databaseUrl: string;
   /** How they were obtained, for the report. */
   description: string;
@@ -30,7 +37,7 @@ export async function startBackingServices(
   const dir = mkdtempSync(path.join(tmpdir(), 'stock-loadtest-'));
   // Started as root, Postgres runs as its own user, which must reach the data directory.
   chmodSync(dir, 0o755);
-  const cluster = options.redisCluster ? await RedisCluster.start() : undefined;
+  let cluster = options.redisCluster ? await RedisCluster.start() : undefined;
   try {
     const endpoints = await resolveEndpoints(
       {
@@ -45,16 +52,22 @@ export async function startBackingServices(
     );
     const notes: string[] = [];
     const processMarkers: BackingServices['processMarkers'] = {};
+    const clusterNote = 'local Redis Cluster: 3 primaries, 3 replicas, no persistence';
+    const clusterNodes = (c: RedisCluster) => c.nodes.map((node) => `127.0.0.1:${node.port}`);
+    const clusterEnv = (c: RedisCluster) => ({ REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds });
     let redisEnv: Record<string, string>;
+    let redisNodes: string[];
     if (cluster) {
-      redisEnv = { REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.seeds };
+      redisEnv = clusterEnv(cluster);
+      redisNodes = clusterNodes(cluster);
       // Every node's CPU counts as Redis: the figures are summed over the cluster's processes.
-      processMarkers.redis = cluster.nodes.map((node) => `127.0.0.1:${node.port}`);
-      notes.push('local Redis Cluster: 3 primaries, 3 replicas, no persistence');
+      processMarkers.redis = redisNodes;
+      notes.push(clusterNote);
     } else {
       if (endpoints.redis.kind !== 'standalone') throw new Error('REDIS_URL or the embedded redis-server expected');
       const redisUrl = endpoints.redis.url;
       redisEnv = { REDIS_URL: redisUrl };
+      redisNodes = [redisUrl];
       if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
       else {
         // redis-server shows only its address in its process title.
@@ -62,6 +75,14 @@ export async function startBackingServices(
         notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
       }
     }
+    const redisCluster = async () => {
+      if (!cluster) {
+        cluster = await RedisCluster.start();
+        processMarkers.redis = [...(processMarkers.redis ?? []), ...clusterNodes(cluster)];
+        notes.push(`and a ${clusterNote}`);
+      }
+      return { redisEnv: clusterEnv(cluster), redisNodes: clusterNodes(cluster) };
+    };
     if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
     else {
       // The postmaster's command line names its data directory, under this one.
@@ -74,7 +95,17 @@ export async function startBackingServices(
       rmSync(dir, { recursive: true, force: true });
     };
     const { databaseUrl } = endpoints;
-    return { redisEnv, databaseUrl, description: notes.join('; '), processMarkers, stop };
+    return {
+      redisEnv,
+      redisNodes,
+      redisCluster,
+      databaseUrl,
+      get description() {
+        return notes.join('; ');
+      },
+      processMarkers,
+      stop,
+    };
   } catch (error) {
     // resolveEndpoints stopped what it had started.
     await cluster?.destroy();

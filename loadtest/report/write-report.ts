@@ -64,7 +64,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     '- `npm run loadtest -- --url http://host:3000 --admin-token … [--database-url …]` — a running service, measured as it is configured ' +
       '(the business-step and cluster scenarios need services the run starts, and are skipped).',
     '- Other options: `--segments 1,4,16`, `--connections 128`, `--duration 20`, `--warmup 5`, `--business-step 20`, `--instances 3`, ' +
-      '`--scenarios segments,oversell`, `--cpu-prof-dir prof/` (V8 CPU profiles of the services), `--no-report`; see `npm run loadtest -- --help`.',
+      '`--scenarios segments,oversell`, `--redis-cluster` (the segmented cases on a local Redis Cluster instead of one Redis), `--cpu-prof-dir prof/` (V8 CPU profiles of the services), `--no-report`; see `npm run loadtest -- --help`.',
     '- Benchmark knobs of the service, off by default and never for production: `CRITICAL_SECTION_DELAY_MS` (a simulated business step ' +
       'held inside the segment lock) and `BENCH_ROUTES=1` (mounts `/bench/*`: the ceiling route, the oversell demonstration’s unlocked modes ' +
       'and the lock-free baselines; without it those paths answer 404).',
@@ -326,6 +326,9 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
   }
 
+  const perOrder = (run.perOrder ?? []).filter((c) => c.serverCost);
+  for (const block of perOrder.length ? perOrderSection(perOrder) : []) p(block);
+
   if (run.lockFree.length) {
     p(
       '## 7. Lock-free baselines',
@@ -460,6 +463,7 @@ function cpuCases(run: RunResults, f: RunFigures): { label: string; perSecond: n
       ...run.alternative,
       ...run.cluster,
       ...run.lockFree,
+      ...(run.perOrder ?? []),
       ...run.memory,
     ].map((c) => ({
       label: c.label,
@@ -469,6 +473,90 @@ function cpuCases(run: RunResults, f: RunFigures): { label: string; perSecond: n
     ...run.soldOut.map((c) => ({ label: c.label, perSecond: c.refusalsPerSecond, cpu: c.cpu })),
   ];
   return rows.filter((r): r is { label: string; perSecond: number; cpu: CpuUsage } => r.cpu !== null);
+}
+
+/**
+ * What an order costs each server, counted by the servers: the same cases on one Redis and on a Redis Cluster,
+ * with the Redis load per node, so the spread over the shards shows.
+ */
+function perOrderSection(cases: SalesCase[]): string[] {
+  const cost = (c: SalesCase) => c.serverCost!;
+  const perHold = (c: SalesCase) =>
+    c.lock && c.lock.acquisitionsPerSecond > 0 ? c.ordersPerSecond / c.lock.acquisitionsPerSecond : NaN;
+  const cpuMs = (c: SalesCase, cores: number) => (c.ordersPerSecond > 0 ? (cores / c.ordersPerSecond) * 1000 : NaN);
+  const statements = (c: SalesCase) => cost(c).postgres;
+  const busiest = (c: SalesCase) => Math.max(...cost(c).redis.nodes.map((n) => n.cpuMsPerOrder));
+  const out = [
+    '## 6c. What an order costs each server: one Redis and a Redis Cluster',
+    'The real critical section on one instance, 64 connections, once with the run’s one Redis and once with a local Redis Cluster (3 primaries, 3 replicas, no persistence) started beside it, in this one run. ' +
+      'Counted by the servers themselves around the measured round: Redis commands and CPU per node (`INFO commandstats`, `INFO cpu`, user + system, every thread), Postgres statements and their execution time (`pg_stat_statements`, every statement one round trip, `BEGIN`/`COMMIT` included); service and Postgres CPU from /proc. *Redis round trips* are the script calls (`EVALSHA`) on the primaries; *commands* include what the scripts run inside Redis. ' +
+      'Everything each server did in the round counts, divided by its orders: the service’s expiry sweeps and health checks too. *Combining off* (`COMBINE_MAX_BATCH=1`) is what every order costs when nothing queues behind it: a SKU with little traffic.',
+    table(
+      [
+        'Case',
+        'Orders/s',
+        'Orders / lock hold',
+        'Service CPU ms',
+        'Postgres CPU ms',
+        'Postgres statements',
+        'Postgres exec ms',
+        'Redis round trips',
+        'Redis commands on primaries',
+        'Redis CPU ms, all nodes',
+        'Redis CPU ms, busiest node',
+      ],
+      cases.map((c) => [
+        c.label,
+        int(c.ordersPerSecond),
+        num(perHold(c), 1),
+        ms(cpuMs(c, c.cpu?.cores.service ?? NaN)),
+        ms(cpuMs(c, c.cpu?.cores.postgres ?? NaN)),
+        num(statements(c)?.statementsPerOrder ?? NaN),
+        num(statements(c)?.execMsPerOrder ?? NaN, 3),
+        num(cost(c).redis.scriptCallsPerOrder),
+        num(cost(c).redis.commandsOnPrimariesPerOrder),
+        num(cost(c).redis.cpuMsPerOrder, 3),
+        num(busiest(c), 3),
+      ]),
+    ),
+    'Per order, by Redis node (*p* primary, *r* replica; a replica’s work is the primary’s writes, replicated):',
+    table(
+      ['Case', 'Node', 'Role', 'Commands / order', 'CPU ms / order', 'Share of the Redis CPU'],
+      cases.flatMap((c) =>
+        cost(c).redis.nodes.map((n) => [
+          c.label,
+          n.address,
+          n.role,
+          num(n.commandsPerOrder),
+          num(n.cpuMsPerOrder, 3),
+          pct(n.cpuMsPerOrder / cost(c).redis.cpuMsPerOrder),
+        ]),
+      ),
+    ),
+    'Commands per order on the primaries, by name (the scripts’ inner commands included):',
+    table(
+      ['Case', 'Commands / order'],
+      cases.map((c) => [
+        c.label,
+        Object.entries(cost(c).redis.byCommand)
+          .map(([name, n]) => `${name} ${num(n, 3)}`)
+          .join(', '),
+      ]),
+    ),
+  ];
+  const listed = cases.filter((c) => c.redis === cases[0]!.redis && statements(c));
+  if (listed.length) {
+    out.push(
+      `Postgres statements per order (${cases[0]!.redis}; the statements do not depend on the Redis), most calls first:`,
+      table(
+        ['Case', 'Statement', 'Calls / order', 'Mean exec ms'],
+        listed.flatMap((c) =>
+          statements(c)!.top.map((st) => [c.label, `\`${st.query}\``, num(st.perOrder, 3), num(st.meanMs, 3)]),
+        ),
+      ),
+    );
+  }
+  return out;
 }
 
 interface HeadlineRow {

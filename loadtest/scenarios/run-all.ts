@@ -4,6 +4,7 @@ import type { RunContext } from './context.js';
 import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
+import { ServerStats } from '../infra/server-stats.js';
 import { runLifecycle } from './lifecycle.js';
 import { runSoldOut } from './sold-out.js';
 
@@ -16,6 +17,7 @@ export const scenarioNames = [
   'oversell',
   'sold-out',
   'lifecycle',
+  'per-order',
   'lock-free',
   'memory',
   'growth',
@@ -24,14 +26,24 @@ export type ScenarioName = (typeof scenarioNames)[number];
 
 /**
  * The processes a run measures: the service with the real critical section, combining on (as shipped) and off; with
- * a business step, combining off and on; several instances; and the alternative a user would write instead.
+ * a business step, combining off and on; several instances; the alternative a user would write instead; and the
+ * real critical section on a Redis Cluster beside the run's own Redis, combining on and off.
  */
 export type ServiceRole =
-  'real' | 'realUncombined' | 'businessStep' | 'businessStepCombined' | 'cluster' | 'alternative';
+  | 'real'
+  | 'realUncombined'
+  | 'businessStep'
+  | 'businessStepCombined'
+  | 'cluster'
+  | 'alternative'
+  | 'realOnRedisCluster'
+  | 'realUncombinedOnRedisCluster';
 
 export interface Targets {
   /** Starts a fresh service for the role; null where the target cannot provide one (a remote --url). */
   start: Record<ServiceRole, (() => Promise<ServiceTarget>) | null>;
+  /** The Redis servers a role's service uses (every node), to read their counters; null for a remote target. */
+  redisNodes: ((role: ServiceRole) => Promise<string[]>) | null;
   stop(service: ServiceTarget): Promise<void>;
   describe: string;
   /** The run started the Postgres itself, so it may seed it (the growth scenario); never a --url target's. */
@@ -115,6 +127,7 @@ export async function runAll(
     oversell: [],
     soldOut: [],
     lifecycle: [],
+    perOrder: [],
     lockFree: [],
     alternative: [],
     memory: [],
@@ -160,6 +173,53 @@ export async function runAll(
     if (services.available('realUncombined')) {
       for (const segments of endpoints) results.segments.push(await orders('realUncombined', 'real', false, segments));
       await services.release('realUncombined');
+    }
+  }
+
+  if (wants('per-order')) {
+    if (!targets.redisNodes || !services.available('realOnRedisCluster')) {
+      results.skipped.push({
+        scenario: 'per-order',
+        reason: 'it reads the counters of Redis and Postgres servers this run starts, one Redis beside a Redis Cluster',
+      });
+    } else {
+      const topologies = [
+        { redis: 'one Redis', combined: 'real', uncombined: 'realUncombined' },
+        { redis: 'Redis Cluster', combined: 'realOnRedisCluster', uncombined: 'realUncombinedOnRedisCluster' },
+      ] as const;
+      for (const topology of topologies) {
+        const rows = [
+          { role: topology.combined, combining: true, segments: 1 },
+          { role: topology.combined, combining: true, segments: HEADLINE_SEGMENTS },
+          { role: topology.uncombined, combining: false, segments: HEADLINE_SEGMENTS },
+        ];
+        for (const { role, combining, segments } of rows) {
+          results.perOrder!.push(
+            await services.use(role, async (service) => {
+              const serverStats = await ServerStats.open(await targets.redisNodes!(role), ctx.db);
+              try {
+                return await measureSales(ctx, {
+                  id: `per-order-${role}-${segments}`,
+                  label: `${topology.redis} · ${lockName(segments)}${combining ? '' : ' · combining off'}`,
+                  service,
+                  path: '/orders',
+                  profile: 'real',
+                  combining,
+                  instances: 1,
+                  segments,
+                  lockMetrics: true,
+                  serverStats,
+                  redis: topology.redis,
+                });
+              } finally {
+                await serverStats.close();
+              }
+            }),
+          );
+        }
+        await services.release(topology.uncombined);
+        if (topology.combined !== 'real') await services.release(topology.combined);
+      }
     }
   }
 

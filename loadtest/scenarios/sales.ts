@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HistogramDelta, MetricsSnapshot } from '../client/prometheus.js';
+import type { ServerStats } from '../infra/server-stats.js';
 import { readMemory, type ServiceTarget } from '../infra/service-process.js';
 import type { CeilingCase, LockStats, MemoryStats, Profile, SalesCase } from '../results.js';
 import { type RoundResult, runRound } from '../runner/round.js';
@@ -27,6 +28,10 @@ export interface SalesSpec {
   auditInPostgres?: boolean;
   /** Whether this path goes through the product's order flow (and so feeds its lock metrics). */
   lockMetrics: boolean;
+  /** Read the servers' own counters around the measured round (Redis commands and CPU, Postgres statements). */
+  serverStats?: ServerStats;
+  /** Which Redis the service uses, when the case compares them. */
+  redis?: string;
 }
 
 /**
@@ -67,6 +72,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const before = spec.lockMetrics
     ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken)
     : null;
+  const endServerStats = await spec.serverStats?.start();
   const cpu = ctx.meterCpu(spec.service);
   const measured = await runRound(
     {
@@ -83,6 +89,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     ctx.progress,
   );
   const cpuUsage = cpu();
+  const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
   const after = before ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken) : null;
   const memoryStats = memory.stop();
 
@@ -119,6 +126,8 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     warmupBooks,
     memory: memoryStats,
     cpu: cpuUsage,
+    ...(serverCost && { serverCost }),
+    ...(spec.redis && { redis: spec.redis }),
   };
 }
 

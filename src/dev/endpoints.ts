@@ -62,9 +62,18 @@ async function startEmbeddedRedis(dataDir: string, log: Logger): Promise<RedisSe
   return redis;
 }
 
-/** Postgres under `<dataDir>/postgres`, default durability (fsync and synchronous commits on); data survives restarts. */
+/**
+ * Postgres under `<dataDir>/postgres`, default durability (fsync and synchronous commits on); data survives restarts.
+ * pg_stat_statements is loaded, as managed Postgres services do by default: it is how an operator (and the load
+ * test's per-order figures) sees which statements an order costs.
+ */
 async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<PostgresServer> {
-  const postgres = await PostgresServer.start({ dir: path.join(dataDir, 'postgres'), maxConnections: 300, log });
+  const postgres = await PostgresServer.start({
+    dir: path.join(dataDir, 'postgres'),
+    maxConnections: 300,
+    statementStatistics: true,
+    log,
+  });
   log.info({ port: postgres.port, databaseDir: postgres.dir }, 'embedded postgres started');
   return postgres;
 }

@@ -31,6 +31,11 @@ export interface PostgresOptions extends ServerOptions {
    * ones; for the shared test database, whose data is thrown away and which waiting for the WAL only slows down.
    */
   durableCommits?: boolean;
+  /**
+   * Load pg_stat_statements (shipped with the package's binaries): Postgres then counts calls and time per
+   * statement, which operators read in the `pg_stat_statements` view after `create extension pg_stat_statements`.
+   */
+  statementStatistics?: boolean;
   /** Where Postgres's own messages go (debug, errors as errors); unset, nowhere. */
   log?: Logger;
 }
@@ -62,7 +67,7 @@ export class PostgresServer extends LoopbackServer {
   static async start(options: PostgresOptions = {}): Promise<PostgresServer> {
     const { dir, ownsDir } = serverDir(options.dir, 'postgres');
     const port = await freePort();
-    const { maxConnections = 100, fsync = true, durableCommits = true, log } = options;
+    const { maxConnections = 100, fsync = true, durableCommits = true, statementStatistics = false, log } = options;
     const EmbeddedPostgresClass = await loadEmbeddedPostgres();
     let server: PostgresServer | undefined;
     const embedded = new EmbeddedPostgresClass({
@@ -79,6 +84,7 @@ export class PostgresServer extends LoopbackServer {
         ...['-c', 'listen_addresses=127.0.0.1', '-c', `max_connections=${maxConnections}`],
         ...(fsync ? [] : ['-c', 'fsync=off']),
         ...(durableCommits ? [] : ['-c', 'synchronous_commit=off']),
+        ...(statementStatistics ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
       ],
       onLog: (message) => {
         if (server) server.output = (server.output + String(message)).slice(-4_000);
