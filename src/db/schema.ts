@@ -14,7 +14,7 @@ export interface SkuTable {
   total_stock: Int8;
   /** Units sold from the segments of layouts replaced by re-segmentation (the current ones count their own). */
   sold_in_earlier_layouts: ColumnType<number, number | undefined, number>;
-  /** Units in live reservations taken from the segments of replaced layouts. */
+  /** Units of reservations (live, or confirmed since) taken from the segments of replaced layouts. */
   reserved_in_earlier_layouts: ColumnType<number, number | undefined, number>;
   /** Most units of this SKU one customer's live orders may hold; null: no limit. */
   max_per_customer: number | null;
@@ -29,9 +29,12 @@ export interface StockSegmentTable {
   available: Int8;
   /** The fencing token of the last lock holder that wrote this row; a write must carry a larger one. */
   fence_token: ColumnType<number, number | undefined, number>;
-  /** Units of confirmed orders taken from this segment: a running total kept by the statements that change it. */
+  /** Units of orders placed confirmed taken from this segment: a running total kept by the statements that change it. */
   sold: ColumnType<number, number | undefined, number>;
-  /** Units of live reservations taken from this segment: likewise. */
+  /**
+   * Units of reservations taken from this segment, live or confirmed since (a confirmation is counted in
+   * `reservation_confirmations`, off this hot row): likewise.
+   */
   reserved: ColumnType<number, number | undefined, number>;
 }
 
@@ -55,8 +58,13 @@ export interface OrderTable {
   request_fingerprint: string | null;
   status: ColumnType<OrderStatus, OrderStatus | undefined, OrderStatus>;
   customer_id: string | null;
-  /** When a reservation lapses; null once confirmed, and for orders placed without a hold. */
+  /** When a reservation lapses; null for orders placed without a hold. */
   expires_at: Date | null;
+  /**
+   * The `reservation_confirmations` row (slot) a confirmed reservation's units were counted in; null for orders placed
+   * without a hold and for confirmations counted on the segments (before that table existed).
+   */
+  confirmed_slot: number | null;
   created_at: CreatedAt;
 }
 
@@ -80,6 +88,17 @@ export interface StockReturnTable {
   fence_token: Int8;
   reason: 'cancelled' | 'expired';
   created_at: CreatedAt;
+}
+
+/**
+ * Units of a SKU's confirmed reservations, spread over a few rows (slots) so that confirms do not queue behind one
+ * row lock; they are still counted in the segments' `reserved`, so sold = Σ segments' sold + Σ these, and
+ * reserved = Σ segments' reserved − Σ these.
+ */
+export interface ReservationConfirmationTable {
+  sku_id: number;
+  slot: number;
+  units: Int8;
 }
 
 /** Units of one customer's live orders of one limited SKU. */
@@ -107,6 +126,7 @@ export interface Database {
   stock_deductions: StockDeductionTable;
   stock_returns: StockReturnTable;
   customer_holdings: CustomerHoldingTable;
+  reservation_confirmations: ReservationConfirmationTable;
 }
 
 export type SkuRow = Selectable<SkuTable>;

@@ -178,6 +178,10 @@ export async function updateSkuLayout(
     .execute();
 }
 
+/** Units of the SKU's confirmed reservations (Σ of its few counter rows), as a column of a query on `skus`. */
+const confirmedReservationUnits = sql<number>`(select coalesce(sum(units), 0) from reservation_confirmations c
+  where c.sku_id = skus.id)::bigint`;
+
 /**
  * A SKU with its segments' stock and the units it has reserved and sold, in one statement: one snapshot and one round
  * trip. Running totals, not the ledger: O(segments) however many orders the SKU has had.
@@ -188,16 +192,26 @@ export async function readSkuStock(db: Db, sku: string): Promise<SkuStock | unde
     .leftJoin('stock_segments', 'stock_segments.sku_id', 'skus.id')
     .selectAll('skus')
     .select(['stock_segments.segment', 'stock_segments.available', 'stock_segments.sold', 'stock_segments.reserved'])
+    .select(confirmedReservationUnits.as('confirmed_reservations'))
     .where('skus.sku', '=', sku)
     .orderBy('stock_segments.segment')
     .execute();
   if (rows.length === 0) return undefined;
-  const { segment: _segment, available: _available, sold: _sold, reserved: _reserved, ...row } = rows[0]!;
+  const {
+    segment: _segment,
+    available: _available,
+    sold: _sold,
+    reserved: _reserved,
+    confirmed_reservations: confirmed,
+    ...row
+  } = rows[0]!;
   const segments = rows.flatMap(({ segment, available }) =>
     segment === null || available === null ? [] : [{ segment, available }],
   );
-  const sold = row.sold_in_earlier_layouts + rows.reduce((total, r) => total + (r.sold ?? 0), 0);
-  const reserved = row.reserved_in_earlier_layouts + rows.reduce((total, r) => total + (r.reserved ?? 0), 0);
+  // A confirmed reservation's units stay in `reserved` on the segments; its confirmation is counted apart.
+  const sold = row.sold_in_earlier_layouts + rows.reduce((total, r) => total + (r.sold ?? 0), 0) + confirmed;
+  const reserved =
+    row.reserved_in_earlier_layouts + rows.reduce((total, r) => total + (r.reserved ?? 0), 0) - confirmed;
   return { sku: row, segments, reserved, sold };
 }
 
@@ -247,9 +261,12 @@ export async function auditStock(db: Executor, sku: string): Promise<StockAudit 
            (select coalesce(sum(quantity), 0) from taken where status = 'confirmed')::bigint as "sold",
            (select coalesce(sum(quantity), 0) from taken where status = 'reserved')::bigint as "reserved",
            s.sold_in_earlier_layouts + (select coalesce(sum(sold), 0) from stock_segments where sku_id = s.id)::bigint
+             + (select coalesce(sum(units), 0) from reservation_confirmations where sku_id = s.id)::bigint
              as "soldCounted",
            s.reserved_in_earlier_layouts
-             + (select coalesce(sum(reserved), 0) from stock_segments where sku_id = s.id)::bigint as "reservedCounted",
+             + (select coalesce(sum(reserved), 0) from stock_segments where sku_id = s.id)::bigint
+             - (select coalesce(sum(units), 0) from reservation_confirmations where sku_id = s.id)::bigint
+             as "reservedCounted",
            (select coalesce(sum(quantity), 0) from back)::bigint as "returned",
            (select coalesce(sum(quantity), 0) from taken where status in ('cancelled', 'expired'))::bigint as "ended",
            (select count(*) from taken)::int as "ledgerOrders",

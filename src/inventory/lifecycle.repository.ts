@@ -23,16 +23,24 @@ export async function readTakenUnits(db: Db, orderId: string): Promise<TakenUnit
   return rows.map((row) => ({ ...row, quantity: Number(row.quantity) }));
 }
 
-/** The order's status, locked for the rest of the transaction; `due` when a reservation's hold has run out. */
+/**
+ * The order's status, locked for the rest of the transaction; `due` when a reservation's hold has run out;
+ * `confirmedSlot`, the confirmation counter a confirmed reservation was counted in.
+ */
 export async function lockOrderStatus(
   trx: Trx,
   orderId: string,
-): Promise<{ status: OrderStatus; due: boolean; customerId: string | null } | undefined> {
-  const { rows } = await sql<{ status: OrderStatus; due: boolean; customer_id: string | null }>`
-    select status, coalesce(expires_at <= now(), false) as due, customer_id
+): Promise<{ status: OrderStatus; due: boolean; customerId: string | null; confirmedSlot: number | null } | undefined> {
+  const { rows } = await sql<{
+    status: OrderStatus;
+    due: boolean;
+    customer_id: string | null;
+    confirmed_slot: number | null;
+  }>`
+    select status, coalesce(expires_at <= now(), false) as due, customer_id, confirmed_slot
       from orders where id = ${orderId} for update`.execute(trx);
   const row = rows[0];
-  return row && { status: row.status, due: row.due, customerId: row.customer_id };
+  return row && { status: row.status, due: row.due, customerId: row.customer_id, confirmedSlot: row.confirmed_slot };
 }
 
 export async function setOrderStatus(trx: Trx, orderId: string, status: 'cancelled' | 'expired'): Promise<void> {
@@ -69,37 +77,46 @@ export async function takeOffRunningTotal(trx: Trx, orderId: string, from: 'rese
 }
 
 /**
- * Confirms a live reservation in one statement: the status, and its units moved from `reserved` to `sold` in the
- * running totals — on the segments they came from while those are the current layout's, else on the SKU row where
- * re-segmentation moved them. One statement, so the segment rows are locked only for its own short commit, never
- * across round trips while the segments' holders wait to write. A re-segmentation racing it is seen whichever way it
- * went: an update that waited for it finds the segment rows gone and counts on the SKU row instead, whose relative
- * update applies to the row's latest version. False when the order is not a live reservation.
+ * Confirms the live reservations among `orderIds` in one statement: their status, and their units added to one of
+ * each SKU's confirmation counters (`slot`, kept on the orders so that a cancel takes them off the same row). The
+ * units stay counted in the segments' `reserved`: a confirm never touches the segment rows that every lock holder
+ * writes, and so never queues behind the holders' batch writes, nor they behind it. Rows are locked in one global
+ * order, orders by id and then counters by SKU, as a cancel locks them too, so concurrent batches cannot deadlock.
+ * Answers the ids it confirmed; the others were not live reservations.
  */
-export async function confirmReservation(db: Db, orderId: string): Promise<boolean> {
-  const { rows } = await sql<{ confirmed: number }>`
-    with changed as (
-      update orders set status = 'confirmed'
-       where id = ${orderId} and status = 'reserved' and expires_at > now()
-      returning id
-    ), taken as (
-      select d.sku_id, d.layout_version, d.segment, d.quantity from stock_deductions d
-       where d.order_id = (select id from changed)
-    ), on_segments as (
-      update stock_segments s set reserved = s.reserved - t.quantity, sold = s.sold + t.quantity
-        from taken t
-       where s.sku_id = t.sku_id and s.layout_version = t.layout_version and s.segment = t.segment
-      returning s.sku_id, s.segment
-    ), on_skus as (
-      update skus k set reserved_in_earlier_layouts = k.reserved_in_earlier_layouts - x.quantity,
-                        sold_in_earlier_layouts = k.sold_in_earlier_layouts + x.quantity
-        from (select t.sku_id, sum(t.quantity) as quantity from taken t
-               where not exists (select 1 from on_segments o where o.sku_id = t.sku_id and o.segment = t.segment)
-               group by t.sku_id) x
-       where k.id = x.sku_id
+export async function confirmReservations(db: Db, orderIds: readonly string[], slot: number): Promise<Set<string>> {
+  const { rows } = await sql<{ id: string }>`
+    with locked as (
+      select id from orders where id = any(${orderIds}::uuid[]) order by id for update
+    ), changed as (
+      update orders o set status = 'confirmed', confirmed_slot = ${slot}
+        from locked l
+       where o.id = l.id and o.status = 'reserved' and o.expires_at > now()
+      returning o.id
+    ), counted as (
+      insert into reservation_confirmations (sku_id, slot, units)
+      select d.sku_id, ${slot}, sum(d.quantity) from stock_deductions d
+       where d.order_id in (select id from changed)
+       group by d.sku_id
+       order by d.sku_id
+      on conflict (sku_id, slot) do update set units = reservation_confirmations.units + excluded.units
     )
-    select count(*)::int as confirmed from changed`.execute(db);
-  return rows[0]!.confirmed === 1;
+    select id from changed`.execute(db);
+  return new Set(rows.map((row) => row.id));
+}
+
+/**
+ * Takes a cancelled confirmed reservation's units off the confirmation counters it was counted in: one statement per
+ * SKU, in SKU order like the confirm, so that carts cannot deadlock on the counter rows.
+ */
+export async function uncountConfirmation(trx: Trx, slot: number, taken: readonly TakenUnits[]): Promise<void> {
+  const bySku = new Map<number, number>();
+  for (const t of taken) bySku.set(t.skuId, (bySku.get(t.skuId) ?? 0) + t.quantity);
+  for (const [skuId, quantity] of [...bySku].sort(([a], [b]) => a - b)) {
+    await sql`
+      update reservation_confirmations set units = units - ${quantity}
+       where sku_id = ${skuId} and slot = ${slot}`.execute(trx);
+  }
 }
 
 /** The order's status, unlocked; `due` when a reservation's hold has run out. */

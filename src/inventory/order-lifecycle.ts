@@ -5,7 +5,8 @@ import type { Logger } from '../logger.js';
 import { findOrder, type OrderRecord } from '../orders/order.repository.js';
 import { releaseUnits } from './customer-holdings.repository.js';
 import {
-  confirmReservation,
+  confirmReservations,
+  uncountConfirmation,
   findDueReservations,
   giveBack,
   lockOrderStatus,
@@ -18,9 +19,17 @@ import {
 } from './lifecycle.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
 import { compareRefs, type SegmentLocks, type SegmentRef } from './segment-locks.js';
+import { WriteCombiner } from './write-combiner.js';
 import { splitEvenly } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
+/**
+ * Counter rows of `reservation_confirmations` per SKU: enough that concurrent confirm batches (of several instances)
+ * rarely wait for each other's row lock, few enough that the SKU view's sum over them stays cheap.
+ */
+const CONFIRMATION_SLOTS = 16;
+/** Most confirms one statement serves. */
+const MAX_CONFIRM_BATCH = 256;
 /** How often each instance looks for reservations whose hold ran out: well inside the 2 s promised. */
 const SWEEP_INTERVAL_MS = 500;
 /** Reservations expired per sweep at most; the next sweep takes the rest. */
@@ -38,6 +47,12 @@ const SWEEP_BATCH = 200;
 export class OrderLifecycle {
   private sweeper: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
+  /** Confirms queued while one statement runs go in the next: one commit for each batch. */
+  private readonly confirms = new WriteCombiner<string, boolean>(async (orderIds) => {
+    const slot = Math.floor(Math.random() * CONFIRMATION_SLOTS);
+    const confirmed = await confirmReservations(this.db, orderIds, slot);
+    return orderIds.map((id) => confirmed.has(id));
+  }, MAX_CONFIRM_BATCH);
 
   constructor(
     private readonly db: Db,
@@ -50,7 +65,7 @@ export class OrderLifecycle {
 
   /** A reserved order becomes confirmed; confirming again is a no-op. */
   async confirm(orderId: string): Promise<OrderRecord> {
-    if (!(await confirmReservation(this.db, orderId))) {
+    if (!(await this.confirms.run(orderId))) {
       // Not a live reservation: already confirmed (answered as it is), or ended, or its hold ran out.
       const order = await readOrderStatus(this.db, orderId);
       if (!order) throw orderNotFound(orderId);
@@ -140,7 +155,10 @@ export class OrderLifecycle {
           await setOrderStatus(trx, orderId, reason);
           const units = withFences(back, refs, leases);
           if ((await giveBack(trx, orderId, reason, units)) !== units.length) throw new FencedOutError([]);
-          await takeOffRunningTotal(trx, orderId, order.status === 'reserved' ? 'reserved' : 'sold');
+          // A reservation's units sit in `reserved`, confirmed since or not; a confirmation was counted apart.
+          const wasReservation = order.status === 'reserved' || order.confirmedSlot !== null;
+          await takeOffRunningTotal(trx, orderId, wasReservation ? 'reserved' : 'sold');
+          if (order.confirmedSlot !== null) await uncountConfirmation(trx, order.confirmedSlot, taken);
           if (order.customerId !== null) {
             for (const entry of entries) {
               const units = taken.filter((t) => t.skuId === entry.id).reduce((total, t) => total + t.quantity, 0);

@@ -61,4 +61,43 @@ describe('migrations', () => {
     const audit = await auditStock(db, 'old');
     expect(audit).toMatchObject({ sold: 12, soldCounted: 12, available: 8, totalStock: 20 });
   });
+
+  it('moves confirmations counted apart back onto the running totals when rolled back', async () => {
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    // Two confirmed reservations: 3 units from segment 0 of the current layout (2), 2 from a replaced layout (1).
+    await sql`insert into skus (id, sku, segment_count, layout_version, total_stock, reserved_in_earlier_layouts)
+              values (2, 'counted', 2, 2, 10, 2)`.execute(db);
+    await sql`insert into stock_segments (sku_id, segment, layout_version, available, reserved)
+              values (2, 0, 2, 2, 3), (2, 1, 2, 3, 0)`.execute(db);
+    const orders = [
+      ['00000000-0000-0000-0000-000000000011', 2, 0, 3, 5],
+      ['00000000-0000-0000-0000-000000000012', 1, 1, 2, 7],
+    ] as const;
+    for (const [id, layout, segment, quantity, slot] of orders) {
+      await sql`insert into orders (id, sku_id, quantity, status, expires_at, confirmed_slot)
+                values (${id}::uuid, 2, ${quantity}, 'confirmed', now(), ${slot})`.execute(db);
+      await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+                values (${id}::uuid, 2, ${segment}, ${layout}, ${quantity}, 1)`.execute(db);
+      await sql`insert into reservation_confirmations (sku_id, slot, units) values (2, ${slot}, ${quantity})`.execute(
+        db,
+      );
+    }
+    expect(await auditStock(db, 'counted')).toMatchObject({ sold: 5, soldCounted: 5, reserved: 0, reservedCounted: 0 });
+
+    const down = await migrator.migrateDown();
+    expect(down.error).toBeUndefined();
+    expect(down.results?.[0]?.migrationName).toBe('20261127000000_reservation_confirmations');
+    const { rows: segments } = await sql<{ reserved: string; sold: string }>`
+      select reserved, sold from stock_segments where sku_id = 2 order by segment`.execute(db);
+    expect(segments.map((s) => [Number(s.reserved), Number(s.sold)])).toEqual([
+      [0, 3],
+      [0, 0],
+    ]);
+    const { rows: sku } = await sql<{ reserved: string; sold: string }>`
+      select reserved_in_earlier_layouts as reserved, sold_in_earlier_layouts as sold from skus where id = 2`.execute(
+      db,
+    );
+    expect(sku.map((k) => [Number(k.reserved), Number(k.sold)])).toEqual([[0, 2]]);
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+  });
 });

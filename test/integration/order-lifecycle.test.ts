@@ -46,6 +46,25 @@ describe('order lifecycle', () => {
     expect(confirmed.body.expiresAt).toBeUndefined();
     expect((await post(0, `/orders/${order.orderId}/confirm`)).status).toBe(200);
     expect(await view(sku)).toMatchObject({ available: 7, reserved: 0, sold: 3 });
+    // The confirm counted its units apart, on one of the SKU's counter rows: the segment rows that every lock holder
+    // writes were left alone (their running totals still count the units as reserved).
+    const segmentTotals = await db
+      .selectFrom('stock_segments')
+      .innerJoin('skus', 'skus.id', 'stock_segments.sku_id')
+      .where('skus.sku', '=', sku)
+      .select((eb) => [
+        eb.fn.sum<string>('stock_segments.reserved').as('reserved'),
+        eb.fn.sum<string>('stock_segments.sold').as('sold'),
+      ])
+      .executeTakeFirstOrThrow();
+    expect(segmentTotals).toEqual({ reserved: '3', sold: '0' });
+    const counters = await db
+      .selectFrom('reservation_confirmations')
+      .innerJoin('skus', 'skus.id', 'reservation_confirmations.sku_id')
+      .where('skus.sku', '=', sku)
+      .select(['reservation_confirmations.units'])
+      .execute();
+    expect(counters.map((c) => c.units)).toEqual([3]);
 
     const cancelled = await post(0, `/orders/${order.orderId}/cancel`);
     expect(cancelled.status).toBe(200);
@@ -66,6 +85,13 @@ describe('order lifecycle', () => {
     const audit = await auditSku(db, sku);
     expect(booksViolations(audit)).toEqual([]);
     expect(audit).toMatchObject({ available: 10, returned: 7, ended: 7 });
+    const countersAfter = await db
+      .selectFrom('reservation_confirmations')
+      .innerJoin('skus', 'skus.id', 'reservation_confirmations.sku_id')
+      .where('skus.sku', '=', sku)
+      .select(['reservation_confirmations.units'])
+      .execute();
+    expect(countersAfter.map((c) => c.units)).toEqual([0]);
     expect((await post(0, '/orders/00000000-0000-4000-8000-000000000000/cancel')).status).toBe(404);
   });
 
@@ -105,6 +131,44 @@ describe('order lifecycle', () => {
     const audit = await auditSku(db, sku);
     expect(booksViolations(audit)).toEqual([]);
     expect(audit).toMatchObject({ available: 40, reserved: 0, sold: 0, returned: 40, ended: 40 });
+  });
+
+  it('confirms many reservations at once on two instances, racing cancels, each counted once', async () => {
+    const [a, b] = [await createSku(200, 4), await createSku(200, 4)];
+    // Carts over both SKUs, half of them listing the SKUs the other way round: batches lock counters in one order.
+    const placed = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        post(i, '/orders', {
+          items:
+            i % 2
+              ? [
+                  { sku: a, quantity: 1 },
+                  { sku: b, quantity: 2 },
+                ]
+              : [
+                  { sku: b, quantity: 2 },
+                  { sku: a, quantity: 1 },
+                ],
+          holdSeconds: 600,
+        }),
+      ),
+    );
+    expect(statusCounts(placed)).toEqual({ 201: 60 });
+    const ids = placed.map((p) => p.body.orderId as string);
+    const cancelled = new Set(ids.filter((_, i) => i % 6 === 0));
+    // Every order confirmed on both instances at once, a tenth or so cancelled meanwhile.
+    const answers = await Promise.all([
+      ...ids.flatMap((id) => [post(0, `/orders/${id}/confirm`), post(1, `/orders/${id}/confirm`)]),
+      ...[...cancelled].map((id, i) => post(i, `/orders/${id}/cancel`)),
+    ]);
+    expect(answers.filter((r) => r.status !== 200 && r.body.code !== 'order_not_reserved')).toEqual([]);
+    const final = await Promise.all(ids.map(async (id) => (await call(urls[0]!, 'GET', `/orders/${id}`)).body.status));
+    const confirmedCount = final.filter((status) => status === 'confirmed').length;
+    expect(final.filter((status) => status === 'cancelled').length).toBe(cancelled.size);
+    expect(confirmedCount).toBe(60 - cancelled.size);
+    expect(await view(a)).toMatchObject({ available: 200 - confirmedCount, reserved: 0, sold: confirmedCount });
+    expect(await view(b)).toMatchObject({ available: 200 - 2 * confirmedCount, reserved: 0, sold: 2 * confirmedCount });
+    for (const sku of [a, b]) expect(booksViolations(await auditSku(db, sku))).toEqual([]);
   });
 
   it('gives a confirm that races the expiry exactly one winner', async () => {
@@ -152,6 +216,15 @@ describe('order lifecycle', () => {
       { segment: 0, available: 6 },
       { segment: 1, available: 6 },
     ]);
+    expect(booksViolations(await auditSku(db, sku))).toEqual([]);
+
+    // Confirmed, then re-segmented: sold stays sold, and a cancel still returns every unit once.
+    const kept = (await post(0, '/orders', { sku, quantity: 5, holdSeconds: 600 })).body;
+    expect((await post(1, `/orders/${kept.orderId}/confirm`)).status).toBe(200);
+    expect((await call(urls[1]!, 'PUT', `/skus/${sku}/segments`, { segments: 3 })).status).toBe(200);
+    expect(await view(sku)).toMatchObject({ segments: 3, available: 7, reserved: 0, sold: 5 });
+    expect((await post(0, `/orders/${kept.orderId}/cancel`)).body.status).toBe('cancelled');
+    expect(await view(sku)).toMatchObject({ available: 12, reserved: 0, sold: 0 });
     expect(booksViolations(await auditSku(db, sku))).toEqual([]);
   });
 
