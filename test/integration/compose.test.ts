@@ -18,6 +18,45 @@ const clusterEnv = Object.fromEntries(
 );
 const clusterNodes = [1, 2, 3, 4, 5, 6].map((n) => `redis-node-${n}`);
 
+/** `!reset`, the Compose specification's removal of a value by an override file. */
+const RESET = Symbol('!reset');
+const readCompose = (file: string) =>
+  parse(readFileSync(file, 'utf8'), { merge: true, customTags: [{ tag: '!reset', resolve: () => RESET }] });
+const isMapping = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+/**
+ * Compose's merge of an override file into the model, as far as these files need it: mappings merge key by key, a
+ * `!reset` key is removed, sequences append (without repeats), anything else is replaced.
+ */
+const mergeCompose = (base: unknown, override: unknown): unknown => {
+  if (Array.isArray(base) && Array.isArray(override)) return [...new Set([...base, ...override])];
+  if (!isMapping(base) || !isMapping(override)) return override;
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(override)) {
+    if (value === RESET) delete merged[key];
+    else merged[key] = mergeCompose(merged[key], value);
+  }
+  return merged;
+};
+/** The services Compose enables with `profiles` active: those without profiles and those with an active one. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML
+const enabledServices = (model: Record<string, any>, profiles: string[]) =>
+  Object.keys(model)
+    .filter((name) => !model[name].profiles || model[name].profiles.some((p: string) => profiles.includes(p)))
+    .sort();
+type Dependencies = Record<string, { required?: boolean }>;
+/** `depends_on` in either syntax (a list of names, or names mapped to how) as the long one. */
+const dependsOn = (value: unknown): Dependencies =>
+  Array.isArray(value) ? Object.fromEntries(value.map((name: string) => [name, {}])) : ((value ?? {}) as Dependencies);
+/** A dependency on a service left out is an error, unless it is declared `required: false`. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML
+const missingDependencies = (model: Record<string, any>, enabled: string[]) =>
+  enabled.flatMap((name) =>
+    Object.entries(dependsOn(model[name].depends_on))
+      .filter(([dependency, how]) => !enabled.includes(dependency) && how.required !== false)
+      .map(([dependency]) => `${name} -> ${dependency}`),
+  );
+
 /** Compose's interpolation of `${NAME-default}` and `${NAME:-default}` from `env`, as `docker compose` does it. */
 const interpolate = (value: string, env: Record<string, string>) =>
   value.replace(/\$\{(\w+)(:?)-([^}]*)\}/g, (_, name: string, colon: string, fallback: string) => {
@@ -27,6 +66,14 @@ const interpolate = (value: string, env: Record<string, string>) =>
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML; the assertions below are the type check
 const services = compose.services as Record<string, any>;
+/** The model `docker compose --env-file deploy/redis-cluster.env` loads: COMPOSE_FILE's files, merged in order. */
+const clusterFiles = (clusterEnv.COMPOSE_FILE ?? 'docker-compose.yml').split(clusterEnv.COMPOSE_PATH_SEPARATOR ?? ':');
+const clusterModel = clusterFiles
+  .slice(1)
+  .reduce<unknown>((model, file) => mergeCompose(model, readCompose(file)), compose);
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML
+const clusterServices = (clusterModel as { services: Record<string, any> }).services;
+const clusterProfiles = clusterEnv.COMPOSE_PROFILES!.split(',');
 
 const commandText = (test: unknown) => (Array.isArray(test) ? test.join(' ') : String(test));
 
@@ -36,6 +83,28 @@ describe('docker-compose.yml', () => {
     expect(byDefault.sort()).toEqual(['app', 'balancer', 'postgres', 'redis']);
     const inCluster = Object.keys(services).filter((name) => services[name].profiles?.includes('cluster'));
     expect(inCluster.sort()).toEqual([...clusterNodes, 'redis-cluster-init'].sort());
+  });
+
+  it('starts the single Redis by default and not on the cluster, where nothing depends on it', () => {
+    // No profile: exactly the default deployment, every dependency there (the cluster's, `required: false`, aside).
+    const byDefault = enabledServices(services, []);
+    expect(byDefault).toEqual(['app', 'balancer', 'postgres', 'redis']);
+    expect(missingDependencies(services, byDefault)).toEqual([]);
+    expect(services.app.depends_on.redis).toEqual({ condition: 'service_healthy' });
+    // The cluster variant's env file: the profile on, and the override file that leaves the single Redis out.
+    expect(clusterFiles).toEqual(['docker-compose.yml', 'deploy/redis-cluster.compose.yml']);
+    expect(clusterProfiles).toEqual(['cluster']);
+    const onCluster = enabledServices(clusterServices, clusterProfiles);
+    expect(onCluster).toEqual(['app', 'balancer', 'postgres', ...clusterNodes, 'redis-cluster-init'].sort());
+    expect(onCluster).not.toContain('redis');
+    expect(Object.keys(clusterServices.app.depends_on).sort()).toEqual(['postgres', 'redis-cluster-init']);
+    expect(missingDependencies(clusterServices, onCluster)).toEqual([]);
+    // The override changes nothing else: the rest of the app and the cluster's services are docker-compose.yml's.
+    expect(clusterServices.app.environment).toEqual(services.app.environment);
+    for (const name of [...clusterNodes, 'redis-cluster-init']) expect(clusterServices[name]).toEqual(services[name]);
+    // Still one published address for the service: the balancer's (Postgres' is on the loopback, for the host).
+    const published = onCluster.filter((name) => clusterServices[name].ports);
+    expect(published).toEqual(['balancer', 'postgres']);
   });
 
   it('runs Redis with the append-only file on a volume', () => {
@@ -127,6 +196,52 @@ describe('docker-compose.yml', () => {
     });
   });
 
+  it('gives the cluster nodes, their checks, redis-cluster-init and the app the one REDIS_PASSWORD', () => {
+    const password = '${REDIS_PASSWORD:-}';
+    expect(compose['x-redis-auth']).toEqual({ REDIS_PASSWORD: password });
+    expect(services.app.environment.REDIS_PASSWORD).toBe(password);
+    expect(services['redis-cluster-init'].environment).toEqual({ REDIS_PASSWORD: password });
+    // redis-cli reads REDISCLI_AUTH; set only when there is a password (a blank one would send AUTH "").
+    const cliAuth = '[ -z "$$REDIS_PASSWORD" ] || export REDISCLI_AUTH="$$REDIS_PASSWORD";';
+    expect(commandText(services['redis-cluster-init'].command)).toContain(cliAuth);
+    for (const name of clusterNodes) {
+      const node = services[name];
+      expect(node.environment).toEqual({ REDIS_PASSWORD: password, NODE: name });
+      // Required of clients and of the replication links, only when set.
+      expect(commandText(node.command)).toContain(
+        '$${REDIS_PASSWORD:+--requirepass "$$REDIS_PASSWORD" --masterauth "$$REDIS_PASSWORD"}',
+      );
+      expect(node.healthcheck.test[0]).toBe('CMD-SHELL');
+      expect(commandText(node.healthcheck.test)).toContain(cliAuth);
+      expect(commandText(node.healthcheck.test)).toMatch(/redis-cli ping \| grep -q PONG$/);
+    }
+    // No password written into the files themselves.
+    const commands = Object.values(services).flatMap((service) => [
+      commandText(service.command ?? ''),
+      commandText(service.healthcheck?.test ?? ''),
+    ]);
+    for (const command of commands) {
+      expect(command).not.toMatch(/--(requirepass|masterauth) (?!"\$\$REDIS_PASSWORD")|\bredis-cli\b.*\s(-a|--pass)\s/);
+    }
+    expect(clusterEnv.REDIS_PASSWORD).toBeUndefined();
+    // The service reads it on the cluster, and none is none.
+    const clusterConfig = (shell: Record<string, string>) =>
+      loadConfig({
+        ...Object.fromEntries(
+          Object.entries(services.app.environment as Record<string, string>).map(([k, v]) => [
+            k,
+            interpolate(v, { ...clusterEnv, ...shell }),
+          ]),
+        ),
+        ADMIN_TOKEN: 'a-token-of-sixteen-chars',
+      });
+    expect(clusterConfig({ REDIS_PASSWORD: 'a cluster secret' }).redisPassword).toBe('a cluster secret');
+    expect(clusterConfig({}).redisPassword).toBeUndefined();
+    expect(
+      interpolate(services['redis-node-1'].environment.REDIS_PASSWORD, { REDIS_PASSWORD: 'a cluster secret' }),
+    ).toBe('a cluster secret');
+  });
+
   it('starts the app only once Redis and Postgres are healthy', () => {
     const dependsOn = services.app.depends_on;
     for (const name of ['redis', 'postgres']) {
@@ -164,6 +279,25 @@ describe('docker-compose.yml', () => {
     expect(services.app.environment.TRUST_PROXY_HOPS).toBe('1');
     expect(commandText(services.balancer.healthcheck.test)).toContain('/balancer-health');
     expect(haproxy).toContain('if { path /balancer-health }');
+  });
+
+  it("checks the balancer's health with what the official haproxy image has: /bin/sh, printf, socat and grep", () => {
+    const test = services.balancer.healthcheck.test as string[];
+    // CMD-SHELL runs /bin/sh (dash, or busybox in -alpine); bash is in the Debian variant only, curl and wget in none.
+    expect(test[0]).toBe('CMD-SHELL');
+    expect(test).toHaveLength(2);
+    const check = test[1]!;
+    expect(check).not.toMatch(/\bbash\b|\/dev\/tcp|\bcurl\b|\bwget\b|\bnc\b/);
+    expect(check).toMatch(
+      /^printf 'GET \/balancer-health HTTP\/1\.0\\r\\n\\r\\n' \| socat -t 2 - TCP:([\d.]+):(\d+) \| grep -q /,
+    );
+    // On the port the frontend binds, which is the one the balancer publishes.
+    const [, host, port] = /TCP:([\d.]+):(\d+)/.exec(check)!;
+    expect(host).toBe('127.0.0.1');
+    expect(haproxy).toMatch(new RegExp(`^\\s*bind :${port}$`, 'm'));
+    expect(services.balancer.ports).toEqual([`127.0.0.1:3000:${port}`]);
+    // A 200 status line, HTTP/1.0 or 1.1.
+    expect(check).toMatch(/grep -q '\^HTTP\/1\[\.\]\[01\] 200 '$/);
   });
 
   it('gives the app longer to stop than its own drain grace period', () => {
