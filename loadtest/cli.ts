@@ -135,7 +135,7 @@ const program = new Command('loadtest')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option(
     '--report <file>',
-    'markdown report to write (default: docs/benchmarks.md for a full local run on one Redis, else beside the results)',
+    'markdown report to write (default: docs/benchmarks.md for a full local run of every scenario on one Redis, else beside the results)',
   )
   .option('--no-report', 'write the results json only')
   .addHelpText(
@@ -299,8 +299,8 @@ async function main(): Promise<void> {
 
     if (cli.report !== false) {
       const defaultReport =
-        // A cluster run is beside the results: docs/benchmarks.md is the one-Redis report.
-        mode === 'full' && !cli.url && !cli.redisCluster
+        // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
+        mode === 'full' && !cli.url && !cli.redisCluster && !cli.scenarios
           ? 'docs/benchmarks.md'
           : path.join(cli.resultsDir, `${stamp}.md`);
       const reportFile = path.resolve(typeof cli.report === 'string' ? cli.report : defaultReport);
