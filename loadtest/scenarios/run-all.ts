@@ -1,10 +1,10 @@
+import { ServerStats } from '../infra/server-stats.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { Profile, RunResults } from '../results.js';
 import type { RunContext } from './context.js';
 import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
-import { ServerStats } from '../infra/server-stats.js';
 import { runLifecycle } from './lifecycle.js';
 import { runSoldOut } from './sold-out.js';
 

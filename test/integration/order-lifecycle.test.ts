@@ -18,6 +18,16 @@ describe('order lifecycle', () => {
     return sku;
   };
   const view = async (sku: string) => (await call(urls[1]!, 'GET', `/skus/${sku}`)).body;
+  /** Units on each of the SKU's confirmation counter rows. */
+  const confirmationCounters = async (sku: string) =>
+    (
+      await db
+        .selectFrom('reservation_confirmations')
+        .innerJoin('skus', 'skus.id', 'reservation_confirmations.sku_id')
+        .where('skus.sku', '=', sku)
+        .select(['reservation_confirmations.units'])
+        .execute()
+    ).map((c) => c.units);
 
   beforeAll(async () => {
     db = createDatabase(testEndpoints().databaseUrl, 2);
@@ -58,13 +68,7 @@ describe('order lifecycle', () => {
       ])
       .executeTakeFirstOrThrow();
     expect(segmentTotals).toEqual({ reserved: '3', sold: '0' });
-    const counters = await db
-      .selectFrom('reservation_confirmations')
-      .innerJoin('skus', 'skus.id', 'reservation_confirmations.sku_id')
-      .where('skus.sku', '=', sku)
-      .select(['reservation_confirmations.units'])
-      .execute();
-    expect(counters.map((c) => c.units)).toEqual([3]);
+    expect(await confirmationCounters(sku)).toEqual([3]);
 
     const cancelled = await post(0, `/orders/${order.orderId}/cancel`);
     expect(cancelled.status).toBe(200);
@@ -85,13 +89,7 @@ describe('order lifecycle', () => {
     const audit = await auditSku(db, sku);
     expect(booksViolations(audit)).toEqual([]);
     expect(audit).toMatchObject({ available: 10, returned: 7, ended: 7 });
-    const countersAfter = await db
-      .selectFrom('reservation_confirmations')
-      .innerJoin('skus', 'skus.id', 'reservation_confirmations.sku_id')
-      .where('skus.sku', '=', sku)
-      .select(['reservation_confirmations.units'])
-      .execute();
-    expect(countersAfter.map((c) => c.units)).toEqual([0]);
+    expect(await confirmationCounters(sku)).toEqual([0]);
     expect((await post(0, '/orders/00000000-0000-4000-8000-000000000000/cancel')).status).toBe(404);
   });
 
