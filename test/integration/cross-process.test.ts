@@ -112,7 +112,10 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
       ),
     );
     // 80 carts of one unit of each SKU, 60 units of each: 60 carts placed, 20 refused, none stuck behind another.
-    expect(statusCounts(answers)).toEqual({ 201: 60, 409: 20 });
+    // Once in many runs some carts have waited out their whole budget (503): the message keeps what explains it.
+    const failed = answers.filter((a) => a.status >= 500).map((a) => a.body);
+    const warnings = instances.flatMap((i) => i.output.filter((line) => /"level":(40|50)/.test(line))).slice(-20);
+    expect(statusCounts(answers), JSON.stringify({ failed, warnings })).toEqual({ 201: 60, 409: 20 });
     for (const sku of [a, b]) {
       const audit = await auditSku(db, sku);
       expect(booksViolations(audit)).toEqual([]);
