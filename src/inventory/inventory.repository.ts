@@ -254,6 +254,10 @@ export async function auditStock(db: Executor, sku: string): Promise<StockAudit 
     ), back as (
       select order_id, sum(quantity) as quantity from stock_returns
        where sku_id = (select id from skus where sku = ${sku}) group by order_id
+    ), confirmed as (
+      -- Confirmed reservations' units: still in the segments' reserved, counted as sold apart.
+      select coalesce(sum(units), 0)::bigint as units from reservation_confirmations
+       where sku_id = (select id from skus where sku = ${sku})
     )
     select s.total_stock as "totalStock",
            (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
@@ -261,12 +265,10 @@ export async function auditStock(db: Executor, sku: string): Promise<StockAudit 
            (select coalesce(sum(quantity), 0) from taken where status = 'confirmed')::bigint as "sold",
            (select coalesce(sum(quantity), 0) from taken where status = 'reserved')::bigint as "reserved",
            s.sold_in_earlier_layouts + (select coalesce(sum(sold), 0) from stock_segments where sku_id = s.id)::bigint
-             + (select coalesce(sum(units), 0) from reservation_confirmations where sku_id = s.id)::bigint
-             as "soldCounted",
+             + (select units from confirmed) as "soldCounted",
            s.reserved_in_earlier_layouts
              + (select coalesce(sum(reserved), 0) from stock_segments where sku_id = s.id)::bigint
-             - (select coalesce(sum(units), 0) from reservation_confirmations where sku_id = s.id)::bigint
-             as "reservedCounted",
+             - (select units from confirmed) as "reservedCounted",
            (select coalesce(sum(quantity), 0) from back)::bigint as "returned",
            (select coalesce(sum(quantity), 0) from taken where status in ('cancelled', 'expired'))::bigint as "ended",
            (select count(*) from taken)::int as "ledgerOrders",

@@ -6,7 +6,6 @@ import { findOrder, type OrderRecord } from '../orders/order.repository.js';
 import { releaseUnits } from './customer-holdings.repository.js';
 import {
   confirmReservations,
-  uncountConfirmation,
   findDueReservations,
   giveBack,
   lockOrderStatus,
@@ -15,13 +14,14 @@ import {
   readTakenUnits,
   setOrderStatus,
   type TakenUnits,
+  uncountConfirmation,
   type UnitsBack,
 } from './lifecycle.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
 import { compareRefs, type SegmentLocks, type SegmentRef } from './segment-locks.js';
-import { WriteCombiner } from './write-combiner.js';
 import { splitEvenly } from './segment-math.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
+import { WriteCombiner } from './write-combiner.js';
 
 /**
  * Counter rows of `reservation_confirmations` per SKU: enough that concurrent confirm batches (of several instances)
