@@ -100,6 +100,7 @@ export class StockService {
         lockWaitMs: config.lockWaitMs,
         criticalSectionDelayMs: config.criticalSectionDelayMs,
         combineMaxBatch: config.combineMaxBatch,
+        batchesInFlight: config.batchesInFlight,
       },
       this.metrics.orderFlowHooks,
     );

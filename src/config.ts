@@ -37,6 +37,8 @@ const configSchema = z.object({
   // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
   CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
   COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(64),
+  // Batches of orders one instance runs at once, each on segments none of the others holds.
+  BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(4),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
   // Benchmark knob: mounts /bench/* (the HTTP ceiling, the unlocked oversell demonstration, lock-free baselines).
   // Only an explicit 1 or true turns it on; never set it in production.
@@ -87,8 +89,9 @@ export type Config = Readonly<{
   logLevel: string;
   pgPoolSize: number;
   criticalSectionDelayMs: number;
-  /** Most orders one segment holder serves in one statement (flat combining); 1 turns combining off. */
+  /** Most orders in one batch: locked, decided and written together (1 places every order on its own). */
   combineMaxBatch: number;
+  batchesInFlight: number;
   shutdownGraceMs: number;
   benchRoutes: boolean;
   rateLimitOrdersPerMinute: number;
@@ -148,6 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pgPoolSize: e.PG_POOL_SIZE,
     criticalSectionDelayMs: e.CRITICAL_SECTION_DELAY_MS,
     combineMaxBatch: e.COMBINE_MAX_BATCH,
+    batchesInFlight: e.BATCHES_IN_FLIGHT,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     benchRoutes: e.BENCH_ROUTES === '1' || e.BENCH_ROUTES === 'true',
     rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,

@@ -70,39 +70,39 @@ export interface SegmentState {
   fence: number;
 }
 
-const readSegmentStatement: PreparedStatement = {
-  name: 'read_segment',
-  text: `select segment, available, fence_token as fence from stock_segments
-          where sku_id = $1::int and segment = $2::int and layout_version = $3::int`,
+const readSegmentsStatement: PreparedStatement = {
+  name: 'read_segments',
+  text: `select s.available, s.fence_token as fence, w.i::int as i
+           from unnest($1::int[], $2::int[], $3::int[]) with ordinality as w(sku_id, layout_version, segment, i)
+           join stock_segments s
+             on s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment`,
 };
 
-/** A segment's state, read by its lock holder. Undefined when the segment is not part of this layout any more. */
-export async function readSegment(
-  db: Executor,
-  ref: { skuId: number; layoutVersion: number; segment: number },
-): Promise<SegmentState | undefined> {
-  const [state] = await runPrepared<SegmentState>(db, readSegmentStatement, [
-    ref.skuId,
-    ref.segment,
-    ref.layoutVersion,
-  ]);
-  return state;
+export interface SegmentAddress {
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
 }
 
-export async function readSegments(
+/**
+ * The state of segments of any SKUs, read by their lock holders in one query; in the order asked, undefined where a
+ * segment is not part of that layout any more.
+ */
+export async function readSegmentStates(
   db: Executor,
-  ref: { skuId: number; layoutVersion: number; segments: number[] },
-): Promise<SegmentState[]> {
-  // `in ()` is not SQL: no segments asked, none read.
-  if (ref.segments.length === 0) return [];
-  return db
-    .selectFrom('stock_segments')
-    .select(['segment', 'available', 'fence_token as fence'])
-    .where('sku_id', '=', ref.skuId)
-    .where('layout_version', '=', ref.layoutVersion)
-    .where('segment', 'in', ref.segments)
-    .orderBy('segment')
-    .execute();
+  segments: readonly SegmentAddress[],
+): Promise<(SegmentState | undefined)[]> {
+  if (segments.length === 0) return [];
+  const rows = await runPrepared<{ available: number; fence: number; i: number }>(db, readSegmentsStatement, [
+    segments.map((s) => s.skuId),
+    segments.map((s) => s.layoutVersion),
+    segments.map((s) => s.segment),
+  ]);
+  const states: (SegmentState | undefined)[] = segments.map(() => undefined);
+  for (const row of rows) {
+    states[row.i - 1] = { segment: segments[row.i - 1]!.segment, available: row.available, fence: row.fence };
+  }
+  return states;
 }
 
 export interface FencedWrite {

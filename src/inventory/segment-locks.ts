@@ -20,6 +20,11 @@ export function compareRefs(a: SegmentRef, b: SegmentRef): number {
   return a.segment - b.segment;
 }
 
+/** The lock name of a segment, which also names it in this process's maps. */
+export function segmentKey(ref: SegmentRef): string {
+  return redisKeys.segmentLock(ref);
+}
+
 /** Observers of the segment locks (metrics); every hook is optional and must not throw. */
 export interface SegmentLockHooks {
   onAcquired?(): void;
@@ -51,6 +56,12 @@ export class SegmentLocks {
     private readonly options: SegmentLockOptions,
     private readonly hooks: SegmentLockHooks = {},
   ) {}
+
+  /** True unless a caller of this process holds (or is taking) the lock, or another process was just found holding it. */
+  isFree(ref: SegmentRef): boolean {
+    const name = redisKeys.segmentLock(ref);
+    return !this.notices.isHeldHere(name) && !this.notices.isHeldElsewhere(name);
+  }
 
   /** True while a caller of this process holds (or is taking) the segment's lock. */
   isHeldHere(ref: SegmentRef): boolean {
@@ -109,7 +120,7 @@ export class SegmentLocks {
     const leases: LockLease[] = [];
     try {
       for (let rest = refs; rest.length > 0;) {
-        const tries = await this.tryAcquireEach(rest);
+        const tries = await this.tryAcquireAll(rest);
         const firstBusy = tries.indexOf(null);
         if (firstBusy < 0) {
           leases.push(...(tries as LockLease[]));
@@ -132,8 +143,11 @@ export class SegmentLocks {
     }
   }
 
-  /** `tryAcquire` on each at once; if any attempt fails outright, lets go of the others and rethrows. */
-  private async tryAcquireEach(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
+  /**
+   * `tryAcquire` on each at once: on Redis the attempts leave in one write per node (the connection pipelines what
+   * is sent in one tick). If any attempt fails outright, lets go of the others and rethrows.
+   */
+  async tryAcquireAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
     const tries = await Promise.allSettled(refs.map((ref) => this.tryAcquire(ref)));
     const failed = tries.find((t) => t.status === 'rejected');
     const leases = tries.map((t) => (t.status === 'fulfilled' ? t.value : null));
@@ -195,19 +209,6 @@ export class SegmentLocks {
     const segmentOf = new Map(refs.map((ref) => [redisKeys.segmentLock(ref), ref.segment]));
     const name = await this.notices.wait(refs[0]!.sku, new Set(segmentOf.keys()), options);
     return name === undefined ? undefined : segmentOf.get(name);
-  }
-
-  /**
-   * Hands a release notice on to the next waiter for `ref`: for a caller woken by it that will not try the lock after
-   * all (its order was served meanwhile).
-   */
-  passOn(ref: SegmentRef): void {
-    this.notices.passOn(ref.sku, redisKeys.segmentLock(ref));
-  }
-
-  /** True while callers of this process wait for the SKU's segments. */
-  hasWaiters(sku: string): boolean {
-    return this.notices.hasWaiters(sku);
   }
 
   /** Wakes every caller waiting for `ref` (or for any segment of the SKU): news no release would bring them. */

@@ -16,13 +16,14 @@ export function rotate<T>(items: readonly T[], startIndex: number): T[] {
   return [...items.slice(start), ...items.slice(0, start)];
 }
 
-export interface SegmentStock {
-  segment: number;
+/** A segment's stock; `S` names segments (their number, or the key a batch knows them by). */
+export interface SegmentStock<S = number> {
+  segment: S;
   available: number;
 }
 
-export interface SegmentTake {
-  segment: number;
+export interface SegmentTake<S = number> {
+  segment: S;
   quantity: number;
 }
 
@@ -43,8 +44,8 @@ export function chooseSegmentsToCover(stock: readonly SegmentStock[], quantity: 
 }
 
 /** Takes `quantity` from the segments in the given order, each giving what it has; null if they fall short. */
-export function splitAcross(stock: readonly SegmentStock[], quantity: number): SegmentTake[] | null {
-  const takes: SegmentTake[] = [];
+export function splitAcross<S>(stock: readonly SegmentStock<S>[], quantity: number): SegmentTake<S>[] | null {
+  const takes: SegmentTake<S>[] = [];
   let remaining = quantity;
   for (const { segment, available } of stock) {
     if (remaining === 0) break;

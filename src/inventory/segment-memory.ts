@@ -1,5 +1,6 @@
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { SegmentState } from './inventory.repository.js';
+import { type SegmentRef, segmentKey } from './segment-locks.js';
 
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;
@@ -22,6 +23,11 @@ export class SegmentMemory {
     return entry && lease.previousFence !== undefined && entry.fence === lease.previousFence ? entry.state : undefined;
   }
 
+  /** What this process last saw the segment hold, whoever held it since: a guess for planning, never for writing. */
+  peek(ref: SegmentRef): number | undefined {
+    return this.known.get(segmentKey(ref))?.state.available;
+  }
+
   /** The state as the holder of `lease` last saw or wrote it. */
   remember(lease: LockLease, state: SegmentState): void {
     const key = lease.key;
@@ -31,6 +37,10 @@ export class SegmentMemory {
 
   /** After a failed or uncertain write: the row may or may not hold what we meant to write. */
   forget(lease: LockLease): void {
-    this.known.delete(lease.key);
+    this.forgetKey(lease.key);
+  }
+
+  forgetKey(key: string): void {
+    this.known.delete(key);
   }
 }

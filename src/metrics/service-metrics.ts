@@ -106,7 +106,7 @@ export class ServiceMetrics {
 
   private readonly batchOrders = new Histogram({
     name: 'stock_batch_orders',
-    help: 'Orders one segment holder wrote in one statement: its own and those of this instance queued behind it.',
+    help: 'Orders one batch wrote in one statement, whatever their SKUs.',
     buckets: [1, 2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });
@@ -154,7 +154,7 @@ export class ServiceMetrics {
     onLockBusy: () => this.lockBusy.inc(),
     onWait: () => this.lockWaits.inc(),
     onFencedOut: () => this.fencedOut.inc(),
-    onBatch: (_sku, orders) => this.batchOrders.observe(orders),
+    onBatch: (orders) => this.batchOrders.observe(orders),
     onLockLost: () => this.lockLost.inc(),
   };
 

@@ -88,7 +88,14 @@ export function createRedisConnections(
 }
 
 function build(topology: RedisTopology): RedisConnections {
-  const failFast = { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true } satisfies RedisOptions;
+  // Commands issued in one tick leave in one write per node (auto-pipelining): a batch's lock attempts, and its
+  // releases, are one round trip whatever their number.
+  const failFast = {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    enableAutoPipelining: true,
+  } satisfies RedisOptions;
   if (topology.kind === 'cluster') {
     const common: ClusterOptions = {
       lazyConnect: true,
@@ -96,7 +103,7 @@ function build(topology: RedisTopology): RedisConnections {
       // Node connections connect on first use: an offline queue there only holds that first command.
       redisOptions: { password: topology.password, maxRetriesPerRequest: 1 },
     };
-    const commands = new Cluster(topology.nodes, { ...common, enableOfflineQueue: false });
+    const commands = new Cluster(topology.nodes, { ...common, enableOfflineQueue: false, enableAutoPipelining: true });
     const subscriber = new Cluster(topology.nodes, { ...common, shardedSubscribers: true });
     return wrap(commands, subscriber, (listener) => subscriber.on('subscribersReady', listener));
   }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { commitBatch } from '../../src/inventory/deduction.repository.js';
-import { readSegment } from '../../src/inventory/inventory.repository.js';
+import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
+import { type OrderWrite, writeBatch } from '../../src/inventory/order-writes.js';
 import { auditSku } from '../support/invariants.js';
 import { scrapeCounter } from '../support/scrape-metric.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
@@ -118,32 +118,30 @@ describe('the batch statement', () => {
     expect((await call(service.url, 'POST', '/skus', { sku, stock, segments: 1 })).status).toBe(201);
     const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
     const row = { skuId: id, layoutVersion: 1, segment: 0 };
-    return { sku, row, state: (await readSegment(db, row))! };
+    return { sku, row, state: (await readSegmentStates(db, [row]))[0]! };
   };
-  const order = (quantity: number, idempotencyKey: string | null = null) => ({
+  /** One order taking `quantity` from the batch's segment `segment`. */
+  const order = (skuId: number, quantity: number, idempotencyKey: string | null = null, segment = 0): OrderWrite => ({
     orderId: randomUUID(),
-    quantity,
+    skuId,
     idempotencyKey,
     requestFingerprint: idempotencyKey && 'fp',
     customerId: null,
     holdSeconds: null,
+    takes: [{ segment, quantity }],
+    limitedSkuIds: [],
   });
 
   it('writes nothing at all when the fence refuses the segment write', async () => {
     const { sku, row, state } = await oneSegmentSku(10);
-    const batch = [order(2), order(3), order(1)];
+    const orders = [order(row.skuId, 2), order(row.skuId, 3), order(row.skuId, 1)];
     // The row's token moved on since this holder's read: a newer holder wrote it.
-    const stale = {
-      ...row,
-      limited: false,
-      availableSeen: state.available,
-      fenceSeen: state.fence - 1,
-      fence: state.fence + 5,
-    };
-    expect(await commitBatch(db, { ...stale, orders: batch })).toMatchObject({ written: false, placed: new Map() });
+    const stale = { ...row, limitClaimed: false, availableSeen: state.available, fenceSeen: state.fence - 1 };
+    const refused = await writeBatch(db, { segments: [{ ...stale, fence: state.fence + 5 }], orders });
+    expect(refused).toMatchObject({ written: new Set(), placed: new Map() });
     // A token no newer than the row's last writer's is refused too.
-    const old = { ...row, limited: false, availableSeen: state.available, fenceSeen: state.fence, fence: state.fence };
-    expect((await commitBatch(db, { ...old, orders: batch })).written).toBe(false);
+    const old = { ...row, limitClaimed: false, availableSeen: state.available, fenceSeen: state.fence };
+    expect((await writeBatch(db, { segments: [{ ...old, fence: state.fence }], orders })).written.size).toBe(0);
     expect(await auditSku(db, sku)).toMatchObject({ sold: 0, soldCounted: 0, available: 10, ledgerOrders: 0 });
   });
 
@@ -152,20 +150,50 @@ describe('the batch statement', () => {
     const key = `${sku}-taken`;
     const first = await call(service.url, 'POST', '/orders', { sku, quantity: 1 }, { 'idempotency-key': key });
     expect(first.status).toBe(201);
-    const now = (await readSegment(db, row))!;
-    const batch = [order(2), order(4, key), order(3)];
-    const fence = now.fence + 1;
-    const result = await commitBatch(db, {
-      ...row,
-      limited: false,
-      availableSeen: now.available,
-      fenceSeen: now.fence,
-      fence,
-      orders: batch,
-    });
-    expect(result.written).toBe(true);
-    expect([...result.placed.keys()].sort()).toEqual([batch[0]!.orderId, batch[2]!.orderId].sort());
+    const now = (await readSegmentStates(db, [row]))[0]!;
+    const orders = [order(row.skuId, 2), order(row.skuId, 4, key), order(row.skuId, 3)];
+    const segment = { ...row, limitClaimed: false, availableSeen: now.available, fenceSeen: now.fence };
+    const result = await writeBatch(db, { segments: [{ ...segment, fence: now.fence + 1 }], orders });
+    expect(result.written).toEqual(new Set([0]));
+    expect([...result.placed.keys()].sort()).toEqual([orders[0]!.orderId, orders[2]!.orderId].sort());
     // 10 − 1 (the first order) − 2 − 3: the skipped order took nothing.
     expect(await auditSku(db, sku)).toMatchObject({ sold: 6, soldCounted: 6, available: 4, ledgerOrders: 3 });
+  });
+
+  it('writes the segments whose fence holds, and leaves out only the orders on a refused one', async () => {
+    const a = await oneSegmentSku(10);
+    const b = await oneSegmentSku(10);
+    const segments = [
+      {
+        ...a.row,
+        limitClaimed: false,
+        availableSeen: a.state.available,
+        fenceSeen: a.state.fence,
+        fence: a.state.fence + 1,
+      },
+      // b's holder read a token that is not the row's: a newer holder wrote it since.
+      {
+        ...b.row,
+        limitClaimed: false,
+        availableSeen: b.state.available,
+        fenceSeen: b.state.fence - 1,
+        fence: b.state.fence + 1,
+      },
+    ];
+    const cart: OrderWrite = {
+      ...order(0, 0),
+      skuId: null,
+      takes: [
+        { segment: 0, quantity: 1 },
+        { segment: 1, quantity: 1 },
+      ],
+    };
+    const orders = [order(a.row.skuId, 2), order(b.row.skuId, 3, null, 1), cart, order(a.row.skuId, 4)];
+    const result = await writeBatch(db, { segments, orders });
+    expect(result.written).toEqual(new Set([0]));
+    // The cart takes from both: it is left out with b's order, and takes nothing from a either.
+    expect([...result.placed.keys()].sort()).toEqual([orders[0]!.orderId, orders[3]!.orderId].sort());
+    expect(await auditSku(db, a.sku)).toMatchObject({ sold: 6, soldCounted: 6, available: 4, ledgerOrders: 2 });
+    expect(await auditSku(db, b.sku)).toMatchObject({ sold: 0, soldCounted: 0, available: 10, ledgerOrders: 0 });
   });
 });

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { commitOrder } from '../../src/inventory/deduction.repository.js';
-import { readSegment } from '../../src/inventory/inventory.repository.js';
+import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
+import { writeBatch } from '../../src/inventory/order-writes.js';
 import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
@@ -37,27 +37,41 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     return { sku, ref: { sku, layoutVersion: 1, segment: 0 }, row: { skuId: id, layoutVersion: 1, segment: 0 } };
   };
 
-  /** The service's own commit statement; true when the fence let the write (and so the order) through. */
+  const readSegment = async (db: Db, row: { skuId: number; layoutVersion: number; segment: number }) =>
+    (await readSegmentStates(db, [row]))[0];
+
+  /** The service's own batch statement; true when the fence let the write (and so the order) through. */
   const deduct = async (
     row: { skuId: number; layoutVersion: number },
     state: { segment: number; available: number; fence: number },
     fence: number,
     quantity: number,
   ) => {
-    const result = await commitOrder(db, {
-      orderId: randomUUID(),
-      skuId: row.skuId,
-      quantity,
-      idempotencyKey: null,
-      requestFingerprint: null,
-      customerId: null,
-      holdSeconds: null,
-      limitedSkuIds: [],
-      deductions: [
-        { ...row, segment: state.segment, availableSeen: state.available, fenceSeen: state.fence, fence, quantity },
+    const result = await writeBatch(db, {
+      segments: [
+        {
+          ...row,
+          segment: state.segment,
+          availableSeen: state.available,
+          fenceSeen: state.fence,
+          fence,
+          limitClaimed: false,
+        },
+      ],
+      orders: [
+        {
+          orderId: randomUUID(),
+          skuId: row.skuId,
+          idempotencyKey: null,
+          requestFingerprint: null,
+          customerId: null,
+          holdSeconds: null,
+          takes: [{ segment: 0, quantity }],
+          limitedSkuIds: [],
+        },
       ],
     });
-    return 'placed' in result;
+    return result.placed.size === 1;
   };
 
   it('refuses the stale holder once a newer holder has written', async () => {

@@ -92,17 +92,46 @@ describe('lock scripts, called directly', () => {
     expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('fresh');
   });
 
-  it("publishes a release notice on the lock's own shard channel, carrying the releaser's payload", async () => {
+  it("publishes a release notice on the lock's own shard channel once another owner tried to take it", async () => {
     const name = lockName();
     const channel = redisKeys.releasedChannel(name);
     await listener.ssubscribe(channel);
-    const received = new Promise<string>((resolve) =>
-      listener.once('smessage', (_c, message: string) => resolve(message)),
-    );
+    const received: string[] = [];
+    const onMessage = (from: string, message: string) => {
+      if (from === channel) received.push(message);
+    };
+    listener.on('smessage', onMessage);
+    // Nobody else wanted it: nobody waits, so no notice.
     await acquire(name, 'x');
-    await release(name, 'x', 'instance-7');
-    expect(await received).toBe('instance-7');
+    await release(name, 'x', 'instance-6');
+    // Another owner tried while it was held: it may wait for the notice.
+    await acquire(name, 'y');
+    expect((await acquire(name, 'z'))[0]).toBe(LockCode.Held);
+    await release(name, 'y', 'instance-7');
+    // A round trip on the listener's own connection: every message published before it has been delivered.
+    await listener.ping();
+    listener.off('smessage', onMessage);
     await listener.sunsubscribe(channel);
+    expect(received).toEqual(['instance-7']);
+  });
+
+  it('takes and releases a lock nobody else wants in at most 8 Redis commands', async () => {
+    const name = lockName();
+    const commandsRun = async () => {
+      const stats = await redis.info('commandstats');
+      let calls = 0;
+      for (const [, command, n] of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+        if (!['evalsha', 'eval', 'info', 'config', 'script'].includes(command!)) calls += Number(n);
+      }
+      return calls;
+    };
+    // Loads the scripts (a first EVALSHA of an unknown script falls back to EVAL) before counting.
+    await acquire(name, 'warm-up');
+    await release(name, 'warm-up');
+    const before = await commandsRun();
+    await acquire(name, 'a');
+    await release(name, 'a');
+    expect((await commandsRun()) - before).toBeLessThanOrEqual(8);
   });
 
   it('hands a freed lock to the head of the fair queue, with a new token, instead of freeing it', async () => {

@@ -105,7 +105,8 @@ describe('redis lock: fair queue and waiting across clients', () => {
     const local = new RedisLock({ redis: new Redis(server.url), ownsConnection: true, maxLocalHandoffs: 4 });
     const remote = client();
     const fences: number[] = [];
-    const first = (await local.tryAcquire(lock))!;
+    // A waiting acquisition starts a tenure with reserved tokens (a single attempt reserves none: it has no waiters).
+    const first = await local.acquire(lock);
     fences.push(first.fence);
     // Twenty local waiters and one other process queue up behind the holder.
     const locals = Array.from({ length: 20 }, () =>

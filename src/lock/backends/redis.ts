@@ -123,7 +123,8 @@ export class RedisLock extends LockClient<string> {
   protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant<string> | null> {
     // Another owner of this client holds it: Redis would only say so.
     if (this.lines.get(key)?.holder !== undefined) return null;
-    return (await this.startTenure(key, owner, ttlMs)).grant;
+    // No tokens reserved: a single attempt has no local waiters to pass the lock to.
+    return (await this.startTenure(key, owner, ttlMs, 1)).grant;
   }
 
   protected waitStore(
@@ -139,15 +140,9 @@ export class RedisLock extends LockClient<string> {
    * One attempt at Redis; on success this client holds the lock with a block of tokens to pass on locally. Otherwise
    * the holder's lease left (`pttl`).
    */
-  private async startTenure(key: string, owner: string, ttlMs: number) {
+  private async startTenure(key: string, owner: string, ttlMs: number, reserve: number) {
     const requestedAt = Date.now();
-    const [code, pttl, previous, lastFence] = await this.callAcquire(
-      key,
-      owner,
-      ttlMs,
-      'try',
-      this.maxLocalHandoffs + 1,
-    );
+    const [code, pttl, previous, lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', reserve);
     if (outcomeOf(code) !== 'done') return { grant: null, pttl };
     const line = this.line(key);
     line.holder = owner;
@@ -191,7 +186,7 @@ export class RedisLock extends LockClient<string> {
           // Listening before the attempt: a release between the attempt and the wait still wakes us.
           await this.notices.listen(key, [key]);
           const mark = this.notices.mark();
-          const { grant, pttl } = await this.startTenure(key, owner, ttlMs);
+          const { grant, pttl } = await this.startTenure(key, owner, ttlMs, this.maxLocalHandoffs + 1);
           if (grant) return grant;
           if (me.grant) continue;
           if (Date.now() >= budget.deadline) return null;
@@ -317,7 +312,9 @@ export class RedisLock extends LockClient<string> {
       }
     }
     try {
-      const lastUsed = final && ownTenure ? tenure!.nextFence - 1 : 0;
+      // Reserved tokens left unused go back, so the next holder's `previous` names the token that last wrote.
+      const unused = final && ownTenure && tenure!.nextFence <= tenure!.lastFence;
+      const lastUsed = unused ? tenure!.nextFence - 1 : 0;
       const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0', lastUsed);
       if (outcomeOf(reply[0]) === 'not-owner') {
         this.forgetHolder(hold);

@@ -8,9 +8,10 @@
 local function issueFence(fenceKey)
   local time = redis.call('TIME')
   local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local previous = tonumber(redis.call('GET', fenceKey) or '0')
-  local fence = math.max(previous + 1, micros)
   -- Counters of abandoned locks fade away after a week; one that comes back restarts from the clock.
-  redis.call('SET', fenceKey, string.format('%.0f', fence), 'PX', 604800000)
-  return fence, previous
+  local previous = tonumber(redis.call('SET', fenceKey, string.format('%.0f', micros), 'PX', 604800000, 'GET') or '0')
+  if previous < micros then return micros, previous end
+  -- The counter is ahead of the clock (tokens reserved ahead, or the clock stepped back): count on from it.
+  redis.call('SET', fenceKey, string.format('%.0f', previous + 1), 'PX', 604800000)
+  return previous + 1, previous
 end

@@ -1,0 +1,200 @@
+import type { SkuEntry } from './sku-directory.js';
+import { type SegmentRef, segmentKey } from './segment-locks.js';
+import { splitAcross } from './segment-math.js';
+
+/**
+ * The two pure halves of a batch, no I/O here: which segments a batch of orders needs (`planBatch`), and, once their
+ * locks are held and their stock read, what each order takes (`decideBatch`).
+ */
+
+/** One line of an order: units of one SKU. */
+export interface BatchLine {
+  entry: SkuEntry;
+  quantity: number;
+  /** Set after the line could not be covered from the segments its batch held: next time, it wants every one. */
+  wantsEvery: boolean;
+}
+
+/** An order as planning sees it. */
+export interface PlannableOrder {
+  readonly lines: readonly BatchLine[];
+  /** Values no two orders of one batch may share: its Idempotency-Key, and its customer on a limited SKU. */
+  readonly exclusiveBy: readonly string[];
+}
+
+/** A segment the batch locks, with what this instance last knew of its stock (Infinity: nothing). */
+export interface PlannedSegment {
+  readonly ref: SegmentRef;
+  readonly key: string;
+  readonly entry: SkuEntry;
+  /** Units the orders planned onto it may still take, as far as planning can tell. */
+  left: number;
+}
+
+export interface BatchPlan<O extends PlannableOrder> {
+  segments: Map<string, PlannedSegment>;
+  /** Orders in arrival order, each with its candidate segments (keys) per line. */
+  orders: { order: O; candidates: string[][] }[];
+}
+
+export interface PlanningView {
+  /** False when a batch of this instance holds the segment, or another instance was just found holding it. */
+  isFree(ref: SegmentRef): boolean;
+  /** What this instance last knew the segment held; undefined when it never saw it. */
+  estimate(ref: SegmentRef): number | undefined;
+}
+
+/**
+ * Picks the segments for up to `max` of the `pending` orders, oldest first. A line goes, in this order of preference,
+ * onto a segment the batch already takes that still has room for it (the orders share the segment's lock hold and its
+ * statement: flat combining), onto a free segment that may hold enough, or onto every free segment of its SKU, to be
+ * covered from several. Orders that cannot be planned now (their segments are all taken, or they clash with an order
+ * already in the batch) wait for the next batch.
+ */
+export function planBatch<O extends PlannableOrder>(
+  pending: Iterable<O>,
+  max: number,
+  view: PlanningView,
+): BatchPlan<O> {
+  const plan: BatchPlan<O> = { segments: new Map(), orders: [] };
+  const exclusive = new Set<string>();
+  for (const order of pending) {
+    if (plan.orders.length >= max) break;
+    if (order.exclusiveBy.some((value) => exclusive.has(value))) continue;
+    const candidates: string[][] = [];
+    const added: PlannedSegment[] = [];
+    for (const line of order.lines) {
+      const picked = pickSegments(line, plan, view, added);
+      if (!picked) break;
+      candidates.push(picked);
+    }
+    if (candidates.length < order.lines.length) {
+      for (const segment of added) plan.segments.delete(segment.key);
+      continue;
+    }
+    for (const value of order.exclusiveBy) exclusive.add(value);
+    plan.orders.push({ order, candidates });
+  }
+  return plan;
+}
+
+function pickSegments<O extends PlannableOrder>(
+  line: BatchLine,
+  plan: BatchPlan<O>,
+  view: PlanningView,
+  added: PlannedSegment[],
+): string[] | null {
+  const { entry, quantity } = line;
+  const open = openSegments(entry);
+  const usable = open.filter(
+    (segment) => plan.segments.has(segmentKey(refOf(entry, segment))) || view.isFree(refOf(entry, segment)),
+  );
+  if (usable.length === 0 || (line.wantsEvery && usable.length < open.length)) return null;
+  const take = (segment: number): PlannedSegment => {
+    const ref = refOf(entry, segment);
+    const key = segmentKey(ref);
+    let planned = plan.segments.get(key);
+    if (!planned) {
+      planned = { ref, key, entry, left: view.estimate(ref) ?? Infinity };
+      plan.segments.set(key, planned);
+      added.push(planned);
+    }
+    return planned;
+  };
+  if (!line.wantsEvery) {
+    const shared = usable
+      .map((s) => plan.segments.get(segmentKey(refOf(entry, s))))
+      .find((p) => p && p.left >= quantity);
+    if (shared) {
+      shared.left -= quantity;
+      return [shared.key];
+    }
+    const fits = usable.filter(
+      (s) =>
+        !plan.segments.has(segmentKey(refOf(entry, s))) && (view.estimate(refOf(entry, s)) ?? Infinity) >= quantity,
+    );
+    if (fits.length > 0) {
+      const chosen = take(fits[Math.floor(Math.random() * fits.length)]!);
+      chosen.left -= quantity;
+      return [chosen.key];
+    }
+  }
+  return usable.map((segment) => {
+    const planned = take(segment);
+    planned.left = 0;
+    return planned.key;
+  });
+}
+
+/** What the batch holds of a segment: its stock as read under the lock, less what earlier orders took. */
+export type Holdings = Map<string, number>;
+
+/** What deciding made of one order. */
+export type Decision =
+  | { kind: 'take'; takes: { key: string; quantity: number }[] }
+  /** Definitively short: every open segment of `entry` was held and read, and together they fall short. */
+  | { kind: 'short'; entry: SkuEntry; quantity: number; available: number }
+  /**
+   * Not decided by what this batch holds: some of its segments were busy, or they fell short while other segments may
+   * hold enough. `widen`: the lines that should want every segment of their SKU next time.
+   */
+  | { kind: 'retry'; widen: BatchLine[] };
+
+/**
+ * Decides the orders in arrival order against the stock held: a line takes from one segment if one suffices, else
+ * it is split across its candidates. An order takes all its lines or nothing; what it takes is gone for the orders
+ * after it. `held` is updated.
+ */
+export function decideBatch<O extends PlannableOrder>(plan: BatchPlan<O>, held: Holdings): Decision[] {
+  return plan.orders.map(({ order, candidates }) => {
+    const takes: { key: string; quantity: number }[] = [];
+    let retry = false;
+    const widen: BatchLine[] = [];
+    let short: Decision | undefined;
+    for (const [i, line] of order.lines.entries()) {
+      // Its own candidates first, then any segment of the SKU the batch holds for other orders.
+      const ofSku = openSegments(line.entry)
+        .map((segment) => segmentKey(refOf(line.entry, segment)))
+        .filter((key) => held.has(key));
+      const fits = (key: string) => held.has(key) && held.get(key)! >= line.quantity;
+      const alone = candidates[i]!.find(fits) ?? ofSku.find(fits);
+      const split = alone
+        ? [{ segment: alone, quantity: line.quantity }]
+        : splitAcross(
+            ofSku.map((key) => ({ segment: key, available: held.get(key)! })),
+            line.quantity,
+          );
+      if (split) {
+        takes.push(...split.map((t) => ({ key: t.segment, quantity: t.quantity })));
+        continue;
+      }
+      if (ofSku.length === openSegments(line.entry).length && !line.entry.stale) {
+        const available = ofSku.reduce((total, key) => total + held.get(key)!, 0);
+        short ??= { kind: 'short', entry: line.entry, quantity: line.quantity, available };
+      } else {
+        retry = true;
+        // Covering from several, it held all it had planned on and they fell short, while other segments were busy:
+        // only all of them at once can answer it. (One segment that fell short was a guess: the next plan knows better.)
+        const mine = candidates[i]!;
+        if (mine.length > 1 && mine.every((key) => held.has(key))) widen.push(line);
+      }
+    }
+    if (short) return short;
+    if (retry) return { kind: 'retry', widen };
+    for (const { key, quantity } of takes) held.set(key, held.get(key)! - quantity);
+    return { kind: 'take', takes };
+  });
+}
+
+/** The SKU's segments not known to be empty. */
+export function openSegments(entry: SkuEntry): number[] {
+  const open: number[] = [];
+  for (let segment = 0; segment < entry.segmentCount; segment++) {
+    if (!entry.emptySegments.has(segment)) open.push(segment);
+  }
+  return open;
+}
+
+export function refOf(entry: SkuEntry, segment: number): SegmentRef {
+  return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
+}

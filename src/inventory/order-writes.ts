@@ -1,0 +1,215 @@
+import type { Transaction } from 'kysely';
+import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
+import type { Database, OrderStatus } from '../db/schema.js';
+import { claimUnits, releaseUnits } from './customer-holdings.repository.js';
+
+/** What an order asks beyond its stock: the fields of its row. */
+export interface OrderFields {
+  orderId: string;
+  idempotencyKey: string | null;
+  requestFingerprint: string | null;
+  customerId: string | null;
+  /** A reservation's hold; null places the order confirmed. */
+  holdSeconds: number | null;
+}
+
+/** A segment the batch writes: what its lock holder read, and the holder's own fencing token. */
+export interface SegmentWrite {
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
+  /** Stock the holder read, and the token of the row's last writer at that read. */
+  availableSeen: number;
+  fenceSeen: number;
+  fence: number;
+  /** The holder knew the SKU's per-customer limit and claimed its customers' units: a SKU that gained one since is not written. */
+  limitClaimed: boolean;
+}
+
+/** An order of the batch: its row, and what it takes from which of the batch's segments (indexes into `segments`). */
+export interface OrderWrite extends OrderFields {
+  /** The order's SKU; null for a cart. */
+  skuId: number | null;
+  takes: { segment: number; quantity: number }[];
+  /** Claim the customer's units of these SKUs first (the SKUs of the order that have a per-customer limit). */
+  limitedSkuIds: number[];
+}
+
+export interface BatchWrite {
+  segments: SegmentWrite[];
+  orders: OrderWrite[];
+}
+
+/** The order row as written: when it was placed, and until when a reservation holds. */
+export interface PlacedRow {
+  status: OrderStatus;
+  createdAt: Date;
+  expiresAt: Date | null;
+}
+
+export interface BatchWritten {
+  /** Indexes of the segments the fence let through; orders on any other segment were not written. */
+  written: Set<number>;
+  /** The orders placed, by id. An order whose segments were all written but that is missing here lost its key. */
+  placed: Map<string, PlacedRow>;
+  /** Orders refused by their customer's limit, by id, with the units the customer may still order of that SKU. */
+  overLimit: Map<string, { skuId: number; remaining: number }>;
+}
+
+/**
+ * Every write of a batch in one statement, whether it holds one order or sixty, of one SKU or many. Each segment is
+ * written fenced — only where the row still carries the token its holder read and the holder's token is newer — with
+ * the stock read less what the placed orders take, and its running totals of units sold and reserved. An order is
+ * inserted, with its ledger rows, only if every segment it takes from was written; an order whose Idempotency-Key
+ * another request already used is skipped (`on conflict do nothing`) and takes nothing. One statement is atomic by
+ * itself and, being the same text for every batch, planned once per connection.
+ */
+export const FENCE_GUARD = 's.fence_token = w.fence_seen and s.fence_token < w.fence';
+
+export const writeBatchStatement: PreparedStatement = {
+  name: 'write_batch',
+  text: `
+    with seg as (
+      select * from unnest($1::int[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::boolean[])
+        with ordinality as w(sku_id, layout_version, segment, available_seen, fence_seen, fence, limit_claimed, i)
+    ), guard as (
+      select w.i from stock_segments s join seg w
+          on s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment
+       where ${FENCE_GUARD}
+         and (w.limit_claimed or (select k.max_per_customer from skus k where k.id = w.sku_id) is null)
+         for update of s
+    ), ord as (
+      select * from unnest($8::uuid[], $9::int[], $10::bigint[], $11::text[], $12::text[], $13::int[], $14::text[])
+        with ordinality as b(id, sku_id, quantity, idempotency_key, request_fingerprint, hold, customer_id, o)
+    ), take as (
+      select * from unnest($15::int[], $16::int[], $17::bigint[]) as t(o, i, quantity)
+    ), placed as (
+      insert into orders (id, sku_id, quantity, idempotency_key, request_fingerprint, status, customer_id, expires_at)
+      select b.id, b.sku_id, b.quantity, b.idempotency_key, b.request_fingerprint,
+             case when b.hold is null then 'confirmed' else 'reserved' end, b.customer_id,
+             now() + b.hold * interval '1 second'
+        from ord b
+       where not exists (select 1 from take t where t.o = b.o and t.i not in (select i from guard))
+      on conflict (idempotency_key) do nothing
+      returning id, status, created_at, expires_at
+    ), taken as (
+      select t.i, p.status, t.quantity, b.id
+        from take t join ord b on b.o = t.o join placed p on p.id = b.id
+    ), written as (
+      update stock_segments s
+         set available = w.available_seen - coalesce((select sum(quantity) from taken where taken.i = w.i), 0),
+             fence_token = w.fence,
+             sold = s.sold + coalesce((select sum(quantity) from taken where taken.i = w.i and status = 'confirmed'), 0),
+             reserved = s.reserved
+               + coalesce((select sum(quantity) from taken where taken.i = w.i and status = 'reserved'), 0)
+        from seg w
+       where w.i in (select i from guard)
+         and s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment
+      returning w.i
+    ), ledger as (
+      insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+      select t.id, w.sku_id, w.segment, w.layout_version, t.quantity, w.fence from taken t join seg w on w.i = t.i
+    )
+    select i::int as segment, null::uuid as id, null::text as status, null::timestamptz as created_at,
+           null::timestamptz as expires_at
+      from written
+    union all
+    select null, id, status, created_at, expires_at from placed`,
+};
+
+/**
+ * Writes a batch: one statement, in a transaction only when some order must first claim its customer's units of a
+ * limited SKU. Claims refused leave their orders out; claims of orders that were then not written (a refused fence,
+ * a lost key) are given back before the transaction commits.
+ */
+export async function writeBatch(
+  db: Db,
+  batch: BatchWrite,
+  /** The lock-safety checker swaps in a variant without FENCE_GUARD, to show what the guard prevents. */
+  statement = writeBatchStatement,
+): Promise<BatchWritten> {
+  if (batch.orders.every((order) => order.limitedSkuIds.length === 0)) {
+    return { ...(await runWrite(db, batch, statement)), overLimit: new Map() };
+  }
+  return db.transaction().execute(async (trx) => {
+    const { granted, overLimit } = await claimLimits(trx, batch);
+    const claimed = batch.orders.filter((order) => !overLimit.has(order.orderId));
+    const result = await runWrite(trx, { segments: batch.segments, orders: claimed }, statement);
+    for (const order of batch.orders) {
+      if (result.placed.has(order.orderId)) continue;
+      for (const skuId of granted.get(order.orderId) ?? []) {
+        await releaseUnits(trx, skuId, order.customerId!, unitsOf(order, batch.segments, skuId));
+      }
+    }
+    return { ...result, overLimit };
+  });
+}
+
+/**
+ * Claims each limited order's units, one statement per SKU (an order's customer appears once per SKU in a batch). An
+ * order refused on one SKU claims nothing further; what it was granted on others is given back by the caller.
+ */
+async function claimLimits(trx: Transaction<Database>, batch: BatchWrite) {
+  const granted = new Map<string, number[]>();
+  const overLimit: BatchWritten['overLimit'] = new Map();
+  for (const skuId of new Set(batch.orders.flatMap((order) => order.limitedSkuIds))) {
+    const claiming = batch.orders.filter((o) => o.limitedSkuIds.includes(skuId) && !overLimit.has(o.orderId));
+    const refused = await claimUnits(
+      trx,
+      skuId,
+      claiming.map((order) => ({ customerId: order.customerId!, units: unitsOf(order, batch.segments, skuId) })),
+    );
+    for (const order of claiming) {
+      const remaining = refused.get(order.customerId!);
+      if (remaining !== undefined) overLimit.set(order.orderId, { skuId, remaining });
+      else granted.set(order.orderId, [...(granted.get(order.orderId) ?? []), skuId]);
+    }
+  }
+  return { granted, overLimit };
+}
+
+function unitsOf(order: OrderWrite, segments: SegmentWrite[], skuId: number): number {
+  return order.takes.reduce((total, t) => total + (segments[t.segment]!.skuId === skuId ? t.quantity : 0), 0);
+}
+
+async function runWrite(
+  db: Db | Transaction<Database>,
+  batch: BatchWrite,
+  statement: PreparedStatement,
+): Promise<Omit<BatchWritten, 'overLimit'>> {
+  const { segments: s, orders: o } = batch;
+  const takes = o.flatMap((order, index) => order.takes.map((t) => ({ ...t, order: index + 1 })));
+  const rows = await runPrepared<{
+    segment: number | null;
+    id: string | null;
+    status: OrderStatus | null;
+    created_at: Date | null;
+    expires_at: Date | null;
+  }>(db, statement, [
+    s.map((x) => x.skuId),
+    s.map((x) => x.layoutVersion),
+    s.map((x) => x.segment),
+    s.map((x) => x.availableSeen),
+    s.map((x) => x.fenceSeen),
+    s.map((x) => x.fence),
+    s.map((x) => x.limitClaimed),
+    o.map((x) => x.orderId),
+    o.map((x) => x.skuId),
+    o.map((x) => x.takes.reduce((total, t) => total + t.quantity, 0)),
+    o.map((x) => x.idempotencyKey),
+    o.map((x) => x.requestFingerprint),
+    o.map((x) => x.holdSeconds),
+    o.map((x) => x.customerId),
+    takes.map((t) => t.order),
+    // Ordinality counts from 1.
+    takes.map((t) => t.segment + 1),
+    takes.map((t) => t.quantity),
+  ]);
+  const written = new Set<number>();
+  const placed = new Map<string, PlacedRow>();
+  for (const row of rows) {
+    if (row.segment !== null) written.add(row.segment - 1);
+    else placed.set(row.id!, { status: row.status!, createdAt: row.created_at!, expiresAt: row.expires_at });
+  }
+  return { written, placed };
+}
