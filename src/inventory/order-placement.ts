@@ -3,12 +3,13 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { findOrder, type OrderRecord } from '../orders/order.repository.js';
 import { openSegments } from './batch-plan.js';
-import { type BatchHooks, type Ending, OrderBatcher, type OrderTrace } from './order-batcher.js';
+import type { BatchHooks, Ending, OrderTrace } from './batch-steps.js';
+import { OrderBatcher } from './order-batcher.js';
 import { customerRequired, outOfStock } from './refusals.js';
 import type { SegmentLocks } from './segment-locks.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
-export type { OrderTrace } from './order-batcher.js';
+export type { OrderTrace } from './batch-steps.js';
 
 /** Units of one SKU. */
 export interface OrderLine {

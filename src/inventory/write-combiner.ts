@@ -2,7 +2,7 @@
  * Flat combining for a write that needs no lock of ours: calls that arrive while a statement of this instance is
  * running wait for the next one, which serves them all. Nobody waits for a batch to fill: a lone call runs at once,
  * and under load one commit (one WAL flush) serves every call that queued behind the previous one. The order path
- * does the same under its segment locks (OrderQueue); confirms use this one.
+ * batches its orders the same way under their segment locks (OrderBatcher); confirms use this one.
  */
 export class WriteCombiner<In, Out> {
   private waiting: { input: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];

@@ -1,0 +1,262 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Db } from '../db/database.js';
+import type { AppError } from '../errors.js';
+import type { LockLease } from '../lock/distributed-lock.js';
+import type { OrderItem, OrderRecord } from '../orders/order.repository.js';
+import { type BatchLine, type BatchPlan, decideBatch, type PlannedSegment } from './batch-plan.js';
+import { readSegmentStates } from './inventory.repository.js';
+import { type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite, writeBatch } from './order-writes.js';
+import { outOfStock, purchaseLimit } from './refusals.js';
+import type { SegmentLocks } from './segment-locks.js';
+import type { SegmentMemory } from './segment-memory.js';
+import type { SkuDirectory } from './sku-directory.js';
+
+/** How an order the batcher took ends: the one vocabulary of the order flow. Failures (Postgres away) reject. */
+export type Ending =
+  | { kind: 'placed'; order: OrderRecord }
+  /** Another request placed an order under the same Idempotency-Key first: the caller answers with that one. */
+  | { kind: 'key-taken' }
+  /** Out of stock, over the customer's limit, or every segment it needed stayed locked for its whole wait budget. */
+  | { kind: 'refused'; problem: AppError };
+
+/** What one order went through, for the metrics. */
+export interface OrderTrace {
+  /** Segment locks tried for it (a shared segment counts once per order). */
+  segmentVisits: number;
+  /** Time it spent waiting for a batch that could take it. */
+  waitedMs: number;
+}
+
+/** Observers of the batches (metrics); every hook is optional and must not throw. */
+export interface BatchHooks {
+  /** A segment lock was tried. */
+  onSegmentVisit?(): void;
+  onLockBusy?(): void;
+  onWait?(): void;
+  onFencedOut?(): void;
+  onLockLost?(): void;
+  /** A batch wrote `orders` orders in one statement. */
+  onBatch?(orders: number): void;
+}
+
+/** An order the batcher carries until it ends. */
+export interface BatchOrder {
+  readonly fields: OrderFields;
+  lines: BatchLine[];
+  readonly exclusiveBy: readonly string[];
+  readonly ticket: number;
+  readonly deadline: number;
+  readonly trace: OrderTrace;
+  queuedAt: number;
+  end(ending: Ending): void;
+  fail(error: unknown): void;
+}
+
+/**
+ * What a batch does once it tried its locks, step by step: read what memory cannot recall (one query), decide every
+ * order against that stock, run the business step, write everything in one fenced statement, answer each order,
+ * release every lock (one round trip). Orders it could not decide go back to the batcher.
+ */
+export class BatchSteps {
+  constructor(
+    private readonly db: Db,
+    private readonly locks: SegmentLocks,
+    private readonly directory: SkuDirectory,
+    private readonly memory: SegmentMemory,
+    /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
+    private readonly criticalSectionDelayMs: number,
+    private readonly hooks: BatchHooks,
+  ) {}
+
+  /** Runs the steps; every order of the batch ends, or is returned to go back in line. */
+  async run(
+    plan: BatchPlan<BatchOrder>,
+    segments: PlannedSegment[],
+    leases: (LockLease | null)[],
+  ): Promise<BatchOrder[]> {
+    const leaseOf = new Map<string, LockLease>();
+    for (const [i, lease] of leases.entries()) {
+      this.hooks.onSegmentVisit?.();
+      if (lease) leaseOf.set(segments[i]!.key, lease);
+      else this.hooks.onLockBusy?.();
+    }
+    const started = Date.now();
+    for (const { order, candidates } of plan.orders) {
+      order.trace.segmentVisits += new Set(candidates.flat()).size;
+      order.trace.waitedMs += started - order.queuedAt;
+    }
+    const open = new Set(plan.orders.map(({ order }) => order));
+    const retries: BatchOrder[] = [];
+    try {
+      await this.decideAndWrite(plan, segments, leaseOf, { open, retries });
+    } catch (error) {
+      for (const key of leaseOf.keys()) this.memory.forgetKey(key);
+      for (const order of open) order.fail(error);
+    } finally {
+      // After a write too: a release that fails only leaves the lease to expire, never undoes an order.
+      await this.locks.releaseAll(leaseOf.values());
+    }
+    // Back in line only now: planned while this batch still held its segments, they would be kept off them.
+    return retries;
+  }
+
+  private async decideAndWrite(
+    plan: BatchPlan<BatchOrder>,
+    segments: PlannedSegment[],
+    leaseOf: Map<string, LockLease>,
+    { open, retries }: { open: Set<BatchOrder>; retries: BatchOrder[] },
+  ): Promise<void> {
+    const ending = (order: BatchOrder, value: Ending | 'retry') => {
+      open.delete(order);
+      if (value === 'retry') retries.push(order);
+      else order.end(value);
+    };
+    const states = await this.readStates(
+      segments.filter((s) => leaseOf.has(s.key)),
+      leaseOf,
+    );
+    const held = new Map([...states].map(([key, state]) => [key, state.available]));
+    const decisions = decideBatch(plan, held);
+    const taking: { order: BatchOrder; takes: { key: string; quantity: number }[] }[] = [];
+    for (const [i, decision] of decisions.entries()) {
+      const { order } = plan.orders[i]!;
+      if (decision.kind === 'take') taking.push({ order, takes: decision.takes });
+      else if (decision.kind === 'short') {
+        const { entry, quantity, available } = decision;
+        ending(order, { kind: 'refused', problem: outOfStock(entry.sku, quantity, available) });
+      } else {
+        for (const line of decision.widen) line.wantsEvery = true;
+        ending(order, 'retry');
+      }
+    }
+    if (taking.length === 0) return;
+
+    const used = [...new Set(taking.flatMap(({ takes }) => takes.map((t) => t.key)))];
+    const usedLeases = used.map((key) => leaseOf.get(key)!);
+    if (this.criticalSectionDelayMs > 0) {
+      // The business steps of the orders taken are independent of each other: they run side by side.
+      const lockLost = AbortSignal.any(usedLeases.map((lease) => lease.signal));
+      await sleep(this.criticalSectionDelayMs, undefined, { signal: lockLost }).catch(() => undefined);
+    }
+    if (usedLeases.some((lease) => lease.signal.aborted)) {
+      // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
+      this.hooks.onLockLost?.();
+      for (const key of used) this.memory.forgetKey(key);
+      for (const { order } of taking) ending(order, 'retry');
+      return;
+    }
+
+    const index = new Map(used.map((key, i) => [key, i]));
+    const planned = new Map(segments.map((s) => [s.key, s]));
+    const segmentWrites: SegmentWrite[] = used.map((key) => {
+      const { entry, ref } = planned.get(key)!;
+      const state = states.get(key)!;
+      return {
+        skuId: entry.id,
+        layoutVersion: entry.layoutVersion,
+        segment: ref.segment,
+        availableSeen: state.available,
+        fenceSeen: state.fence,
+        fence: leaseOf.get(key)!.fence,
+        limitClaimed: entry.maxPerCustomer !== null,
+      };
+    });
+    const orderWrites: OrderWrite[] = taking.map(({ order, takes }) => ({
+      ...order.fields,
+      skuId: order.lines.length === 1 ? order.lines[0]!.entry.id : null,
+      takes: takes.map((t) => ({ segment: index.get(t.key)!, quantity: t.quantity })),
+      limitedSkuIds: order.lines.filter((l) => l.entry.maxPerCustomer !== null).map((l) => l.entry.id),
+    }));
+    const result = await writeBatch(this.db, { segments: segmentWrites, orders: orderWrites });
+    this.hooks.onBatch?.(result.placed.size);
+
+    const takenFrom = new Map<string, number>();
+    for (const { order, takes } of taking) {
+      if (!result.placed.has(order.fields.orderId)) continue;
+      for (const t of takes) takenFrom.set(t.key, (takenFrom.get(t.key) ?? 0) + t.quantity);
+    }
+    for (const [i, key] of used.entries()) {
+      const lease = leaseOf.get(key)!;
+      const { entry, ref } = planned.get(key)!;
+      if (!result.written.has(i)) {
+        // Refused by the fence, or by a per-customer limit set since this instance looked: look at the SKU afresh.
+        this.memory.forget(lease);
+        this.hooks.onFencedOut?.();
+        this.directory.invalidate(entry);
+        continue;
+      }
+      const available = states.get(key)!.available - (takenFrom.get(key) ?? 0);
+      this.memory.remember(lease, { segment: ref.segment, available, fence: lease.fence });
+      if (available === 0) this.directory.markEmpty(entry, ref.segment);
+    }
+    for (const { order, takes } of taking) {
+      const row = result.placed.get(order.fields.orderId);
+      const limit = result.overLimit.get(order.fields.orderId);
+      if (row) ending(order, { kind: 'placed', order: recordOf(order, takes, row, planned) });
+      else if (limit) {
+        const sku = order.lines.find((line) => line.entry.id === limit.skuId)!.entry.sku;
+        ending(order, { kind: 'refused', problem: purchaseLimit(sku, limit.remaining) });
+      } else if (takes.every((t) => result.written.has(index.get(t.key)!))) ending(order, { kind: 'key-taken' });
+      else ending(order, 'retry');
+    }
+  }
+
+  /**
+   * The state of each held segment: recalled where this instance was its last holder, the rest read in one query.
+   * A segment missing from Postgres belongs to an outdated layout: its SKU is looked up again.
+   */
+  private async readStates(held: PlannedSegment[], leaseOf: Map<string, LockLease>) {
+    const states = new Map<string, { available: number; fence: number }>();
+    const unknown: PlannedSegment[] = [];
+    for (const segment of held) {
+      const recalled = this.memory.recall(leaseOf.get(segment.key)!);
+      if (recalled) states.set(segment.key, recalled);
+      else unknown.push(segment);
+    }
+    const read = await readSegmentStates(
+      this.db,
+      unknown.map((s) => ({ skuId: s.entry.id, layoutVersion: s.entry.layoutVersion, segment: s.ref.segment })),
+    );
+    for (const [i, segment] of unknown.entries()) {
+      const state = read[i];
+      if (!state) {
+        this.directory.invalidate(segment.entry);
+        continue;
+      }
+      states.set(segment.key, state);
+      this.memory.remember(leaseOf.get(segment.key)!, state);
+      if (state.available === 0) this.directory.markEmpty(segment.entry, segment.ref.segment);
+    }
+    return states;
+  }
+}
+
+/** The order as answered: its items per SKU, in SKU order, with the segments each took from. */
+function recordOf(
+  order: BatchOrder,
+  takes: { key: string; quantity: number }[],
+  row: PlacedRow,
+  planned: Map<string, PlannedSegment>,
+): OrderRecord {
+  const items: OrderItem[] = order.lines
+    .map((line) => {
+      const mine = takes.filter((t) => planned.get(t.key)!.entry.sku === line.entry.sku);
+      return {
+        sku: line.entry.sku,
+        quantity: line.quantity,
+        deductions: mine.map((t) => ({ segment: planned.get(t.key)!.ref.segment, quantity: t.quantity })),
+      };
+    })
+    .sort((a, b) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0));
+  const { fields } = order;
+  return {
+    id: fields.orderId,
+    status: row.status,
+    customerId: fields.customerId,
+    items,
+    idempotencyKey: fields.idempotencyKey,
+    requestFingerprint: fields.requestFingerprint,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+  };
+}
