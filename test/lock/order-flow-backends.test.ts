@@ -17,6 +17,20 @@ async function burst(urls: string[], sku: string, orders: number, quantity: numb
   return answers.map((a) => `${a.status}${a.status >= 400 ? ` ${a.body?.code}` : ''}`);
 }
 
+/** `total` calls of `send`, at most `connections` of them in flight at once, as a load generator keeps them. */
+async function atConcurrency<T>(connections: number, total: number, send: (i: number) => Promise<T>): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const connection = async () => {
+    while (next < total) {
+      const i = next++;
+      results[i] = await send(i);
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, connection));
+  return results;
+}
+
 /** How many answers had this status; the failure message lists them all, with their problem codes. */
 const count = (answers: string[], status: number) => answers.filter((a) => a.startsWith(String(status))).length;
 
@@ -100,6 +114,30 @@ describe('the order flow on each lock backend', () => {
           expect(count(statuses, 201), statuses.join()).toBe(8);
           expect(count(statuses, 409), statuses.join()).toBe(12);
           expect(await auditSku(db, sku)).toMatchObject({ sold: 40, available: 0, negativeSegments: 0 });
+        } finally {
+          await Promise.all(fleet.map((f) => f.stop()));
+        }
+      },
+    );
+  }
+
+  for (const [backend, env] of backends) {
+    it.skipIf(backend === 'zookeeper' && zkMissing !== undefined)(
+      `${backend}: 1,500 one-unit orders at 120 connections over two instances get 201 or 409, never 503`,
+      async () => {
+        const fleet = await Promise.all([ServiceProcess.spawn(env()), ServiceProcess.spawn(env())]);
+        try {
+          const urls = fleet.map((f) => f.url);
+          const sku = uniqueSku(`load-${backend}`);
+          expect((await call(urls[0]!, 'POST', '/skus', { sku, stock: 500, segments: 20 })).status).toBe(201);
+          const statuses = await atConcurrency(120, 1_500, (i) =>
+            call(urls[i % urls.length]!, 'POST', '/orders', { sku, quantity: 1 }).then(
+              (a) => `${a.status}${a.status >= 400 ? ` ${a.body?.code}` : ''}`,
+            ),
+          );
+          expect(count(statuses, 201), statuses.join()).toBe(500);
+          expect(count(statuses, 409), statuses.join()).toBe(1_000);
+          expect(await auditSku(db, sku)).toMatchObject({ sold: 500, available: 0, ordersLedgerMismatch: 0 });
         } finally {
           await Promise.all(fleet.map((f) => f.stop()));
         }
