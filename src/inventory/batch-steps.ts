@@ -118,18 +118,24 @@ export class BatchSteps {
     const held = new Map([...states].map(([key, state]) => [key, state.available]));
     const decisions = decideBatch(plan, held);
     const taking: { order: BatchOrder; takes: { key: string; quantity: number }[] }[] = [];
+    const short: { order: BatchOrder; ending: Ending }[] = [];
     for (const [i, decision] of decisions.entries()) {
       const { order } = plan.orders[i]!;
       if (decision.kind === 'take') taking.push({ order, takes: decision.takes });
       else if (decision.kind === 'short') {
         const { entry, quantity, available } = decision;
-        ending(order, { kind: 'refused', problem: outOfStock(entry.sku, quantity, available) });
+        short.push({ order, ending: { kind: 'refused', problem: outOfStock(entry.sku, quantity, available) } });
       } else {
         for (const line of decision.widen) line.wantsEvery = true;
         ending(order, 'retry');
       }
     }
-    if (taking.length === 0) return;
+    // Out of stock is final only once the orders decided before it took what they were given: one left out by the
+    // fence, its key or its customer's limit gives its units back to those after it.
+    const endShort = (final: boolean) => {
+      for (const s of short) ending(s.order, final ? s.ending : 'retry');
+    };
+    if (taking.length === 0) return endShort(true);
 
     const used = [...new Set(taking.flatMap(({ takes }) => takes.map((t) => t.key)))];
     const usedLeases = used.map((key) => leaseOf.get(key)!);
@@ -143,7 +149,7 @@ export class BatchSteps {
       this.hooks.onLockLost?.();
       for (const key of used) this.memory.forgetKey(key);
       for (const { order } of taking) ending(order, 'retry');
-      return;
+      return endShort(false);
     }
 
     const index = new Map(used.map((key, i) => [key, i]));
@@ -199,6 +205,7 @@ export class BatchSteps {
       } else if (takes.every((t) => result.written.has(index.get(t.key)!))) ending(order, { kind: 'key-taken' });
       else ending(order, 'retry');
     }
+    endShort(taking.every(({ order }) => result.placed.has(order.fields.orderId)));
   }
 
   /**
