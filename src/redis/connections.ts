@@ -88,8 +88,8 @@ export function createRedisConnections(
 }
 
 function build(topology: RedisTopology): RedisConnections {
-  // Commands issued in one tick leave in one write per node (auto-pipelining): a batch's lock attempts, and its
-  // releases, are one round trip whatever their number.
+  // Commands issued in one tick leave in one write (auto-pipelining): a batch's lock attempts, and its releases, are
+  // one round trip whatever their number.
   const failFast = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
@@ -103,7 +103,9 @@ function build(topology: RedisTopology): RedisConnections {
       // Node connections connect on first use: an offline queue there only holds that first command.
       redisOptions: { password: topology.password, maxRetriesPerRequest: 1 },
     };
-    const commands = new Cluster(topology.nodes, { ...common, enableOfflineQueue: false, enableAutoPipelining: true });
+    // No auto-pipelining here: a pipeline that meets a slot moved by a failover fails with MOVED instead of following
+    // it, where a single command is redirected. Each command still goes out at once, all of a batch in flight together.
+    const commands = new Cluster(topology.nodes, { ...common, enableOfflineQueue: false });
     const subscriber = new Cluster(topology.nodes, { ...common, shardedSubscribers: true });
     return wrap(commands, subscriber, (listener) => subscriber.on('subscribersReady', listener));
   }
