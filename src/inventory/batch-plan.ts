@@ -33,15 +33,18 @@ export interface PlannedSegment {
 
 export interface BatchPlan<O extends PlannableOrder> {
   segments: Map<string, PlannedSegment>;
+  /** The same segments by SKU entry: where a line looks for a segment to share. */
+  bySku: Map<SkuEntry, PlannedSegment[]>;
   /** Orders in arrival order, each with its candidate segments (keys) per line. */
   orders: { order: O; candidates: string[][] }[];
 }
 
+/** What planning asks of the instance, by segment key (`segmentKey`). */
 export interface PlanningView {
   /** False when a batch of this instance holds the segment, or another instance was just found holding it. */
-  isFree(ref: SegmentRef): boolean;
+  isFree(key: string): boolean;
   /** What this instance last knew the segment held; undefined when it never saw it. */
-  estimate(ref: SegmentRef): number | undefined;
+  estimate(key: string): number | undefined;
 }
 
 /**
@@ -56,7 +59,7 @@ export function planBatch<O extends PlannableOrder>(
   max: number,
   view: PlanningView,
 ): BatchPlan<O> {
-  const plan: BatchPlan<O> = { segments: new Map(), orders: [] };
+  const plan: BatchPlan<O> = { segments: new Map(), bySku: new Map(), orders: [] };
   const exclusive = new Set<string>();
   for (const order of pending) {
     if (plan.orders.length >= max) break;
@@ -69,7 +72,11 @@ export function planBatch<O extends PlannableOrder>(
       candidates.push(picked);
     }
     if (candidates.length < order.lines.length) {
-      for (const segment of added) plan.segments.delete(segment.key);
+      for (const segment of added) {
+        plan.segments.delete(segment.key);
+        const ofSku = plan.bySku.get(segment.entry)!;
+        ofSku.splice(ofSku.indexOf(segment), 1);
+      }
       continue;
     }
     for (const value of order.exclusiveBy) exclusive.add(value);
@@ -85,40 +92,40 @@ function pickSegments<O extends PlannableOrder>(
   added: PlannedSegment[],
 ): string[] | null {
   const { entry, quantity } = line;
+  const keys = segmentKeysOf(entry);
   const open = openSegments(entry);
-  const usable = open.filter(
-    (segment) => plan.segments.has(segmentKey(refOf(entry, segment))) || view.isFree(refOf(entry, segment)),
-  );
-  if (usable.length === 0 || (line.wantsEvery && usable.length < open.length)) return null;
   const take = (segment: number): PlannedSegment => {
-    const ref = refOf(entry, segment);
-    const key = segmentKey(ref);
+    const key = keys[segment]!;
     let planned = plan.segments.get(key);
     if (!planned) {
-      planned = { ref, key, entry, left: view.estimate(ref) ?? Infinity };
+      planned = { ref: refOf(entry, segment), key, entry, left: view.estimate(key) ?? Infinity };
       plan.segments.set(key, planned);
+      let ofSku = plan.bySku.get(entry);
+      if (!ofSku) plan.bySku.set(entry, (ofSku = []));
+      ofSku.push(planned);
       added.push(planned);
     }
     return planned;
   };
   if (!line.wantsEvery) {
-    const shared = usable
-      .map((s) => plan.segments.get(segmentKey(refOf(entry, s))))
-      .find((p) => p && p.left >= quantity);
+    const shared = plan.bySku.get(entry)?.find((planned) => planned.left >= quantity);
     if (shared) {
       shared.left -= quantity;
       return [shared.key];
     }
-    const fits = usable.filter(
-      (s) =>
-        !plan.segments.has(segmentKey(refOf(entry, s))) && (view.estimate(refOf(entry, s)) ?? Infinity) >= quantity,
-    );
-    if (fits.length > 0) {
-      const chosen = take(fits[Math.floor(Math.random() * fits.length)]!);
+    // From a random segment on, the first free one that may hold enough: orders spread over the segments.
+    const start = Math.floor(Math.random() * open.length);
+    for (let i = 0; i < open.length; i++) {
+      const segment = open[(start + i) % open.length]!;
+      const key = keys[segment]!;
+      if (plan.segments.has(key) || !view.isFree(key) || (view.estimate(key) ?? Infinity) < quantity) continue;
+      const chosen = take(segment);
       chosen.left -= quantity;
       return [chosen.key];
     }
   }
+  const usable = open.filter((segment) => plan.segments.has(keys[segment]!) || view.isFree(keys[segment]!));
+  if (usable.length === 0 || (line.wantsEvery && usable.length < open.length)) return null;
   return usable.map((segment) => {
     const planned = take(segment);
     planned.left = 0;
@@ -153,8 +160,9 @@ export function decideBatch<O extends PlannableOrder>(plan: BatchPlan<O>, held: 
     let short: Decision | undefined;
     for (const [i, line] of order.lines.entries()) {
       // Its own candidates first, then any segment of the SKU the batch holds for other orders.
+      const keys = segmentKeysOf(line.entry);
       const ofSku = openSegments(line.entry)
-        .map((segment) => segmentKey(refOf(line.entry, segment)))
+        .map((segment) => keys[segment]!)
         .filter((key) => held.has(key));
       const fits = (key: string) => held.has(key) && held.get(key)! >= line.quantity;
       const alone = candidates[i]!.find(fits) ?? ofSku.find(fits);
@@ -186,13 +194,29 @@ export function decideBatch<O extends PlannableOrder>(plan: BatchPlan<O>, held: 
   });
 }
 
-/** The SKU's segments not known to be empty. */
+const openCache = new WeakMap<SkuEntry, { empty: number; open: number[] }>();
+const keysCache = new WeakMap<SkuEntry, string[]>();
+
+/** The SKU's segments not known to be empty (computed again only when a segment was marked empty since). */
 export function openSegments(entry: SkuEntry): number[] {
+  const cached = openCache.get(entry);
+  if (cached && cached.empty === entry.emptySegments.size) return cached.open;
   const open: number[] = [];
   for (let segment = 0; segment < entry.segmentCount; segment++) {
     if (!entry.emptySegments.has(segment)) open.push(segment);
   }
+  openCache.set(entry, { empty: entry.emptySegments.size, open });
   return open;
+}
+
+/** The key of each segment of the entry's layout, by segment number: built once per entry. */
+export function segmentKeysOf(entry: SkuEntry): readonly string[] {
+  let keys = keysCache.get(entry);
+  if (!keys) {
+    keys = Array.from({ length: entry.segmentCount }, (_, segment) => segmentKey(refOf(entry, segment)));
+    keysCache.set(entry, keys);
+  }
+  return keys;
 }
 
 export function refOf(entry: SkuEntry, segment: number): SegmentRef {

@@ -75,8 +75,8 @@ export class OrderBatcher {
           void this.runInOrder(order);
         }
         const plan = planBatch(this.pending, this.options.maxBatch, {
-          isFree: (ref) => this.locks.isFree(ref),
-          estimate: (ref) => this.memory.peek(ref),
+          isFree: (key) => this.locks.isFree(key),
+          estimate: (key) => this.memory.peek(key),
         });
         if (plan.orders.length === 0) return;
         const taken = new Set(plan.orders.map(({ order }) => order));
@@ -100,7 +100,7 @@ export class OrderBatcher {
    * batch of its own.
    */
   private async runInOrder(order: BatchOrder): Promise<void> {
-    const plan: BatchPlan<BatchOrder> = { segments: new Map(), orders: [] };
+    const plan: BatchPlan<BatchOrder> = { segments: new Map(), bySku: new Map(), orders: [] };
     const candidates = order.lines.map((line) =>
       openSegments(line.entry).map((segment) => {
         const ref = refOf(line.entry, segment);

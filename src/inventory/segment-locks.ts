@@ -57,10 +57,12 @@ export class SegmentLocks {
     private readonly hooks: SegmentLockHooks = {},
   ) {}
 
-  /** True unless a caller of this process holds (or is taking) the lock, or another process was just found holding it. */
-  isFree(ref: SegmentRef): boolean {
-    const name = redisKeys.segmentLock(ref);
-    return !this.notices.isHeldHere(name) && !this.notices.isHeldElsewhere(name);
+  /**
+   * True unless a caller of this process holds (or is taking) the lock, or another process was just found holding it.
+   * `key`: the segment's `segmentKey`.
+   */
+  isFree(key: string): boolean {
+    return !this.notices.isHeldHere(key) && !this.notices.isHeldElsewhere(key);
   }
 
   /** True while a caller of this process holds (or is taking) the segment's lock. */

@@ -1,6 +1,5 @@
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { SegmentState } from './inventory.repository.js';
-import { type SegmentRef, segmentKey } from './segment-locks.js';
 
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;
@@ -23,9 +22,9 @@ export class SegmentMemory {
     return entry && lease.previousFence !== undefined && entry.fence === lease.previousFence ? entry.state : undefined;
   }
 
-  /** What this process last saw the segment hold, whoever held it since: a guess for planning, never for writing. */
-  peek(ref: SegmentRef): number | undefined {
-    return this.known.get(segmentKey(ref))?.state.available;
+  /** What this process last saw the segment (by `segmentKey`) hold, whoever held it since: a guess for planning, never for writing. */
+  peek(key: string): number | undefined {
+    return this.known.get(key)?.state.available;
   }
 
   /** The state as the holder of `lease` last saw or wrote it. */

@@ -45,7 +45,7 @@ describe('SegmentLocks over the lock backends', () => {
         expect(lease.signal).toBeInstanceOf(AbortSignal);
         expect(await two.locks.tryAcquire(ref)).toBeNull();
         expect(one.locks.isHeldHere(ref)).toBe(true);
-        expect(two.locks.isFree(ref)).toBe(false);
+        expect(two.locks.isFree(redisKeys.segmentLock(ref))).toBe(false);
         expect(await one.locks.release(lease)).toBe(true);
         expect(one.locks.isHeldHere(ref)).toBe(false);
         // Process two tried while one held it: the release is announced.

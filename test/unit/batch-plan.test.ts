@@ -25,8 +25,8 @@ const key = (entry: SkuEntry, segment: number) => segmentKey({ sku: entry.sku, l
 
 /** A view where every segment is free and this instance knows the stock given (by key), nothing of the rest. */
 const view = (known: Record<string, number> = {}, busy: string[] = []): PlanningView => ({
-  isFree: (ref) => !busy.includes(segmentKey(ref)),
-  estimate: (ref) => known[segmentKey(ref)],
+  isFree: (segment) => !busy.includes(segment),
+  estimate: (segment) => known[segment],
 });
 
 describe('planning a batch', () => {
