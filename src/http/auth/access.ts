@@ -107,10 +107,11 @@ export class Access {
     if (principal.kind === 'open') {
       return new AppError('unauthorized', `${what} needs ${needed}: send Authorization: Bearer <key or token>`);
     }
-    const holder = principal.kind === 'customer' ? 'a customer token' : `service key '${principal.name}'`;
-    return new AppError('forbidden', `${what} needs ${scopes.join(' or ')}, which ${holder} does not hold`, {
-      scope: scopes.join(' '),
-    });
+    const detail =
+      principal.kind === 'customer'
+        ? `${what} needs a service key with ${scopes.join(' or ')}; a customer token may not`
+        : `${what} needs ${scopes.join(' or ')}, which service key '${principal.name}' does not hold`;
+    return new AppError('forbidden', detail, { scope: scopes.join(' ') });
   }
 
   /** Whether the caller may cancel a confirmed order (a refund): `orders:manage`, or a customer where policy says so. */
