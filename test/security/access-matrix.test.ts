@@ -430,3 +430,27 @@ describe('a customer cancelling while its order is confirmed', () => {
     }
   });
 });
+
+describe('customer tokens while the issuer’s key set cannot be fetched', () => {
+  it('answers them 503 dependency_unavailable, and service keys keep working', async () => {
+    const issuer = await TestIssuer.start();
+    const token = await issuer.token(OWNER);
+    const jwksUrl = issuer.jwksUrl;
+    await issuer.stop(); // nothing listens there any more
+    const ops = serviceKey('ops', ['orders:read']);
+    const svc = await startService({
+      API_KEYS_FILE: writeKeysFile([ops]),
+      ...issuer.env(),
+      CUSTOMER_JWKS_URL: jwksUrl,
+    });
+    try {
+      const answer = await call(svc.url, 'GET', '/orders', undefined, bearer(token));
+      expect(answer.status).toBe(503);
+      expect(answer.body.code).toBe('dependency_unavailable');
+      expect(answer.headers.get('retry-after')).toBe('1');
+      expect((await call(svc.url, 'GET', `/orders?customerId=${OWNER}`, undefined, bearer(ops.key))).status).toBe(200);
+    } finally {
+      await svc.stop();
+    }
+  });
+});
