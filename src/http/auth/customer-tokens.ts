@@ -7,14 +7,21 @@ import { customerId } from '../schemas.js';
 const JWKS_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 /** Clocks of the issuer and the service may differ this much (seconds) for `exp` and `nbf`. */
 const CLOCK_TOLERANCE_S = 30;
+/** A verified token is taken again without verifying for this long at most (never past its `exp`)… */
+const VERIFIED_FOR_MS = 60_000;
+/** …and this many verified tokens are remembered, the oldest forgotten first. */
+const VERIFIED_MAX = 10_000;
 
 /**
  * Verifies customer JWTs with jose: the signature (keys of the issuer's JWKS, fetched once and cached, or the shared
  * HS256 secret), the allowed algorithms (`alg: none` never), `exp` (required) and `nbf`, the issuer and the audience.
- * A token that passes acts for the customer in its `sub`.
+ * A token that passes acts for the customer in its `sub`. A browser sends the same token with every request, so a
+ * verified token is remembered (exactly that string, up to a minute and never past its `exp`): an RSA signature check
+ * per order would cost more than the rest of the request's authentication.
  */
 export class CustomerTokenVerifier {
   private readonly verify: (token: string) => ReturnType<typeof jwtVerify>;
+  private readonly verified = new Map<string, { customerId: string; until: number }>();
 
   constructor(config: CustomerTokens) {
     const options: JWTVerifyOptions = {
@@ -35,10 +42,16 @@ export class CustomerTokenVerifier {
 
   /** The customer the token acts for; throws invalid_token, or dependency_unavailable when the keys cannot be had. */
   async customerOf(token: string): Promise<string> {
+    const known = this.verified.get(token);
+    if (known !== undefined) {
+      if (known.until > Date.now()) return known.customerId;
+      this.verified.delete(token);
+    }
     let sub: string | undefined;
+    let exp: number | undefined;
     try {
       ({
-        payload: { sub },
+        payload: { sub, exp },
       } = await this.verify(token));
     } catch (error) {
       if (error instanceof errors.JWKSTimeout || !(error instanceof errors.JOSEError)) {
@@ -49,7 +62,13 @@ export class CustomerTokenVerifier {
     if (!customerId.safeParse(sub).success) {
       throw new AppError('invalid_token', 'the bearer token is not valid: its sub is not a customer id');
     }
+    this.remember(token, sub!, exp!);
     return sub!;
+  }
+
+  private remember(token: string, customerId: string, exp: number): void {
+    if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(token, { customerId, until: Math.min(Date.now() + VERIFIED_FOR_MS, exp * 1000) });
   }
 }
 
