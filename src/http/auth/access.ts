@@ -20,7 +20,7 @@ export type AccessMode = 'open' | 'tokens' | 'closed';
 /** The customer scopes: a customer token places, reads, confirms and cancels, for its own customer only. */
 const CUSTOMER_SCOPES: ReadonlySet<Scope> = new Set(['orders:place', 'orders:read', 'orders:manage']);
 
-const BEARER = /^Bearer +(\S+) *$/i;
+const BEARER = /^Bearer +(\S+)\s*$/i;
 const PRINCIPAL = Symbol('principal');
 
 interface RouteAccess {
