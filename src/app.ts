@@ -12,7 +12,7 @@ import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
-import { requireAdmin, requireMonitoring } from './http/admin-auth.js';
+import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
 import { docsRoutes } from './http/docs/docs.routes.js';
@@ -62,6 +62,7 @@ export class StockService {
   private readonly directory: SkuDirectory;
   private readonly lifecycle: OrderLifecycle;
   private readonly dashboard: DashboardFeed;
+  private readonly access: Access;
   private readonly app: express.Express;
   private server: Server | undefined;
   private stopping = false;
@@ -117,6 +118,7 @@ export class StockService {
       readCounters: () => this.metrics.orderCounters(),
       instance: `${hostname()} pid ${process.pid}`,
     });
+    this.access = new Access(config);
     this.app = this.buildApp(placement, admin);
   }
 
@@ -148,13 +150,25 @@ export class StockService {
       }
       next();
     });
-    app.use(metricsRoutes(this.metrics, requireMonitoring(this.config)));
-    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring(this.config)));
+    // Open whatever is configured: the API document describes how to call the rest.
     app.use(docsRoutes());
-    app.use(skuRoutes(admin, requireAdmin(this.config)));
-    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log);
-    if (limitOrders) app.post('/orders', limitOrders);
-    app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
+    const access = this.access;
+    const authenticate = access.authenticate();
+    if (authenticate) app.use(authenticate);
+    const requireMonitoring = access.require(['metrics:read']);
+    app.use(metricsRoutes(this.metrics, requireMonitoring));
+    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
+    app.use(skuRoutes(admin, access));
+    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log, (req, res) =>
+      access.rateLimitKey(req, res),
+    );
+    const orders = new OrderService(this.db);
+    app.use(
+      orderRoutes(placement, this.lifecycle, orders, access, {
+        maxOrderQuantity: this.config.maxOrderQuantity,
+        limitOrders,
+      }),
+    );
     if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
@@ -173,7 +187,7 @@ export class StockService {
         criticalSectionDelayMs: this.config.criticalSectionDelayMs,
       }),
       baselines: new LockFreeBaselines(this.db, this.redis, skus),
-      requireAdmin: requireAdmin(this.config),
+      requireAdmin: this.access.require(['stock:admin']),
       maxOrderQuantity: this.config.maxOrderQuantity,
     });
   }

@@ -1,9 +1,38 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveMs = (max: number) => z.coerce.number().int().min(1).max(max);
 const emptyAsUnset = (value: unknown) => (value === '' ? undefined : value);
+
+/** What a service credential may be granted (docs/operations.md#who-may-do-what). */
+export const SCOPES = ['orders:place', 'orders:read', 'orders:manage', 'stock:admin', 'metrics:read'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** One service key of API_KEYS_FILE: its name (for logs and rate limits), the SHA-256 of the key, its scopes. */
+export interface ApiKey {
+  readonly name: string;
+  readonly sha256: Buffer;
+  readonly scopes: readonly Scope[];
+}
+
+const apiKeysFile = z
+  .array(
+    z.strictObject({
+      name: z.string().regex(/^[A-Za-z0-9._:@-]{1,64}$/, 'name: 1–64 characters of letters, digits and . _ : @ -'),
+      sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, "sha256: the 64 hex digits of the key's SHA-256"),
+      scopes: z.array(z.enum(SCOPES)).min(1),
+    }),
+  )
+  .min(1)
+  .refine((keys) => new Set(keys.map((key) => key.name)).size === keys.length, 'names must be distinct')
+  .refine(
+    (keys) => new Set(keys.map((key) => key.sha256.toLowerCase())).size === keys.length,
+    'each key must be listed once',
+  );
+const flag = z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('0'));
+
 /** `host:port,host:port…` (blank: unset) as a list of addresses. */
 const hostPorts = z.preprocess(
   (value) =>
@@ -28,6 +57,15 @@ const configSchema = z.object({
   ADMIN_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
   // Read-only monitoring (GET /metrics, the dashboard's data) without the power to change stock.
   METRICS_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
+  // Service keys with scopes: a JSON file of [{name, sha256, scopes}] (hashes, never keys).
+  API_KEYS_FILE: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
+  // Customer tokens (JWTs acting for the customer in `sub`): keys from a JWKS, or a shared HS256 secret (development).
+  CUSTOMER_JWKS_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).optional()),
+  CUSTOMER_JWT_SECRET: z.preprocess(emptyAsUnset, z.string().min(32, 'must be at least 32 characters').optional()),
+  CUSTOMER_JWT_ISSUER: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
+  CUSTOMER_JWT_AUDIENCE: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
+  // Whether a customer token may cancel its own confirmed orders (a refund); off, only orders:manage may.
+  CUSTOMER_CANCEL_CONFIRMED: flag,
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
   LOCK_WAIT_MS: positiveMs(600_000).default(2_000),
   MAX_ORDER_QUANTITY: z.coerce.number().int().min(1).max(1_000_000_000).default(1000),
@@ -82,6 +120,11 @@ export type Config = Readonly<{
   databaseUrl: string | undefined;
   adminToken: string | undefined;
   metricsToken: string | undefined;
+  /** Service keys from API_KEYS_FILE; undefined when it is not set. */
+  apiKeys: readonly ApiKey[] | undefined;
+  /** How customer tokens are verified; undefined when no customer issuer is configured. */
+  customerTokens: CustomerTokens | undefined;
+  customerCancelConfirmed: boolean;
   lockTtlMs: number;
   lockWaitMs: number;
   maxOrderQuantity: number;
@@ -100,6 +143,14 @@ export type Config = Readonly<{
   redisLockUrls: readonly string[];
   zookeeperConnect: string | undefined;
   lockWatchdog: boolean;
+}>;
+
+/** Customer JWTs: verified with the keys of `jwksUrl` (RS, PS, ES, EdDSA) or with `secret` (HS256), never both. */
+export type CustomerTokens = Readonly<{
+  jwksUrl: string | undefined;
+  secret: string | undefined;
+  issuer: string;
+  audience: string;
 }>;
 
 export class ConfigError extends Error {}
@@ -132,6 +183,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.LOCK_BACKEND === 'zookeeper' && !e.ZOOKEEPER_CONNECT) {
     throw new ConfigError('invalid ZOOKEEPER_CONNECT: required (host:port list) when LOCK_BACKEND=zookeeper');
   }
+  if (e.CUSTOMER_JWKS_URL && e.CUSTOMER_JWT_SECRET) {
+    throw new ConfigError('invalid CUSTOMER_JWT_SECRET: set either CUSTOMER_JWKS_URL or CUSTOMER_JWT_SECRET, not both');
+  }
+  const customerKeys = e.CUSTOMER_JWKS_URL ?? e.CUSTOMER_JWT_SECRET;
+  for (const name of ['CUSTOMER_JWT_ISSUER', 'CUSTOMER_JWT_AUDIENCE'] as const) {
+    if (customerKeys && !e[name]) {
+      throw new ConfigError(`invalid ${name}: required with CUSTOMER_JWKS_URL or CUSTOMER_JWT_SECRET`);
+    }
+    if (!customerKeys && e[name]) {
+      throw new ConfigError(`invalid ${name}: set CUSTOMER_JWKS_URL or CUSTOMER_JWT_SECRET too`);
+    }
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -143,6 +206,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     adminToken: e.ADMIN_TOKEN,
     metricsToken: e.METRICS_TOKEN,
+    apiKeys: e.API_KEYS_FILE === undefined ? undefined : readApiKeys(e.API_KEYS_FILE),
+    customerTokens: customerKeys
+      ? Object.freeze({
+          jwksUrl: e.CUSTOMER_JWKS_URL,
+          secret: e.CUSTOMER_JWT_SECRET,
+          issuer: e.CUSTOMER_JWT_ISSUER!,
+          audience: e.CUSTOMER_JWT_AUDIENCE!,
+        })
+      : undefined,
+    customerCancelConfirmed: e.CUSTOMER_CANCEL_CONFIRMED === '1' || e.CUSTOMER_CANCEL_CONFIRMED === 'true',
     lockTtlMs: e.LOCK_TTL_MS,
     lockWaitMs: e.LOCK_WAIT_MS,
     maxOrderQuantity: e.MAX_ORDER_QUANTITY,
@@ -161,4 +234,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
     lockWatchdog: e.LOCK_WATCHDOG === '1' || e.LOCK_WATCHDOG === 'true',
   });
+}
+
+/** Reads and checks API_KEYS_FILE once, at start: a service with a broken key file does not start. */
+function readApiKeys(file: string): readonly ApiKey[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`invalid API_KEYS_FILE: ${(error as Error).message}`);
+  }
+  const parsed = apiKeysFile.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
+    throw new ConfigError(`invalid API_KEYS_FILE${where}: ${issue.message}`);
+  }
+  return Object.freeze(
+    parsed.data.map((key) =>
+      Object.freeze({ name: key.name, sha256: Buffer.from(key.sha256, 'hex'), scopes: Object.freeze(key.scopes) }),
+    ),
+  );
 }

@@ -7,7 +7,15 @@ export function createLogger(level: string): Logger {
     level,
     // Secrets never reach the log, wherever they appear.
     redact: {
-      paths: ['req.headers.authorization', 'adminToken', 'databaseUrl', 'redisUrl', '*.password'],
+      paths: [
+        'req.headers.authorization',
+        'adminToken',
+        'metricsToken',
+        'customerTokens.secret',
+        'databaseUrl',
+        'redisUrl',
+        '*.password',
+      ],
       censor: '[redacted]',
     },
   });

@@ -49,14 +49,18 @@ function loadConfigOrExit(): Config {
   }
 }
 
-/** Without an admin token the admin routes are open, so the service must not be reachable from other hosts. */
+/**
+ * Without ADMIN_TOKEN, API_KEYS_FILE or a customer issuer the admin routes are open, so the service must not be
+ * reachable from other hosts.
+ */
 function listenHost(config: Config, log: Logger): string {
-  if (config.adminToken) return config.host;
+  if (config.adminToken || config.apiKeys || config.customerTokens) return config.host;
+  const missing = 'none of ADMIN_TOKEN, API_KEYS_FILE and CUSTOMER_JWKS_URL / CUSTOMER_JWT_SECRET is set';
   if (!LOOPBACK.has(config.host)) {
-    log.warn({ requestedHost: config.host }, 'ADMIN_TOKEN is not set: listening on 127.0.0.1 only');
+    log.warn({ requestedHost: config.host }, `${missing}: listening on 127.0.0.1 only`);
     return '127.0.0.1';
   }
-  log.warn('ADMIN_TOKEN is not set: admin routes are open to local callers');
+  log.warn(`${missing}: admin routes are open to local callers`);
   return config.host;
 }
 

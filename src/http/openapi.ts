@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Scope } from '../config.js';
 import { type ErrorCode, errorCatalog } from '../errors.js';
 import { problemType } from './problem.js';
 import {
@@ -67,6 +68,7 @@ const problem = z.object({
     .enum(['confirmed', 'cancelled', 'expired'])
     .optional()
     .describe('order_not_reserved only: what the order is instead.'),
+  scope: z.string().optional().describe('forbidden: the scope (or scopes, space-separated) the caller lacks.'),
 });
 
 const dashboardSnapshot = z.object({
@@ -123,9 +125,21 @@ function problems(...codes: ErrorCode[]): Record<string, unknown> {
 
 const ALWAYS: ErrorCode[] = ['method_not_allowed', 'shutting_down', 'internal'];
 const WRITE: ErrorCode[] = ['bad_request', 'invalid_json', 'body_too_large', 'unsupported_media_type'];
-const ADMIN: ErrorCode[] = ['unauthorized', 'forbidden', 'invalid_idempotency_key', 'idempotency_key_reused'];
-const adminSecurity = [{ adminToken: [] }];
-const monitoringSecurity = [{ metricsToken: [] }, { adminToken: [] }];
+const AUTH: ErrorCode[] = ['unauthorized', 'invalid_token', 'forbidden'];
+const ADMIN: ErrorCode[] = [...AUTH, 'invalid_idempotency_key', 'idempotency_key_reused'];
+
+/**
+ * Who may call an operation: a service key holding one of `scopes`, and/or a customer token (for its own customer's
+ * orders only). Either is a bearer credential; the array of a scheme lists the scopes it needs.
+ */
+const security = (scopes: Scope[], customer: boolean) => [
+  ...(scopes.length > 0 ? scopes.map((scope) => ({ serviceKey: [scope] })) : [{ serviceKey: [] }]),
+  ...(customer ? [{ customerToken: [] }] : []),
+];
+const adminSecurity = security(['stock:admin'], false);
+const monitoringSecurity = security(['metrics:read'], false);
+const OPEN_UNTIL_KEYS =
+  ' Open to every caller until `API_KEYS_FILE` or a customer issuer is configured, as with `ADMIN_TOKEN` alone.';
 const skuParameter = { name: 'sku', in: 'path', required: true, schema: schemaOf(skuName) };
 const idempotencyParameter = {
   name: 'Idempotency-Key',
@@ -156,8 +170,13 @@ export function buildOpenApi(): Record<string, unknown> {
       description:
         'Generated from the request schemas (`npm run openapi`): do not edit docs/api.yaml by hand. Request bodies ' +
         'are strict JSON of at most 16 KiB. Every error is an RFC 9457 problem document with a stable `code` ' +
-        '(docs/errors.md). Admin routes need `Authorization: Bearer <ADMIN_TOKEN>` when `ADMIN_TOKEN` is set; ' +
-        'monitoring routes take `METRICS_TOKEN` or `ADMIN_TOKEN` when either is set.',
+        '(docs/errors.md). Callers send `Authorization: Bearer <credential>`: a service key (`serviceKey`, with the ' +
+        'scopes listed per operation; `ADMIN_TOKEN` holds them all, `METRICS_TOKEN` `metrics:read`) or a customer ' +
+        "token (`customerToken`, a JWT acting for the customer in its `sub`, on that customer's orders only). With " +
+        'nothing configured every route is open (loopback only); with only `ADMIN_TOKEN`/`METRICS_TOKEN`, the ' +
+        'operations marked so stay open; with `API_KEYS_FILE` or a customer issuer, every operation listing a ' +
+        'security requirement needs one of them. 401 (`unauthorized`, `invalid_token`) means no valid credential, ' +
+        '403 `forbidden` a valid one without the scope.',
     },
     servers: [{ url: 'http://127.0.0.1:3000', description: 'npm start' }],
     tags: [{ name: 'skus' }, { name: 'orders' }, { name: 'health' }, { name: 'monitoring' }, { name: 'docs' }],
@@ -182,10 +201,19 @@ export function buildOpenApi(): Record<string, unknown> {
           tags: ['skus'],
           operationId: 'getSku',
           summary: "A SKU's stock and segments",
+          description: `Any credential.${OPEN_UNTIL_KEYS}`,
+          security: security([], true),
           parameters: [skuParameter],
           responses: {
             '200': { description: 'The SKU.', content: json('SkuView') },
-            ...problems(...ALWAYS, 'bad_request', 'sku_not_found', 'dependency_unavailable'),
+            ...problems(
+              ...ALWAYS,
+              'unauthorized',
+              'invalid_token',
+              'bad_request',
+              'sku_not_found',
+              'dependency_unavailable',
+            ),
           },
         },
         patch: {
@@ -197,7 +225,7 @@ export function buildOpenApi(): Record<string, unknown> {
           requestBody: body('UpdateSku'),
           responses: {
             '200': { description: 'The SKU.', content: json('SkuView') },
-            ...problems(...ALWAYS, ...WRITE, 'unauthorized', 'forbidden', 'sku_not_found', 'dependency_unavailable'),
+            ...problems(...ALWAYS, ...WRITE, ...AUTH, 'sku_not_found', 'dependency_unavailable'),
           },
         },
       },
@@ -242,6 +270,10 @@ export function buildOpenApi(): Record<string, unknown> {
           tags: ['orders'],
           operationId: 'listCustomerOrders',
           summary: "A customer's orders, newest first, a page at a time",
+          description:
+            '`customerId` is required with a service key; a customer token lists its own orders (naming another ' +
+            'customer is `forbidden`).',
+          security: security(['orders:read'], true),
           parameters: Object.entries(customerOrdersQuery.shape).map(([name, schema]) => ({
             name,
             in: 'query',
@@ -250,13 +282,17 @@ export function buildOpenApi(): Record<string, unknown> {
           })),
           responses: {
             '200': { description: 'A page; `nextCursor` fetches the next.', content: json('OrderPage') },
-            ...problems(...ALWAYS, 'bad_request', 'dependency_unavailable'),
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'dependency_unavailable'),
           },
         },
         post: {
           tags: ['orders'],
           operationId: 'placeOrder',
           summary: 'Place an order: deduct its quantity from one or more segments',
+          description:
+            'A customer token places for its own customer (`customerId` may be left out; another one is ' +
+            `\`forbidden\`), and its orders count against that customer's limits.${OPEN_UNTIL_KEYS}`,
+          security: security(['orders:place'], true),
           parameters: [idempotencyParameter],
           requestBody: body('PlaceOrder'),
           responses: {
@@ -265,6 +301,7 @@ export function buildOpenApi(): Record<string, unknown> {
             ...problems(
               ...ALWAYS,
               ...WRITE,
+              ...AUTH,
               'invalid_idempotency_key',
               'idempotency_key_reused',
               'customer_required',
@@ -283,10 +320,12 @@ export function buildOpenApi(): Record<string, unknown> {
           tags: ['orders'],
           operationId: 'getOrder',
           summary: 'An order and the segments it took from',
+          description: `Another customer's order answers to a customer token as an unknown id does.${OPEN_UNTIL_KEYS}`,
+          security: security(['orders:read'], true),
           parameters: [orderIdParameter],
           responses: {
             '200': { description: 'The order.', content: json('Order') },
-            ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'dependency_unavailable'),
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'order_not_found', 'dependency_unavailable'),
           },
         },
       },
@@ -295,10 +334,19 @@ export function buildOpenApi(): Record<string, unknown> {
           tags: ['orders'],
           operationId: 'confirmOrder',
           summary: 'Confirm a reservation: its units are sold',
+          description: `A customer token confirms its own orders only.${OPEN_UNTIL_KEYS}`,
+          security: security(['orders:place', 'orders:manage'], true),
           parameters: [orderIdParameter],
           responses: {
             '200': { description: 'The confirmed order.', content: json('Order') },
-            ...problems(...ALWAYS, 'bad_request', 'order_not_found', 'order_not_reserved', 'dependency_unavailable'),
+            ...problems(
+              ...ALWAYS,
+              ...AUTH,
+              'bad_request',
+              'order_not_found',
+              'order_not_reserved',
+              'dependency_unavailable',
+            ),
           },
         },
       },
@@ -306,12 +354,20 @@ export function buildOpenApi(): Record<string, unknown> {
         post: {
           tags: ['orders'],
           operationId: 'cancelOrder',
-          summary: 'Cancel a reservation: its units go back to their segments',
+          summary: 'Cancel an order: its units go back to their segments',
+          description:
+            'A reservation: `orders:place` or `orders:manage`, or a customer token for its own order. A confirmed ' +
+            'order (a refund): `orders:manage` only, or a customer token where `CUSTOMER_CANCEL_CONFIRMED` allows ' +
+            "it; else `forbidden`, decided under the order's lock so that an order confirmed meanwhile is refused " +
+            'too. Cancelling a reservation is open to every caller until `API_KEYS_FILE` or a customer issuer is ' +
+            'configured; a confirmed order then needs `orders:manage`.',
+          security: security(['orders:place', 'orders:manage'], true),
           parameters: [orderIdParameter],
           responses: {
             '200': { description: 'The cancelled order.', content: json('Order') },
             ...problems(
               ...ALWAYS,
+              ...AUTH,
               'bad_request',
               'order_not_found',
               'order_not_reserved',
@@ -351,7 +407,7 @@ export function buildOpenApi(): Record<string, unknown> {
               description: 'The Prometheus text format.',
               content: { 'text/plain': { schema: { type: 'string' } } },
             },
-            ...problems(...ALWAYS, 'unauthorized', 'forbidden'),
+            ...problems(...ALWAYS, ...AUTH),
           },
         },
       },
@@ -359,7 +415,7 @@ export function buildOpenApi(): Record<string, unknown> {
         get: {
           tags: ['monitoring'],
           operationId: 'dashboard',
-          summary: 'The live dashboard page (its data routes need the monitoring token)',
+          summary: 'The live dashboard page, holding no data (its data routes need metrics:read)',
           responses: { '200': { description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } } },
         },
       },
@@ -389,7 +445,7 @@ export function buildOpenApi(): Record<string, unknown> {
                 },
               },
             },
-            ...problems(...ALWAYS, 'unauthorized', 'forbidden', 'dependency_unavailable'),
+            ...problems(...ALWAYS, ...AUTH, 'dependency_unavailable'),
           },
         },
       },
@@ -406,7 +462,7 @@ export function buildOpenApi(): Record<string, unknown> {
               description: 'An event stream; each `data:` line is a DashboardSnapshot.',
               content: { 'text/event-stream': { schema: { type: 'string' } } },
             },
-            ...problems(...ALWAYS, 'bad_request', 'unauthorized', 'forbidden'),
+            ...problems(...ALWAYS, 'bad_request', ...AUTH),
           },
         },
       },
@@ -432,8 +488,20 @@ export function buildOpenApi(): Record<string, unknown> {
     components: {
       schemas,
       securitySchemes: {
-        adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' },
-        metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN' },
+        serviceKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'A key of API_KEYS_FILE with its scopes (orders:place, orders:read, orders:manage, stock:admin, ' +
+            'metrics:read); ADMIN_TOKEN holds every scope, METRICS_TOKEN metrics:read.',
+        },
+        customerToken: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description:
+            "A JWT of the customer issuer (CUSTOMER_JWKS_URL or CUSTOMER_JWT_SECRET): acts for the customer in `sub`, on that customer's orders only.",
+        },
       },
     },
   };

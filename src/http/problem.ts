@@ -7,7 +7,8 @@ export function sendProblem(res: Response, error: AppError): void {
   // For the request log, which stays quiet about answers that are not faults (app.ts).
   res.locals.problemCode = error.code;
   if (error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
-  if (error.code === 'unauthorized') res.set('WWW-Authenticate', 'Bearer');
+  const challenge = bearerChallenge(error);
+  if (challenge) res.set('WWW-Authenticate', challenge);
   res
     .status(error.status)
     .type('application/problem+json')
@@ -19,6 +20,16 @@ export function sendProblem(res: Response, error: AppError): void {
       code: error.code,
       ...error.extensions,
     });
+}
+
+/** RFC 6750: what a caller without the right bearer credential is told to send. */
+function bearerChallenge(error: AppError): string | undefined {
+  if (error.code === 'unauthorized') return 'Bearer';
+  if (error.code === 'invalid_token') return 'Bearer error="invalid_token"';
+  const scope = error.extensions.scope;
+  if (error.code === 'forbidden' && typeof scope === 'string')
+    return `Bearer error="insufficient_scope", scope="${scope}"`;
+  return undefined;
 }
 
 export const problemType = (code: ErrorCode) => `urn:segmented-stock:problem:${code}`;

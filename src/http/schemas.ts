@@ -64,7 +64,8 @@ export const cartOrderBody = (maxQuantity: number) =>
   });
 
 export const customerOrdersQuery = z.strictObject({
-  customerId,
+  /** Required, except with a customer token, whose own orders are listed. */
+  customerId: customerId.optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
   cursor: z
     .string()

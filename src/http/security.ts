@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { rateLimit } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Cluster, Redis } from 'ioredis';
@@ -27,8 +27,9 @@ export function securityHeaders(): RequestHandler {
 const WINDOW_MS = 60_000;
 
 /**
- * A per-client limit on order placement (by client address, IPv6 by /56), or undefined when `ordersPerMinute` is 0:
- * off by default, because load tests place thousands of orders from one address. The counts live in the service's
+ * A per-client limit on order placement (counted by `keyOf`: the customer, or the client's address; see
+ * Access.rateLimitKey), or undefined when `ordersPerMinute` is 0: off by default, because load tests place thousands
+ * of orders from one address. It runs after the body is parsed, so a service key's orders count per customer. The counts live in the service's
  * Redis, so the limit holds across all instances. While Redis does not answer the limit fails open (the order goes
  * on unlimited, and a warning is logged): an outage of the limiter must never become refused orders.
  */
@@ -36,6 +37,7 @@ export function orderRateLimit(
   ordersPerMinute: number,
   redis: Redis | Cluster,
   log: Logger,
+  keyOf: (req: Request, res: Response) => string,
 ): RequestHandler | undefined {
   if (ordersPerMinute === 0) return undefined;
   return rateLimit({
@@ -43,6 +45,7 @@ export function orderRateLimit(
     limit: ordersPerMinute,
     standardHeaders: 'draft-8',
     legacyHeaders: false,
+    keyGenerator: keyOf,
     store: new RedisStore({ sendCommand: redisCommands(redis), prefix: redisKeys.orderRateLimitPrefix }),
     passOnStoreError: true,
     // Without the stack: during a Redis outage this is one line per order, beside the order's own.
@@ -54,7 +57,7 @@ export function orderRateLimit(
     handler: (req, res) => {
       const resetTime = (req as { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
       const seconds = resetTime ? Math.max(1, Math.ceil((resetTime.getTime() - Date.now()) / 1000)) : WINDOW_MS / 1000;
-      const detail = `at most ${ordersPerMinute} orders per minute from one client; retry in ${seconds} s`;
+      const detail = `at most ${ordersPerMinute} orders per minute from one customer or client; retry in ${seconds} s`;
       sendProblem(res, new AppError('rate_limited', detail, {}, seconds));
     },
   });

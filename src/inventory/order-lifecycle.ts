@@ -79,10 +79,11 @@ export class OrderLifecycle {
 
   /**
    * A reserved or confirmed order becomes cancelled and its units go back; cancelling again is a no-op. A reservation
-   * whose hold ran out expires instead (its units go back all the same), and the answer says so.
+   * whose hold ran out expires instead (its units go back all the same), and the answer says so. Without
+   * `allowConfirmed`, a confirmed order is refused (forbidden), decided under the order's row lock like the cancel.
    */
-  async cancel(orderId: string): Promise<OrderRecord> {
-    await this.end(orderId, 'cancel');
+  async cancel(orderId: string, options: { allowConfirmed: boolean } = { allowConfirmed: true }): Promise<OrderRecord> {
+    await this.end(orderId, options.allowConfirmed ? 'cancel' : 'cancel reservation');
     return this.read(orderId);
   }
 
@@ -128,11 +129,11 @@ export class OrderLifecycle {
   }
 
   /**
-   * Ends the order if it is still live: `cancel` ends a reserved or confirmed one, `expire` only a reservation whose
-   * hold ran out (as does `cancel`, then). Takes the locks of the segments the units go back to, in the global lock
+   * Ends the order if it is still live: `cancel` ends a reserved or confirmed one, `cancel reservation` a reserved one
+   * (refusing a confirmed one), `expire` only a reservation whose hold ran out (as do both cancels, then). Takes the locks of the segments the units go back to, in the global lock
    * order, then decides and writes in one transaction; starts over when a lock was lost or the layout changed.
    */
-  private async end(orderId: string, intent: 'cancel' | 'expire'): Promise<void> {
+  private async end(orderId: string, intent: 'cancel' | 'cancel reservation' | 'expire'): Promise<void> {
     const deadline = Date.now() + this.lockWaitMs;
     // Every order has ledger rows: none means no such order.
     const taken = await readTakenUnits(this.db, orderId);
@@ -151,6 +152,12 @@ export class OrderLifecycle {
           const live = order.status === 'reserved' || order.status === 'confirmed';
           const expiring = order.status === 'reserved' && order.due;
           if (!live || (intent === 'expire' && !expiring)) return false;
+          if (intent === 'cancel reservation' && order.status === 'confirmed') {
+            throw new AppError(
+              'forbidden',
+              `order '${orderId}' is confirmed; this caller may cancel reservations only`,
+            );
+          }
           const reason = expiring ? 'expired' : 'cancelled';
           await setOrderStatus(trx, orderId, reason);
           const units = withFences(back, refs, leases);

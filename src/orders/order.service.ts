@@ -6,10 +6,14 @@ import { findOrder, listCustomerOrders, type OrderRecord } from './order.reposit
 export class OrderService {
   constructor(private readonly db: Db) {}
 
-  /** The order with this id; throws order_not_found. */
-  async get(id: string): Promise<OrderRecord> {
+  /**
+   * The order with this id; throws order_not_found. With `customerId`, another customer's order is not found either,
+   * answered exactly as an unknown id, so that no caller can probe which ids exist.
+   */
+  async get(id: string, customerId?: string): Promise<OrderRecord> {
     const order = await findOrder(this.db, { id });
-    if (!order) throw new AppError('order_not_found', `order '${id}' does not exist`);
+    if (!order || (customerId !== undefined && order.customerId !== customerId))
+      throw new AppError('order_not_found', `order '${id}' does not exist`);
     return order;
   }
 

@@ -88,19 +88,24 @@ describe('the dashboard in a real browser', () => {
     await page.close();
   });
 
-  it('asks for the token when it has none, and its data routes refuse requests without it', async () => {
+  it('asks for the token when it has none or a wrong one, and its data routes refuse requests without it', async () => {
     const context = await browser.createBrowserContext();
     try {
       const page = await context.newPage();
       await page.goto(`${service.url}/dashboard?sku=anything`);
       await page.waitForSelector('#token-form:not([hidden])', { timeout: 10_000 });
+      expect(await page.$eval('#token-problem', (el) => el.textContent)).toBe('');
+      const wrong = await context.newPage();
+      await wrong.goto(`${service.url}/dashboard?sku=anything#token=not-the-token`);
+      await wrong.waitForSelector('#token-form:not([hidden])', { timeout: 10_000 });
+      expect(await wrong.$eval('#token-problem', (el) => el.textContent)).toBe('token rejected');
     } finally {
       await context.close();
     }
     expect((await call(service.url, 'GET', '/dashboard/skus')).status).toBe(401);
     expect(
       (await call(service.url, 'GET', '/dashboard/events?sku=x', undefined, { authorization: 'Bearer nope' })).status,
-    ).toBe(403);
+    ).toBe(401);
     const page = await call(service.url, 'GET', '/dashboard');
     expect(page.status).toBe(200);
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");

@@ -39,7 +39,7 @@ describe('SKU administration', () => {
     expect((await call(svc.url, 'GET', `/skus/${sku}`)).body.stock).toBe(10);
   });
 
-  it('refuses admin routes without the token (401) or with a wrong one (403), changing nothing', async () => {
+  it('refuses admin routes without the token (401) or with a wrong one (401 invalid_token), changing nothing', async () => {
     const sku = uniqueSku('auth');
     const missing = await call(svc.url, 'POST', '/skus', { sku, stock: 1, segments: 1 });
     expect(missing.status).toBe(401);
@@ -51,14 +51,16 @@ describe('SKU administration', () => {
       { sku, stock: 1, segments: 1 },
       { authorization: 'Bearer nope' },
     );
-    expect(wrong.status).toBe(403);
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.code).toBe('invalid_token');
+    expect(wrong.headers.get('www-authenticate')).toBe('Bearer error="invalid_token"');
     expect((await call(svc.url, 'GET', `/skus/${sku}`)).status).toBe(404);
 
     expect((await call(svc.url, 'POST', '/skus', { sku, stock: 8, segments: 2 }, admin)).status).toBe(201);
     expect((await call(svc.url, 'POST', `/skus/${sku}/restock`, { quantity: 5 })).status).toBe(401);
     expect(
       (await call(svc.url, 'PUT', `/skus/${sku}/segments`, { segments: 4 }, { authorization: 'Bearer x' })).status,
-    ).toBe(403);
+    ).toBe(401);
     expect((await call(svc.url, 'GET', `/skus/${sku}`)).body).toMatchObject({ stock: 8, segments: 2 });
     // The order route is public but cannot touch configuration.
     expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1, segments: 9 })).status).toBe(400);

@@ -52,7 +52,7 @@ describe('GET /metrics with tokens configured', () => {
   const METRICS_TOKEN = `met-${randomBytes(12).toString('hex')}`;
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-  it('needs the admin token as a bearer token when only ADMIN_TOKEN is set: 401 without, 403 wrong', async () => {
+  it('needs the admin token as a bearer token when only ADMIN_TOKEN is set: 401 without or wrong', async () => {
     const svc = await startService({ ADMIN_TOKEN });
     try {
       const missing = await call(svc.url, 'GET', '/metrics');
@@ -61,8 +61,8 @@ describe('GET /metrics with tokens configured', () => {
       expect(missing.headers.get('www-authenticate')).toBe('Bearer');
       expect(JSON.stringify(missing.body)).not.toContain('stock_orders_total');
       const wrong = await call(svc.url, 'GET', '/metrics', undefined, bearer(`${ADMIN_TOKEN}x`));
-      expect(wrong.status).toBe(403);
-      expect(wrong.body.code).toBe('forbidden');
+      expect(wrong.status).toBe(401);
+      expect(wrong.body.code).toBe('invalid_token');
       expect(
         (await call(svc.url, 'GET', '/metrics', undefined, { authorization: `Basic ${ADMIN_TOKEN}` })).status,
       ).toBe(401);
@@ -78,12 +78,13 @@ describe('GET /metrics with tokens configured', () => {
     const svc = await startService({ ADMIN_TOKEN, METRICS_TOKEN });
     try {
       expect((await call(svc.url, 'GET', '/metrics')).status).toBe(401);
-      expect((await call(svc.url, 'GET', '/metrics', undefined, bearer('not-the-token-at-all'))).status).toBe(403);
+      expect((await call(svc.url, 'GET', '/metrics', undefined, bearer('not-the-token-at-all'))).status).toBe(401);
       expect((await call(svc.url, 'GET', '/metrics', undefined, bearer(METRICS_TOKEN))).status).toBe(200);
       expect((await call(svc.url, 'GET', '/metrics', undefined, bearer(ADMIN_TOKEN))).status).toBe(200);
       const sku = uniqueSku('metrics-token');
       const refused = await call(svc.url, 'POST', '/skus', { sku, stock: 1, segments: 1 }, bearer(METRICS_TOKEN));
       expect(refused.status).toBe(403);
+      expect(refused.body).toMatchObject({ code: 'forbidden', scope: 'stock:admin' });
       expect((await call(svc.url, 'GET', `/skus/${sku}`)).status).toBe(404);
     } finally {
       await svc.stop();

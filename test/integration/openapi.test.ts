@@ -3,9 +3,12 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildOpenApi } from '../../src/http/openapi.js';
+import { serviceKey, writeKeysFile } from '../security/credentials.js';
 import { call, type RunningService, startService } from '../support/service.js';
 
 const ADMIN_TOKEN = `oas-${randomBytes(12).toString('hex')}`;
+// With service keys configured every route that lists a security requirement needs a credential.
+const API_KEYS_FILE = writeKeysFile([serviceKey('ops', ['stock:admin'])]);
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
 
 interface Layer {
@@ -38,7 +41,7 @@ const documented: string[] = Object.entries<Record<string, unknown>>(document.pa
 describe('the OpenAPI document', () => {
   let svc: RunningService;
   beforeAll(async () => {
-    svc = await startService({ ADMIN_TOKEN });
+    svc = await startService({ ADMIN_TOKEN, API_KEYS_FILE });
   });
   afterAll(() => svc.stop());
 
@@ -66,7 +69,7 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('marks exactly the routes that need a token with a bearer security scheme', async () => {
+  it('marks exactly the routes that need a credential (once service keys are configured) with a security scheme', async () => {
     for (const [path, item] of Object.entries<Record<string, { security?: Record<string, unknown>[] }>>(
       document.paths,
     )) {

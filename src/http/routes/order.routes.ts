@@ -1,9 +1,12 @@
-import { Router } from 'express';
+import { type RequestHandler, Router } from 'express';
+import type { Scope } from '../../config.js';
 import { AppError } from '../../errors.js';
 import type { OrderLifecycle } from '../../inventory/order-lifecycle.js';
 import type { OrderPlacement, OrderRequest, PlacedOrder } from '../../inventory/order-placement.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
 import type { OrderService } from '../../orders/order.service.js';
+import type { Access } from '../auth/access.js';
+import { boundCustomer, type Principal } from '../auth/principal.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
@@ -11,21 +14,31 @@ import { sendProblem } from '../problem.js';
 import { cartOrderBody, customerOrdersQuery, orderId, singleOrderBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
+/**
+ * The order routes. A customer token acts for its customer only: it places for that customer, and another customer's
+ * order answers 404 as an unknown id does. Service keys act by scope (Access).
+ */
 export function orderRoutes(
   placement: OrderPlacement,
   lifecycle: OrderLifecycle,
   orders: OrderService,
-  maxOrderQuantity: number,
+  access: Access,
+  options: { maxOrderQuantity: number; limitOrders: RequestHandler | undefined },
 ): Router {
   const router = Router();
-  const single = singleOrderBody(maxOrderQuantity);
-  const cart = cartOrderBody(maxOrderQuantity);
+  const single = singleOrderBody(options.maxOrderQuantity);
+  const cart = cartOrderBody(options.maxOrderQuantity);
+  const limitOrders = options.limitOrders ? [options.limitOrders] : [];
+  const mayPlace = access.require(['orders:place'], { openUntilKeys: true });
+  const mayRead = access.require(['orders:read'], { openUntilKeys: true });
+  const mayList = access.require(['orders:read']);
+  const mayEnd = access.require(['orders:place', 'orders:manage'], { openUntilKeys: true });
 
   router
     .route('/orders')
-    .post(...jsonBody, async (req, res) => {
+    .post(mayPlace, ...jsonBody, ...limitOrders, async (req, res) => {
       const key = idempotencyKeyOf(req);
-      const request = orderRequestOf(req.body, key);
+      const request = orderRequestOf(req.body, key, access.principalOf(res));
       let placed: PlacedOrder;
       try {
         placed = await placement.place(request);
@@ -41,43 +54,68 @@ export function orderRoutes(
         .location(`/orders/${placed.order.id}`)
         .json(orderView(placed.order));
     })
-    .get(async (req, res) => {
+    .get(mayList, async (req, res) => {
       const query = parseOr400(customerOrdersQuery, req.query, 'query');
-      const page = await orders.listForCustomer(query.customerId, { limit: query.limit, cursor: query.cursor });
+      const customerId = actingFor(access.principalOf(res), query.customerId, 'orders:read');
+      if (customerId === undefined) throw new AppError('bad_request', 'customerId: required');
+      const page = await orders.listForCustomer(customerId, { limit: query.limit, cursor: query.cursor });
       res.json({ orders: page.orders.map(orderView), nextCursor: page.nextCursor });
     })
     .all(methodNotAllowed('GET', 'POST'));
 
   router
     .route('/orders/:id')
-    .get(async (req, res) => {
+    .get(mayRead, async (req, res) => {
       const id = parseOr400(orderId, req.params.id, 'id');
-      res.json(orderView(await orders.get(id)));
+      res.json(orderView(await orders.get(id, boundCustomer(access.principalOf(res)))));
     })
     .all(methodNotAllowed('GET'));
 
   router
     .route('/orders/:id/confirm')
-    .post(async (req, res) => {
-      res.json(orderView(await lifecycle.confirm(parseOr400(orderId, req.params.id, 'id'))));
+    .post(mayEnd, async (req, res) => {
+      const id = parseOr400(orderId, req.params.id, 'id');
+      await ownOrder(access.principalOf(res), id);
+      res.json(orderView(await lifecycle.confirm(id)));
     })
     .all(methodNotAllowed('POST'));
 
   router
     .route('/orders/:id/cancel')
-    .post(async (req, res) => {
-      res.json(orderView(await lifecycle.cancel(parseOr400(orderId, req.params.id, 'id'))));
+    .post(mayEnd, async (req, res) => {
+      const id = parseOr400(orderId, req.params.id, 'id');
+      const principal = access.principalOf(res);
+      await ownOrder(principal, id);
+      try {
+        res.json(orderView(await lifecycle.cancel(id, { allowConfirmed: access.mayCancelConfirmed(principal) })));
+      } catch (error) {
+        // Found confirmed under the order's lock, so an order confirmed a moment ago is refused too.
+        if (!(error instanceof AppError && error.code === 'forbidden')) throw error;
+        throw access.refuse(principal, ['orders:manage'], 'cancelling a confirmed order');
+      }
     })
     .all(methodNotAllowed('POST'));
 
   return router;
 
-  /** Either body: one SKU (`{sku, quantity}`) or a cart (`{items: [...]}`). */
-  function orderRequestOf(body: unknown, idempotencyKey: string | undefined): OrderRequest {
+  /** A customer token's own order (404 for another customer's, as for an unknown id); any order for other callers. */
+  async function ownOrder(principal: Principal, id: string): Promise<void> {
+    const customerId = boundCustomer(principal);
+    if (customerId !== undefined) await orders.get(id, customerId);
+  }
+
+  /**
+   * Either body: one SKU (`{sku, quantity}`) or a cart (`{items: [...]}`). A customer token places for its own
+   * customer, named in the body or not.
+   */
+  function orderRequestOf(body: unknown, idempotencyKey: string | undefined, principal: Principal): OrderRequest {
     const isCart = typeof body === 'object' && body !== null && 'items' in body;
-    const { customerId, holdSeconds, ...asked } = isCart
-      ? parseOr400(cart, body, 'body')
-      : parseOr400(single, body, 'body');
+    const {
+      customerId: named,
+      holdSeconds,
+      ...asked
+    } = isCart ? parseOr400(cart, body, 'body') : parseOr400(single, body, 'body');
+    const customerId = actingFor(principal, named, 'orders:place');
     return {
       lines: 'items' in asked ? asked.items : [asked],
       ...(customerId !== undefined && { customerId }),
@@ -85,6 +123,20 @@ export function orderRoutes(
       ...(idempotencyKey !== undefined && { idempotencyKey }),
     };
   }
+}
+
+/**
+ * The customer a request acts for: the one named, which a customer token may only name as its own (a service key
+ * with the scope acts for any), or the token's own when none is named.
+ */
+function actingFor(principal: Principal, named: string | undefined, scope: Scope): string | undefined {
+  const bound = boundCustomer(principal);
+  if (bound === undefined) return named;
+  if (named !== undefined && named !== bound) {
+    const detail = `acting for another customer needs a service key with ${scope}; this token acts for '${bound}' only`;
+    throw new AppError('forbidden', detail, { scope });
+  }
+  return bound;
 }
 
 /**

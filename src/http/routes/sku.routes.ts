@@ -1,14 +1,18 @@
 import { createHash } from 'node:crypto';
-import { type Request, type RequestHandler, type Response, Router } from 'express';
+import { type Request, type Response, Router } from 'express';
 import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stock-admin.js';
+import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
-export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Router {
+/** SKU writes need `stock:admin`; reading a SKU, any credential (none until keys are configured). */
+export function skuRoutes(admin: StockAdmin, access: Access): Router {
   const router = Router();
+  const requireAdmin = access.require(['stock:admin']);
+  const mayRead = access.require('credential', { openUntilKeys: true });
 
   router
     .route('/skus')
@@ -22,7 +26,7 @@ export function skuRoutes(admin: StockAdmin, requireAdmin: RequestHandler): Rout
 
   router
     .route('/skus/:sku')
-    .get(async (req, res) => {
+    .get(mayRead, async (req, res) => {
       res.json(await admin.view(parseOr400(skuName, req.params.sku, 'sku')));
     })
     .patch(requireAdmin, ...jsonBody, async (req, res) => {

@@ -23,12 +23,17 @@ function askForToken(problem) {
   $('connection').textContent = 'token needed';
 }
 
+// A token that is not valid answers 401 with error="invalid_token"; a valid one without metrics:read, 403.
+function tokenProblem(response) {
+  if (response.status === 403) return 'token rejected: it may not read metrics';
+  return /invalid_token/.test(response.headers.get('www-authenticate') ?? '') ? 'token rejected' : '';
+}
+
 let stream; // AbortController of the current event stream
 
 async function loadSkuList(selected) {
   const response = await fetch('/dashboard/skus', { headers: authHeaders() });
-  if (response.status === 401 || response.status === 403)
-    return askForToken(response.status === 403 ? 'token rejected' : '');
+  if (response.status === 401 || response.status === 403) return askForToken(tokenProblem(response));
   if (!response.ok) return;
   const { skus } = await response.json();
   const list = $('sku-list');
@@ -52,7 +57,7 @@ async function watch(sku) {
         signal: controller.signal,
       });
       if (response.status === 401 || response.status === 403) {
-        return askForToken(response.status === 403 ? 'token rejected' : '');
+        return askForToken(tokenProblem(response));
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       $('connection').textContent = 'live';
