@@ -4,14 +4,13 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
-import { pinoHttp } from 'pino-http';
 import { benchRoutes } from './bench/bench.routes.js';
 import { BenchSkus } from './bench/bench-skus.js';
 import { LockFreeBaselines } from './bench/lock-free-baselines.js';
 import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
-import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
+import { AppError } from './errors.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
@@ -127,18 +126,6 @@ export class StockService {
     app.disable('x-powered-by');
     app.set('etag', false);
     if (this.config.trustProxyHops > 0) app.set('trust proxy', this.config.trustProxyHops);
-    app.use(
-      pinoHttp({
-        logger: this.log,
-        // Per-request lines at info would cost more than the order itself under load: log failures only. Shedding
-        // load (lock_busy, shutting_down) is an answer, not a failure: logged, each would cost an Error with its stack.
-        customLogLevel: (_req, res, err) => {
-          if (err) return 'error';
-          const code = (res as express.Response).locals?.problemCode as ErrorCode | undefined;
-          return res.statusCode >= 500 && !(code && LOAD_SHEDDING.has(code)) ? 'error' : 'silent';
-        },
-      }),
-    );
     app.use(securityHeaders());
     // Health first: liveness stays 200 while draining, readiness says why not.
     app.use(healthRoutes(() => this.unreadiness()));
@@ -155,10 +142,7 @@ export class StockService {
     const access = this.access;
     const authenticate = access.authenticate();
     if (authenticate) app.use(authenticate);
-    const requireMonitoring = access.require(['metrics:read']);
-    app.use(metricsRoutes(this.metrics, requireMonitoring));
-    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
-    app.use(skuRoutes(admin, access));
+    // The busiest routes first: every router a request passes costs it a path match.
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log, (req, res) =>
       access.rateLimitKey(req, res),
     );
@@ -169,6 +153,10 @@ export class StockService {
         limitOrders,
       }),
     );
+    app.use(skuRoutes(admin, access));
+    const requireMonitoring = access.require(['metrics:read']);
+    app.use(metricsRoutes(this.metrics, requireMonitoring));
+    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
     if (this.config.benchRoutes) app.use(this.benchRoutes());
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);

@@ -31,9 +31,6 @@ export const errorCatalog = {
 
 export type ErrorCode = keyof typeof errorCatalog;
 
-/** 503 answers that shed load by design (a hot SKU's wait budget ran out, an instance draining): not faults. */
-export const LOAD_SHEDDING: ReadonlySet<ErrorCode> = new Set(['lock_busy', 'shutting_down']);
-
 export class AppError extends Error {
   readonly status: number;
   readonly title: string;

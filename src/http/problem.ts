@@ -4,8 +4,6 @@ import type { Logger } from '../logger.js';
 
 /** Sends an RFC 9457 problem document. */
 export function sendProblem(res: Response, error: AppError): void {
-  // For the request log, which stays quiet about answers that are not faults (app.ts).
-  res.locals.problemCode = error.code;
   if (error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
   const challenge = bearerChallenge(error);
   if (challenge) res.set('WWW-Authenticate', challenge);
@@ -71,14 +69,14 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
       return;
     }
     if (isDependencyFailure(error)) {
-      log.warn({ err: error, url: req.originalUrl }, 'dependency unavailable');
+      log.warn({ err: error, method: req.method, url: req.originalUrl }, 'dependency unavailable');
       sendProblem(
         res,
         new AppError('dependency_unavailable', 'Redis or Postgres did not answer; retry shortly', {}, 1),
       );
       return;
     }
-    log.error({ err: error, url: req.originalUrl }, 'unexpected error');
+    log.error({ err: error, method: req.method, url: req.originalUrl }, 'unexpected error');
     sendProblem(res, new AppError('internal', 'the request could not be completed'));
   };
 }

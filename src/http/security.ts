@@ -12,16 +12,29 @@ import { sendProblem } from './problem.js';
 /**
  * Security headers for a JSON API: it serves nothing to render, frame or sniff, so the content security policy
  * allows nothing at all, and browsers are told not to frame it, send referrers or guess content types.
+ *
+ * helmet decides the headers. They are the same for every response, so helmet runs once, here, against a recorder,
+ * and each response gets them in one call rather than through helmet's dozen middlewares (a tenth of what an
+ * answer cost the service).
  */
 export function securityHeaders(): RequestHandler {
-  return helmet({
+  const headers = new Map<string, string>();
+  const recorder = {
+    setHeader: (name: string, value: unknown) => headers.set(name, String(value)),
+    removeHeader: (name: string) => headers.delete(name),
+  };
+  helmet({
     contentSecurityPolicy: {
       useDefaults: false,
       directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
     },
     xFrameOptions: { action: 'deny' },
     referrerPolicy: { policy: 'no-referrer' },
-  });
+  })({} as Request, recorder as unknown as Response, () => {});
+  return (_req, res, next) => {
+    res.setHeaders(headers);
+    next();
+  };
 }
 
 const WINDOW_MS = 60_000;
