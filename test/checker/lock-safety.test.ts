@@ -58,12 +58,15 @@ async function recordHistory(db: Db, write: CommitWrite) {
   let started = 0;
 
   const holder = async (lock: SegmentLocks) => {
-    // Counted, not timed: a slow machine takes longer, never runs fewer sections.
+    // Counted, not timed: a slow machine takes longer, never runs fewer (or more) sections.
     while (started < SECTIONS) {
+      started++;
       const segment = Math.floor(Math.random() * SEGMENTS);
       const lease = await lock.acquire({ sku, layoutVersion: ref.layoutVersion, segment }, Date.now() + 2_000);
-      if (!lease) continue;
-      started++;
+      if (!lease) {
+        started--;
+        continue;
+      }
       try {
         const [state] = await readSegmentStates(db, [{ ...ref, segment }]);
         const start = performance.now();
