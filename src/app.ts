@@ -5,12 +5,9 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
 import { pinoHttp } from 'pino-http';
-import { benchRoutes } from './bench/bench.routes.js';
-import { BenchSkus } from './bench/bench-skus.js';
-import { LockFreeBaselines } from './bench/lock-free-baselines.js';
-import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
+import type { Endpoints } from './endpoints.js';
 import { AppError, type ErrorCode, LOAD_SHEDDING } from './errors.js';
 import { requireAdmin, requireMonitoring } from './http/admin-auth.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
@@ -33,17 +30,13 @@ import { readAvailableBySku } from './metrics/metrics.repository.js';
 import { metricsRoutes } from './metrics/metrics.routes.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { OrderService } from './orders/order.service.js';
-import {
-  createRedisConnections,
-  type RedisClient,
-  type RedisConnections,
-  type RedisTopology,
-} from './redis/connections.js';
+import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
-export interface Endpoints {
-  redis: RedisTopology;
-  databaseUrl: string;
-}
+/**
+ * The one extension point: routes built from the running service, mounted after the product's own and before the
+ * 404. The load test mounts its benchmark routes here (loadtest/bench); the product mounts none.
+ */
+export type ExtraRoutes = (service: StockService) => express.Router;
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
@@ -67,9 +60,10 @@ export class StockService {
   private stopping = false;
 
   constructor(
-    private readonly config: Config,
+    readonly config: Config,
     private readonly log: Logger,
     endpoints: Endpoints,
+    private readonly extraRoutes?: ExtraRoutes,
   ) {
     this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
     this.connections = createRedisConnections(endpoints.redis, (err) =>
@@ -154,27 +148,12 @@ export class StockService {
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log);
     if (limitOrders) app.post('/orders', limitOrders);
     app.use(orderRoutes(placement, this.lifecycle, new OrderService(this.db), this.config.maxOrderQuantity));
-    if (this.config.benchRoutes) app.use(this.benchRoutes());
+    if (this.extraRoutes) app.use(this.extraRoutes(this));
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
     });
     app.use(errorHandler(this.log));
     return app;
-  }
-
-  /** Only with BENCH_ROUTES=1: the load test's ceiling, oversell demonstration and lock-free baselines. */
-  private benchRoutes(): express.Router {
-    this.log.warn('BENCH_ROUTES is on: /bench/* serves unlocked sales for benchmarks; never enable it in production');
-    const skus = new BenchSkus(this.db);
-    return benchRoutes({
-      demo: new OversellDemo(this.db, this.locks, skus, {
-        lockWaitMs: this.config.lockWaitMs,
-        criticalSectionDelayMs: this.config.criticalSectionDelayMs,
-      }),
-      baselines: new LockFreeBaselines(this.db, this.redis, skus),
-      requireAdmin: requireAdmin(this.config),
-      maxOrderQuantity: this.config.maxOrderQuantity,
-    });
   }
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/dev/free-port.js';
 import type { BackingServices } from './backing-services.js';
 
-const serviceMain = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+const serviceMain = fileURLToPath(new URL('../bench/bench-main.js', import.meta.url));
 const alternativeMain = fileURLToPath(new URL('../alternative/server.js', import.meta.url));
 const clusterPrimary = fileURLToPath(new URL('./cluster-primary.js', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;

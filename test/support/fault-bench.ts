@@ -9,7 +9,7 @@ import {
   RedisSentinelGroup,
   type RedisSentinelOptions,
   RedisServer,
-} from '../../src/dev/servers/index.js';
+} from './servers/index.js';
 import { createLogger } from '../../src/logger.js';
 import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { inject } from 'vitest';
-import { StockService } from '../../src/app.js';
+import { type ExtraRoutes, StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { redisTopology } from '../../src/redis/connections.js';
@@ -24,8 +24,11 @@ export function testEndpoints() {
   return { redisUrl: inject('redisUrl'), databaseUrl: inject('databaseUrl') };
 }
 
-/** The service in this process on a free port, against the test Redis and Postgres. */
-export async function startService(env: Record<string, string> = {}): Promise<RunningService> {
+/** The service in this process on a free port, against the test Redis and Postgres (plus `extraRoutes`, if given). */
+export async function startService(
+  env: Record<string, string> = {},
+  extraRoutes?: ExtraRoutes,
+): Promise<RunningService> {
   const endpoints = testEndpoints();
   const config = loadConfig({
     LOG_LEVEL: 'silent',
@@ -33,10 +36,15 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
     DATABASE_URL: endpoints.databaseUrl,
     ...env,
   });
-  const service = new StockService(config, createLogger(config.logLevel), {
-    redis: redisTopology(config),
-    databaseUrl: endpoints.databaseUrl,
-  });
+  const service = new StockService(
+    config,
+    createLogger(config.logLevel),
+    {
+      redis: redisTopology(config),
+      databaseUrl: endpoints.databaseUrl,
+    },
+    extraRoutes,
+  );
   const port = await service.start(0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, service, stop: () => service.stop() };
 }
