@@ -1,5 +1,5 @@
 import type { Db } from '../../src/db/database.js';
-import { auditStock } from '../../src/inventory/inventory.repository.js';
+import { auditStock } from '../../test/support/invariants.js';
 import type { StockApi } from '../client/stock-api.js';
 import type { Books } from '../results.js';
 
