@@ -6,8 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/dev/free-port.js';
 import type { BackingServices } from './backing-services.js';
 
-const serviceMain = fileURLToPath(new URL('../bench/bench-main.js', import.meta.url));
-const alternativeMain = fileURLToPath(new URL('../alternative/server.js', import.meta.url));
+const programs = {
+  service: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)),
+  alternative: fileURLToPath(new URL('../alternative/server.js', import.meta.url)),
+  echo: fileURLToPath(new URL('../alternative/echo.js', import.meta.url)),
+};
 const clusterPrimary = fileURLToPath(new URL('./cluster-primary.js', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
 const KEPT_OUTPUT_LINES = 200;
@@ -35,13 +38,16 @@ export interface LocalServiceOptions {
   instances?: number;
   /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
   nodeArgs?: string[];
-  /** Which program: the service (default), or the alternative a user would write instead (loadtest/alternative). */
-  program?: 'service' | 'alternative';
+  /**
+   * Which program: the service (default), the alternative a user would write instead (loadtest/alternative), or a
+   * bare express JSON echo (the limit of any express order service).
+   */
+  program?: keyof typeof programs;
 }
 
 /**
- * A service this run starts itself: `node dist/src/main.js` (or a cluster of them) against the run's Redis and
- * Postgres, with the benchmark routes on. Ready once /readyz answers 200.
+ * A service this run starts itself: the service with the benchmark routes (`node dist/loadtest/bench/bench-main.js`,
+ * or a cluster of them) against the run's Redis and Postgres. Ready once /readyz answers 200.
  */
 export class LocalService implements ServiceTarget {
   readonly adminToken = undefined;
@@ -73,7 +79,6 @@ export class LocalService implements ServiceTarget {
       DATABASE_URL: backing.databaseUrl,
       ADMIN_TOKEN: '',
       LOG_LEVEL: 'warn',
-      BENCH_ROUTES: '1',
       ...options.env,
     };
     const url = `http://127.0.0.1:${port}`;
@@ -92,7 +97,7 @@ export class LocalService implements ServiceTarget {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
     } else {
-      const main = options.program === 'alternative' ? alternativeMain : serviceMain;
+      const main = programs[options.program ?? 'service'];
       child = spawn(process.execPath, [...(options.nodeArgs ?? []), main], {
         env,
         stdio: ['ignore', 'pipe', 'pipe'],

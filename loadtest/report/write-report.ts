@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CpuUsage } from '../infra/cpu-usage.js';
-import type { RunResults, SalesCase } from '../results.js';
+import type { CeilingCase, RunResults, SalesCase } from '../results.js';
 import type { RoundResult } from '../runner/round.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/run-all.js';
 import { renderCharts } from './charts.js';
@@ -63,11 +63,12 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     '- `npm run loadtest -- --quick` — the same scenarios, shorter (a smoke test; the report goes beside the results, not here).',
     '- `npm run loadtest -- --url http://host:3000 --admin-token … [--database-url …]` — a running service, measured as it is configured ' +
       '(the business-step and cluster scenarios need services the run starts, and are skipped).',
+    '- `npm run loadtest -- --scenarios spread,bare-echo` — only the spread and mixed traffic cases (product and alternative) and the bare express echo; `--scenarios alternative` adds the alternative on one hot SKU.',
     '- Other options: `--segments 1,4,16`, `--connections 128`, `--duration 20`, `--warmup 5`, `--business-step 20`, `--instances 3`, ' +
       '`--scenarios segments,oversell`, `--redis-cluster` (the segmented cases on a local Redis Cluster instead of one Redis), `--cpu-prof-dir prof/` (V8 CPU profiles of the services), `--no-report`; see `npm run loadtest -- --help`.',
     '- Benchmark knobs of the service, off by default and never for production: `CRITICAL_SECTION_DELAY_MS` (a simulated business step ' +
-      'held inside the segment lock) and `BENCH_ROUTES=1` (mounts `/bench/*`: the ceiling route, the oversell demonstration’s unlocked modes ' +
-      'and the lock-free baselines; without it those paths answer 404).',
+      'held inside the segment lock). The benchmark routes (`/bench/*`: the ceiling route, the oversell demonstration’s unlocked modes ' +
+      'and the lock-free baselines) are not in the product: the load test’s own entry point (`loadtest/bench/bench-main.ts`) mounts them on the service.',
     '- The lock figures come from the service’s `GET /metrics` (Prometheus): `stock_orders_total{outcome}`, `stock_order_duration_seconds`, ' +
       '`stock_order_segment_visits`, `stock_lock_wait_seconds`, `stock_lock_attempts_total`, `stock_lock_busy_total`, `stock_lock_waits_total`, ' +
       '`stock_lock_acquisitions_total`, `stock_lock_hold_seconds`, `stock_fenced_out_total`, `stock_lock_lost_total`, `stock_orders_in_progress`, `stock_sku_available{sku}`, ' +
@@ -150,15 +151,29 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
         '*The alternative* is what a user would write instead of this service (`loadtest/alternative/server.ts`): express + pg, the stock in one row, ' +
         'one autocommit statement per order that deducts only if enough is left and inserts the order. *Combining off* is `COMBINE_MAX_BATCH=1`: ' +
         'every order under its own lock hold, with its own statement. ' +
+        `*Spread*: each request orders a random one of ${s.spreadSkus ?? 400} SKUs; *mixed*: ${pct(1 - (s.mixedHotShare ?? 0.2))} of them spread, the rest to one hot SKU. ` +
+        '*Bare echo*: a bare express app that parses the JSON body and answers 201 (`loadtest/alternative/echo.ts`), the limit of any express order service here; ' +
+        '*ceiling*: the product’s own `POST /bench/echo`. Every ratio is within this run. ' +
         `*Other processes*: cores used during the round by processes that are not part of the run; over ${num(s.disturbedCores)} the round is marked disturbed and its rate understates.`,
     );
     p(
       table(
-        ['Case', 'Answers/s', '× the alternative', '% of ceiling', 'p50 ms', 'p99 ms', 'Statuses', 'Other processes'],
-        headline.map(({ label, perSecond, round, cpu, answersAlternative }) => [
+        [
+          'Case',
+          'Answers/s',
+          '× the alternative (same traffic)',
+          '% of bare echo',
+          '% of ceiling',
+          'p50 ms',
+          'p99 ms',
+          'Statuses',
+          'Other processes',
+        ],
+        headline.map(({ label, perSecond, round, cpu, sale }) => [
           label,
           int(perSecond),
-          answersAlternative && f.alternative ? times(perSecond / f.alternative.ordersPerSecond) : '–',
+          sale ? times(f.overAlternative(sale)) : '–',
+          pct(perSecond / f.bareEcho),
           ofCeiling(perSecond),
           ms(round.latencyMs.p50),
           ms(round.latencyMs.p99),
@@ -234,7 +249,7 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
       '## 5. Oversell demonstration',
       'Reference article 000’s experiment: the same read-decide-write critical section (read the stock, decide, write the computed value ' +
         'with the order and its ledger row) under each guard, on a single-segment SKU, with three times as many one-unit orders as stock, all at once. ' +
-        '*Oversold* = units sold + units left − stock: sales whose deduction another caller overwrote. The unguarded modes exist only behind `BENCH_ROUTES=1`.',
+        '*Oversold* = units sold + units left − stock: sales whose deduction another caller overwrote. The unguarded modes exist only in the load test’s entry point (`loadtest/bench/`), never in the product.',
     );
     p(
       table(
@@ -564,36 +579,39 @@ interface HeadlineRow {
   perSecond: number;
   round: RoundResult;
   cpu: CpuUsage | null;
-  /** Orders (not echoes or refusals): comparable with the alternative's. */
-  answersAlternative: boolean;
+  /** Orders (not echoes or refusals): comparable with the alternative's on the same traffic. */
+  sale?: SalesCase;
 }
 
-/** The headline comparison: ceiling, the alternative, the product with combining off and on, sold-out. */
+/**
+ * The headline comparison: the bare echo, the ceiling, the alternative (hot, spread, mixed), the product with
+ * combining off and on, on spread and mixed traffic, sold-out.
+ */
 function headlineRows(run: RunResults, f: RunFigures): HeadlineRow[] {
   const sale = (c: SalesCase | undefined): HeadlineRow[] =>
-    c
-      ? [{ label: c.label, perSecond: c.ordersPerSecond, round: c.measured, cpu: c.cpu, answersAlternative: true }]
-      : [];
+    c ? [{ label: c.label, perSecond: c.ordersPerSecond, round: c.measured, cpu: c.cpu, sale: c }] : [];
+  const echo = (c: CeilingCase): HeadlineRow => ({
+    label: c.label,
+    perSecond: c.perSecond,
+    round: c.measured,
+    cpu: c.cpu,
+  });
   const n = HEADLINE_SEGMENTS;
   return [
-    ...f.ceilings.map((c) => ({
-      label: c.label,
-      perSecond: c.perSecond,
-      round: c.measured,
-      cpu: c.cpu,
-      answersAlternative: false,
-    })),
-    ...sale(f.alternative),
+    ...(run.bareEcho ?? []).map(echo),
+    ...f.ceilings.map(echo),
+    ...run.alternative.flatMap((c) => sale(c)),
     ...sale(f.variant('real', 1, false)),
     ...sale(f.variant('real', 1, true)),
     ...sale(f.variant('real', n, false)),
     ...sale(f.variant('real', n, true)),
+    ...sale(f.traffic('spread')),
+    ...sale(f.traffic('mixed')),
     ...run.soldOut.map((c) => ({
       label: `${c.label} (409s)`,
       perSecond: c.refusalsPerSecond,
       round: c.measured,
       cpu: c.cpu,
-      answersAlternative: false,
     })),
     ...sale(f.variant('business-step', 1, false)),
     ...sale(f.variant('business-step', 1, true)),

@@ -13,6 +13,8 @@ export interface BooksQuestion {
    */
   exact: boolean;
   unansweredAtMost?: number;
+  /** Units the SKU had sold before the round (spread traffic measures on the SKUs its warm-up used). */
+  soldBefore?: number;
   /** Where the stock lives: the SKU's segments (the product) or the Redis baseline's counter. */
   stockIn?: 'segments' | 'redis-counter';
 }
@@ -35,10 +37,11 @@ export async function checkBooks(api: StockApi, db: Db | null, question: BooksQu
   }
   const sold = view.sold;
   if (question.exact) {
+    const before = question.soldBefore ?? 0;
     check(
       'units sold = Σ 201 quantities (API)',
-      sold === question.answeredUnits,
-      `sold ${sold}, answered ${question.answeredUnits}`,
+      sold - before === question.answeredUnits,
+      `sold ${sold}${before ? ` (${before} before the round)` : ''}, answered ${question.answeredUnits}`,
     );
   } else {
     const slack = question.unansweredAtMost ?? 0;
