@@ -21,18 +21,14 @@ function loggedAt(output: string[], message: string): number | undefined {
 describe('fault: SIGTERM to an instance under load', () => {
   let bench: FaultBench;
   beforeAll(async () => {
-    bench = await FaultBench.start({
-      instances: 3,
-      env: { LOCK_TTL_MS: String(LOCK_TTL_MS) },
-      // The instance to be stopped spends 150 ms in each critical section: it has orders in flight, holding locks.
-      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: '150' } : {}),
-    });
+    // The instance to be stopped spends 150 ms in each critical section: it has orders in flight, holding locks.
+    bench = await FaultBench.withSlowVictim(LOCK_TTL_MS, 150);
   });
   afterAll(() => bench?.teardown());
 
   it('finishes in-flight orders, accepts no new ones, releases its locks and exits 0', async () => {
     const sku = await bench.createSku(STOCK, 8);
-    const leaving = bench.fleet.members[2]!;
+    const leaving = bench.victim;
     const load = bench.load(sku);
     expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
 

@@ -45,6 +45,24 @@ export class FaultBench {
     public inspector: Redis,
   ) {}
 
+  /**
+   * The bench of the cases that stop one instance mid-flight (SIGTERM, kill -9, a stall): three instances with
+   * `lockTtlMs` leases, the third (`victim`) spending `sectionMs` inside each critical section, so it nearly always
+   * holds locks when the case strikes, while the others hold theirs for milliseconds.
+   */
+  static withSlowVictim(lockTtlMs: number, sectionMs: number): Promise<FaultBench> {
+    return FaultBench.start({
+      instances: 3,
+      env: { LOCK_TTL_MS: String(lockTtlMs) },
+      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: String(sectionMs) } : {}),
+    });
+  }
+
+  /** The instance `withSlowVictim` slowed down. */
+  get victim() {
+    return this.fleet.members[2]!;
+  }
+
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
     const [redis, postgres] = await Promise.all([
       // The cases crash Redis: `redis.stop()` is a SIGKILL.
