@@ -1,11 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { inject } from 'vitest';
 import { type ExtraRoutes, StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { redisTopology } from '../../src/redis/connections.js';
+import { SpawnedService } from './service-process.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -50,45 +48,19 @@ export async function startService(
 }
 
 /** The compiled service as its own OS process (`node dist/src/main.js`), as production runs it. */
-export class ServiceProcess {
-  private constructor(
-    readonly child: ChildProcess,
-    readonly url: string,
-    readonly output: string[],
-  ) {}
-
-  static async spawn(env: Record<string, string> = {}): Promise<ServiceProcess> {
+export type ServiceProcess = SpawnedService;
+export const ServiceProcess = {
+  /** Against the test Redis and Postgres, at log level info (tests read its lines), with `env` on top. */
+  spawn(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const { redisUrl, databaseUrl } = testEndpoints();
-    const child = spawn(process.execPath, ['dist/src/main.js'], {
-      env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', REDIS_URL: redisUrl, DATABASE_URL: databaseUrl, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    return SpawnedService.start('dist/src/main.js', {
+      LOG_LEVEL: 'info',
+      REDIS_URL: redisUrl,
+      DATABASE_URL: databaseUrl,
+      ...env,
     });
-    const output: string[] = [];
-    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout! });
-      lines.on('line', (line) => {
-        output.push(line);
-        const match = /"url":"(http:[^"]+)"/.exec(line);
-        if (match) resolve(match[1]!);
-      });
-      child.once('exit', (code) => reject(new Error(`service exited (${code}):\n${output.join('\n')}`)));
-    });
-    return new ServiceProcess(child, url, output);
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
-    const exited = once(this.child, 'exit');
-    this.child.kill(signal);
-    const [code] = await exited;
-    return code as number | null;
-  }
-}
+  },
+};
 
 /** JSON over fetch, returning status, headers and parsed body. */
 export async function call(
