@@ -23,6 +23,8 @@ export interface RunResults {
   spread?: SalesCase[];
   /** A bare express app that parses the JSON body and answers 201: the limit row. */
   bareEcho?: CeilingCase[];
+  /** What open dashboards cost the order path. */
+  dashboard?: DashboardCase[];
   memory: SalesCase[];
   /** The SKU view and orders with an empty ledger and with a long one. */
   growth: GrowthCase[];
@@ -68,6 +70,8 @@ export interface RunSettings {
   spreadSkus: number;
   /** Share of the mixed scenario's orders that go to its one hot SKU. */
   mixedHotShare: number;
+  /** Event streams open in the dashboard scenario's watched round. */
+  dashboardWatchers: number;
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: number;
   /** Ledger sizes of the growth scenario (0 = empty). */
@@ -219,6 +223,14 @@ export interface SoldOutCase {
   lockAttemptsPerRequest: number | null;
   cpu: CpuUsage | null;
   restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
+}
+
+export interface DashboardCase {
+  watchers: number;
+  /** The same measured round without, with, and again without the dashboards' event streams open. */
+  rounds: { label: string; round: RoundResult }[];
+  /** Stream chunks the least served watcher received during its round: each open dashboard was fed. */
+  minEventsPerWatcher: number;
 }
 
 export interface LifecycleCase {

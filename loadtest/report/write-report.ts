@@ -456,6 +456,26 @@ function render(run: RunResults, resultsPath: string, charts: Map<string, string
     );
   }
 
+  for (const c of run.dashboard ?? []) {
+    p(
+      '## What open dashboards cost',
+      `The same measured round of one-unit orders on one ${HEADLINE_SEGMENTS}-segment SKU, without, with ${c.watchers} dashboards watching that SKU ` +
+        `(their event streams, \`GET /dashboard/events?sku=\`, open; the least served received ${int(c.minEventsPerWatcher)} chunks), and without again.`,
+    );
+    p(
+      table(
+        ['Round', 'Orders/s', 'p50 ms', 'p99 ms', 'Statuses'],
+        c.rounds.map(({ label, round }) => [
+          label,
+          int(round.ratePerSecond[201] ?? 0),
+          ms(round.latencyMs.p50),
+          ms(round.latencyMs.p99),
+          statuses(round.statusCounts),
+        ]),
+      ),
+    );
+  }
+
   if (run.skipped.length) p('## Not measured in this run', ...run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`));
   if (run.incidents.length) {
     p(

@@ -5,6 +5,7 @@ import type { RunContext } from './context.js';
 import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
+import { runDashboardCost } from './dashboard.js';
 import { runLifecycle } from './lifecycle.js';
 import { runSoldOut } from './sold-out.js';
 import { pct } from '../report/format.js';
@@ -20,6 +21,7 @@ export const scenarioNames = [
   'oversell',
   'sold-out',
   'lifecycle',
+  'dashboard',
   'per-order',
   'lock-free',
   'memory',
@@ -137,6 +139,7 @@ export async function runAll(
     alternative: [],
     spread: [],
     bareEcho: [],
+    dashboard: [],
     memory: [],
     growth: [],
     skipped: [],
@@ -319,6 +322,13 @@ export async function runAll(
 
   if (wants('lifecycle'))
     results.lifecycle!.push(await services.use('real', (service) => runLifecycle(ctx, service, HEADLINE_SEGMENTS)));
+
+  if (wants('dashboard'))
+    results.dashboard!.push(
+      await services.use('real', (service) =>
+        runDashboardCost(ctx, service, HEADLINE_SEGMENTS, settings.dashboardWatchers),
+      ),
+    );
 
   if (wants('lock-free')) {
     const lockFree = [
