@@ -11,7 +11,7 @@ import {
   RedisServer,
 } from './servers/index.js';
 import { createLogger } from '../../src/logger.js';
-import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
+import { checkFaultCase, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
 import { call, uniqueSku } from './service.js';
 import { ServiceFleet } from './service-fleet.js';
@@ -157,7 +157,7 @@ export class FaultBench {
       throw new Error(`${crashed.length} instance(s) crashed:\n${this.fleet.logs().slice(-20_000)}`);
     }
     const view = await call(this.fleet.urls()[0]!, 'GET', `/skus/${sku}`);
-    const report = await checkBooks(this.db, { sku, load, apiView: view.status === 200 ? view.body : undefined });
+    const report = await checkFaultCase(this.db, { sku, load, apiView: view.status === 200 ? view.body : undefined });
     if (view.status !== 200) report.violations.push(`GET /skus/${sku} answered ${view.status}`);
     const eternalLocks = await this.locksWithoutExpiry();
     if (eternalLocks.length > 0) report.violations.push(`${eternalLocks.length} lock key(s) without expiry`);
