@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../../test/support/wait-for.js';
 import { HistogramDelta, MetricsSnapshot } from '../client/prometheus.js';
 import type { ServerStats } from '../infra/server-stats.js';
 import { readMemory, type ServiceTarget } from '../infra/service-process.js';
@@ -295,15 +296,10 @@ export async function measureCeiling(
  * benchmark routes are not counted there; they finish within milliseconds, which the short pause covers.
  */
 export async function settle(service: ServiceTarget, timeoutSeconds: number): Promise<void> {
-  const deadline = Date.now() + timeoutSeconds * 1000;
   await sleep(100);
-  while (Date.now() < deadline) {
-    const inProgress = (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum(
-      'stock_orders_in_progress',
-    );
-    if (inProgress === 0) return;
-    await sleep(50);
-  }
+  const inProgress = async () =>
+    (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum('stock_orders_in_progress');
+  await waitFor(async () => (await inProgress()) === 0, timeoutSeconds * 1000);
 }
 
 /** Requests for the measured round: what the warm-up rate fills the measuring time with. */
