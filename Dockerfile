@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 
-# Build: compile TypeScript with the dev dependencies (tsc), copy the Lua scripts next to the compiled loader.
+# Build: compile src/ and migrations/ (tsconfig.build.json; the load test and the tests stay out of the image) with
+# the dev dependencies (tsc), copy the Lua scripts and static pages next to the compiled code.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -9,8 +10,8 @@ COPY . .
 RUN npm run build
 
 # Runtime dependencies only. Containers always get DATABASE_URL and REDIS_URL, so the embedded default never starts
-# here; embedded-postgres and its platform binaries (~60 MB) are installed all the same, because the entry point
-# imports the package and the package loads its binaries as soon as it is imported.
+# here: its code is imported only when a URL is missing, and embedded-postgres is a development dependency, not
+# installed by --omit=dev.
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

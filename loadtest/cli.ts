@@ -39,6 +39,9 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     maxRequestsPerRound: 200_000,
     quietCores: 0.2,
     quietMaxWaitSeconds: 30,
+    spreadSkus: 400,
+    mixedHotShare: 0.2,
+    dashboardWatchers: 20,
     oversellStock: 500,
     growthLedgerRows: [0, 5_000_000],
     growthConnections: 4,
@@ -59,6 +62,9 @@ const presets: Record<'full' | 'quick', RunSettings> = {
     maxRequestsPerRound: 40_000,
     quietCores: 0,
     quietMaxWaitSeconds: 0,
+    spreadSkus: 400,
+    mixedHotShare: 0.2,
+    dashboardWatchers: 20,
     oversellStock: 100,
     growthLedgerRows: [0, 100_000],
     growthConnections: 4,
@@ -108,7 +114,10 @@ const scenarioList = (value: string) =>
 const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
   .option('--quick', 'short smoke run (under 90 s): segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
-  .option('--url <url>', 'measure a running service (started with BENCH_ROUTES=1 for the ceiling and baselines)')
+  .option(
+    '--url <url>',
+    'measure a running service (started by loadtest/bench/bench-main.js for the ceiling and baselines)',
+  )
   .option('--admin-token <token>', 'admin token of the --url service')
   .option('--database-url <url>', 'Postgres of the --url service, to audit the books directly (default: API only)')
   .option('--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', intList)
@@ -195,6 +204,7 @@ async function main(): Promise<void> {
           businessStepCombined: null,
           cluster: null,
           alternative: null,
+          bareEcho: null,
           realOnRedisCluster: null,
           realUncombinedOnRedisCluster: null,
         },
@@ -213,7 +223,7 @@ async function main(): Promise<void> {
         const service = await LocalService.start(backing!, { ...options, nodeArgs });
         running.add(service);
         // Watch a round live: the page lists the run's SKUs (the alternative has no dashboard).
-        if (options.program !== 'alternative') progress.note(`${description}: dashboard ${dashboardUrl(service)}`);
+        if (!options.program) progress.note(`${description}: dashboard ${dashboardUrl(service)}`);
         return service;
       };
       const instances = settings.clusterInstances;
@@ -243,6 +253,7 @@ async function main(): Promise<void> {
               label: 'alternative',
               program: 'alternative',
             }),
+          bareEcho: () => start('a bare express JSON echo', { label: 'bare-echo', program: 'echo' }),
           // A run on a Redis Cluster has no one Redis to compare it with.
           realOnRedisCluster: cli.redisCluster
             ? null
@@ -265,7 +276,7 @@ async function main(): Promise<void> {
         },
         ownsDatabase: true,
         describe:
-          'service processes started by this run: node dist/src/main.js with BENCH_ROUTES=1, LOG_LEVEL=warn, defaults otherwise',
+          'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
       };
     }
 
@@ -323,7 +334,14 @@ async function main(): Promise<void> {
 /** Locked cases whose books do not add up, and unguarded demonstrations that failed to show the oversell. */
 function bookFailures(run: RunResults): string[] {
   const failures: string[] = [];
-  for (const c of [...run.segments, ...run.cluster, ...run.lockFree, ...run.alternative, ...run.memory]) {
+  for (const c of [
+    ...run.segments,
+    ...run.cluster,
+    ...run.lockFree,
+    ...run.alternative,
+    ...(run.spread ?? []),
+    ...run.memory,
+  ]) {
     for (const [books, round] of [
       [c.books, 'measured'],
       [c.warmupBooks, 'warm-up'],

@@ -14,8 +14,17 @@ export interface RunResults {
   lockFree: SalesCase[];
   /** What an order costs each server, on one Redis and on a Redis Cluster, with combining on and off. */
   perOrder?: SalesCase[];
-  /** What a user would write instead: express + pg, one conditional UPDATE on one row (loadtest/alternative). */
+  /**
+   * What a user would write instead: express + pg, one conditional UPDATE per order (loadtest/alternative), on one
+   * hot SKU and on spread and mixed traffic.
+   */
   alternative: SalesCase[];
+  /** The product on spread traffic (a random SKU of many per request) and mixed (80 % spread, 20 % one hot SKU). */
+  spread?: SalesCase[];
+  /** A bare express app that parses the JSON body and answers 201: the limit row. */
+  bareEcho?: CeilingCase[];
+  /** What open dashboards cost the order path. */
+  dashboard?: DashboardCase[];
   memory: SalesCase[];
   /** The SKU view and orders with an empty ledger and with a long one. */
   growth: GrowthCase[];
@@ -57,6 +66,12 @@ export interface RunSettings {
   quietCores: number;
   /** …but no longer than this. */
   quietMaxWaitSeconds: number;
+  /** SKUs of the spread and mixed scenarios (a random one per request). */
+  spreadSkus: number;
+  /** Share of the mixed scenario's orders that go to its one hot SKU. */
+  mixedHotShare: number;
+  /** Event streams open in the dashboard scenario's watched round. */
+  dashboardWatchers: number;
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: number;
   /** Ledger sizes of the growth scenario (0 = empty). */
@@ -73,6 +88,8 @@ export type Profile = 'real' | 'business-step';
 export interface CeilingCase {
   id: string;
   label: string;
+  /** Absent: the service's own POST /bench/echo. `/orders` on the bare express echo (the `bare-echo` case). */
+  path?: string;
   instances: number;
   measured: RoundResult;
   warmup: RoundResult;
@@ -106,6 +123,9 @@ export interface SalesCase {
   serverCost?: PerOrderCost;
   /** Which Redis the service used, when the case compares them. */
   redis?: string;
+  /** Spread (a random SKU of `skus` per request) or mixed (80 % spread, 20 % one hot SKU); absent: one hot SKU. */
+  traffic?: 'spread' | 'mixed';
+  skus?: number;
 }
 
 /** What the servers did per order during a measured round, counted by the servers themselves. */
@@ -203,6 +223,14 @@ export interface SoldOutCase {
   lockAttemptsPerRequest: number | null;
   cpu: CpuUsage | null;
   restock: { quantity: number; firstOrderStatus: number; firstOrderMs: number; availableAfter: number };
+}
+
+export interface DashboardCase {
+  watchers: number;
+  /** The same measured round without, with, and again without the dashboards' event streams open. */
+  rounds: { label: string; round: RoundResult }[];
+  /** Stream chunks the least served watcher received during its round: each open dashboard was fed. */
+  minEventsPerWatcher: number;
 }
 
 export interface LifecycleCase {

@@ -4,12 +4,9 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
-import { benchRoutes } from './bench/bench.routes.js';
-import { BenchSkus } from './bench/bench-skus.js';
-import { LockFreeBaselines } from './bench/lock-free-baselines.js';
-import { OversellDemo } from './bench/oversell-demo.js';
 import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
+import type { Endpoints } from './endpoints.js';
 import { AppError } from './errors.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
@@ -17,6 +14,7 @@ import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
 import { docsRoutes } from './http/docs/docs.routes.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
+import { metricsRoutes } from './http/routes/metrics.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
 import { orderRateLimit, securityHeaders } from './http/security.js';
@@ -29,20 +27,15 @@ import { createLockBackend } from './lock/create-lock.js';
 import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
 import { readAvailableBySku } from './metrics/metrics.repository.js';
-import { metricsRoutes } from './metrics/metrics.routes.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { OrderService } from './orders/order.service.js';
-import {
-  createRedisConnections,
-  type RedisClient,
-  type RedisConnections,
-  type RedisTopology,
-} from './redis/connections.js';
+import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
-export interface Endpoints {
-  redis: RedisTopology;
-  databaseUrl: string;
-}
+/**
+ * The one extension point: routes built from the running service, mounted after the product's own and before the
+ * 404. The load test mounts its benchmark routes here (loadtest/bench); the product mounts none.
+ */
+export type ExtraRoutes = (service: StockService) => express.Router;
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
@@ -61,15 +54,16 @@ export class StockService {
   private readonly directory: SkuDirectory;
   private readonly lifecycle: OrderLifecycle;
   private readonly dashboard: DashboardFeed;
-  private readonly access: Access;
+  readonly access: Access;
   private readonly app: express.Express;
   private server: Server | undefined;
   private stopping = false;
 
   constructor(
-    private readonly config: Config,
+    readonly config: Config,
     private readonly log: Logger,
     endpoints: Endpoints,
+    private readonly extraRoutes?: ExtraRoutes,
   ) {
     this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
     this.connections = createRedisConnections(endpoints.redis, (err) =>
@@ -157,27 +151,12 @@ export class StockService {
     const requireMonitoring = access.require(['metrics:read']);
     app.use(metricsRoutes(this.metrics, requireMonitoring));
     app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
-    if (this.config.benchRoutes) app.use(this.benchRoutes());
+    if (this.extraRoutes) app.use(this.extraRoutes(this));
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
     });
     app.use(errorHandler(this.log));
     return app;
-  }
-
-  /** Only with BENCH_ROUTES=1: the load test's ceiling, oversell demonstration and lock-free baselines. */
-  private benchRoutes(): express.Router {
-    this.log.warn('BENCH_ROUTES is on: /bench/* serves unlocked sales for benchmarks; never enable it in production');
-    const skus = new BenchSkus(this.db);
-    return benchRoutes({
-      demo: new OversellDemo(this.db, this.locks, skus, {
-        lockWaitMs: this.config.lockWaitMs,
-        criticalSectionDelayMs: this.config.criticalSectionDelayMs,
-      }),
-      baselines: new LockFreeBaselines(this.db, this.redis, skus),
-      requireAdmin: this.access.require(['stock:admin']),
-      maxOrderQuantity: this.config.maxOrderQuantity,
-    });
   }
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {

@@ -78,9 +78,6 @@ const configSchema = z.object({
   // Batches of orders one instance runs at once, each on segments none of the others holds.
   BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(4),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
-  // Benchmark knob: mounts /bench/* (the HTTP ceiling, the unlocked oversell demonstration, lock-free baselines).
-  // Only an explicit 1 or true turns it on; never set it in production.
-  BENCH_ROUTES: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('0')),
   // Orders one client may place per minute on one instance; 0 (the default) turns the limit off, as load tests need.
   RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Proxies in front of the service whose X-Forwarded-For to believe, so the rate limit sees clients, not the proxy.
@@ -136,7 +133,6 @@ export type Config = Readonly<{
   combineMaxBatch: number;
   batchesInFlight: number;
   shutdownGraceMs: number;
-  benchRoutes: boolean;
   rateLimitOrdersPerMinute: number;
   trustProxyHops: number;
   lockBackend: 'redis' | 'redlock' | 'postgres' | 'zookeeper';
@@ -226,7 +222,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     combineMaxBatch: e.COMBINE_MAX_BATCH,
     batchesInFlight: e.BATCHES_IN_FLIGHT,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    benchRoutes: e.BENCH_ROUTES === '1' || e.BENCH_ROUTES === 'true',
     rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,
     trustProxyHops: e.TRUST_PROXY_HOPS,
     lockBackend: e.LOCK_BACKEND,

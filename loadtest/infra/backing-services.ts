@@ -2,8 +2,8 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config.js';
-import { resolveEndpoints } from '../../src/dev/endpoints.js';
-import { RedisCluster } from '../../src/dev/servers/index.js';
+import { resolveEndpoints } from '../../src/endpoints.js';
+import { RedisCluster } from '../../test/support/servers/index.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface BackingServices {

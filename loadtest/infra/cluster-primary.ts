@@ -14,7 +14,7 @@ const metricsPort = Number(process.env.CLUSTER_METRICS_PORT ?? 0);
 if (!Number.isInteger(workerCount) || workerCount < 1) throw new Error('CLUSTER_WORKERS must be a positive integer');
 
 cluster.setupPrimary({
-  exec: fileURLToPath(new URL('../../src/main.js', import.meta.url)),
+  exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)),
   execArgv: JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[],
 });
 const aggregator = new AggregatorRegistry();

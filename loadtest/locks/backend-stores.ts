@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { createDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
-import { PostgresServer, RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
+import { PostgresServer, RedisServer, ZooKeeperServer, zookeeperMissing } from '../../test/support/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';

@@ -193,7 +193,9 @@ export async function renderCharts(run: RunResults, dir: string): Promise<Chart[
         perSecond: c.ordersPerSecond,
         kind: 'product',
       })),
-    ...run.alternative.map((c) => ({ label: 'the alternative', perSecond: c.ordersPerSecond, kind: 'alternative' })),
+    ...run.alternative
+      .filter((c) => !c.traffic)
+      .map((c) => ({ label: 'the alternative', perSecond: c.ordersPerSecond, kind: 'alternative' })),
     ...run.lockFree.map((c) => ({
       label: c.label.replace(/^lock-free · /, ''),
       perSecond: c.ordersPerSecond,

@@ -66,14 +66,29 @@ export class RunFigures {
     return [...sweep, ...this.run.segments.filter((c) => c.profile === profile && !sweep.includes(c))];
   }
 
-  /** The alternative a user would write instead, when measured. */
+  /** The alternative a user would write instead on one hot SKU, when measured. */
   get alternative(): SalesCase | undefined {
-    return this.run.alternative[0];
+    return this.alternativeFor({});
   }
 
-  /** Orders/s relative to the alternative. */
+  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
+  alternativeFor(c: Pick<SalesCase, 'traffic'>): SalesCase | undefined {
+    return this.run.alternative.find((a) => a.traffic === c.traffic);
+  }
+
+  /** The product on spread or mixed traffic, when measured. */
+  traffic(traffic: 'spread' | 'mixed'): SalesCase | undefined {
+    return this.run.spread?.find((c) => c.traffic === traffic);
+  }
+
+  /** Answers/s of the bare express JSON echo: the limit of any express order service here. */
+  get bareEcho(): number {
+    return this.run.bareEcho?.[0]?.perSecond ?? NaN;
+  }
+
+  /** Orders/s relative to the alternative on the same traffic. */
   overAlternative(c: SalesCase): number {
-    const alternative = this.alternative;
+    const alternative = this.alternativeFor(c);
     return alternative && alternative.ordersPerSecond > 0 ? c.ordersPerSecond / alternative.ordersPerSecond : NaN;
   }
 

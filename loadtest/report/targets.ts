@@ -38,6 +38,37 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     });
   }
 
+  // Issue 17's ratios: spread and mixed traffic against the alternative on the same traffic, the hot SKU against the
+  // bare express echo.
+  for (const [traffic, factor, aim] of [
+    ['spread', 0.8, ' (aim ×1.0)'],
+    ['mixed', 1.0, ''],
+  ] as const) {
+    const c = f.traffic(traffic);
+    const alt = c && f.alternativeFor(c);
+    const p99 = c && alt ? c.measured.latencyMs.p99 <= alt.measured.latencyMs.p99 : true;
+    out.push({
+      id: `alternative-${traffic}`,
+      target: `${traffic} traffic: the product ≥ ${factor} × the alternative${aim}${traffic === 'spread' ? ', p99 no worse' : ''}`,
+      measured:
+        c && alt
+          ? `${int(c.ordersPerSecond)}/s vs ${int(alt.ordersPerSecond)}/s: ${times(f.overAlternative(c))}; ` +
+            `p99 ${ms(c.measured.latencyMs.p99)} vs ${ms(alt.measured.latencyMs.p99)} ms`
+          : 'not measured',
+      met: c && alt ? f.overAlternative(c) >= factor && (traffic === 'mixed' || p99) : null,
+    });
+  }
+  const hot = f.at('real', n);
+  out.push({
+    id: 'hot-vs-bare-echo',
+    target: `real critical section: ${n} segments ≥ 0.55 × the bare express echo`,
+    measured:
+      hot && Number.isFinite(f.bareEcho)
+        ? `${int(hot.ordersPerSecond)}/s vs ${int(f.bareEcho)}/s: ${times(hot.ordersPerSecond / f.bareEcho)}`
+        : 'not measured',
+    met: hot && Number.isFinite(f.bareEcho) ? hot.ordersPerSecond >= 0.55 * f.bareEcho : null,
+  });
+
   const stepSingle = f.singleLock('business-step');
   const stepHeadline = f.headline('business-step');
   const stepMs = run.meta.settings.businessStepMs;
@@ -150,7 +181,7 @@ export function evaluateTargets(run: RunResults): TargetResult[] {
     met: memory?.memory ? memory.memory.peakRssBytes <= RSS_LIMIT_BYTES : null,
   });
 
-  const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative];
+  const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative, ...(run.spread ?? [])];
   const badBooks = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   out.push({
     id: 'books',

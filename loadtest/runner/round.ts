@@ -14,6 +14,11 @@ export interface RoundSpec {
    * the round alternates placing a reservation and confirming it: the checkout a shop runs.
    */
   confirmEach?: boolean;
+  /**
+   * Spread traffic: each request's SKU is chosen by this function (the body's `sku` is replaced), and the units of
+   * its 201 answers are counted per SKU (`answeredBySku`), so the books of every SKU can be exact.
+   */
+  pickSku?: () => string;
   connections: number;
   /** Warm-up rounds run for a time... */
   durationSeconds?: number;
@@ -51,17 +56,21 @@ export interface RoundResult {
   /** Latency of answers with the round's expected status. */
   expectedLatencyMs: LatencySummary;
   expectedStatus: number;
+  /** With `pickSku`: Σ quantities of the 201 answers, per SKU. */
+  answeredBySku?: Record<string, number>;
 }
 
 /** One autocannon round, with per-answer bookkeeping: status counts, steady-window rates, exact percentiles. */
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress): Promise<RoundResult> {
   const method = spec.method ?? 'POST';
+  const answeredBySku: Record<string, number> = {};
   const options: autocannon.Options = {
     url: spec.baseUrl + spec.path,
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
     ...(method === 'POST' && { body: JSON.stringify(spec.body) }),
     ...(spec.confirmEach && { requests: reserveThenConfirm(spec) }),
+    ...(spec.pickSku && { requests: spreadOrders(spec, answeredBySku) }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -113,7 +122,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
 
   const round: RoundResult = {
     title: spec.title,
-    autocannon: { options: { ...options }, flags: flagsOf(options) },
+    autocannon: { options: { ...options }, flags: flagsOf(options, spec) },
     responses: latencies.length,
     errors: result.errors,
     timeouts: result.timeouts,
@@ -124,6 +133,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     latencyMs: summarize(latencies),
     expectedLatencyMs: summarize(expected),
     expectedStatus,
+    ...(spec.pickSku && { answeredBySku }),
   };
   bar.done(
     `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s, ` +
@@ -165,15 +175,35 @@ function reserveThenConfirm(spec: RoundSpec): autocannon.Request[] {
   ] as autocannon.Request[];
 }
 
+/** One request per turn, its SKU chosen afresh each time; the 201 answers' units counted per SKU. */
+function spreadOrders(spec: RoundSpec, answeredBySku: Record<string, number>): autocannon.Request[] {
+  type Context = { sku?: string };
+  const { quantity } = spec.body as { quantity: number };
+  return [
+    {
+      method: 'POST',
+      path: spec.path,
+      setupRequest: (request: autocannon.Request, context: Context) => {
+        context.sku = spec.pickSku!();
+        return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
+      },
+      onResponse: (status: number, _body: string, context: Context) => {
+        if (status === 201 && context.sku) answeredBySku[context.sku] = (answeredBySku[context.sku] ?? 0) + quantity;
+      },
+    },
+  ] as autocannon.Request[];
+}
+
 /** The same round as autocannon command-line flags, for the report. */
-function flagsOf(options: autocannon.Options): string {
+function flagsOf(options: autocannon.Options, spec: RoundSpec): string {
   const parts = [`-c ${options.connections}`, `-p ${options.pipelining}`, `-t ${options.timeout}`];
   parts.push(options.amount !== undefined ? `-a ${options.amount}` : `-d ${options.duration}`);
   parts.push(`-m ${options.method}`);
   for (const [name, value] of Object.entries(options.headers ?? {})) parts.push(`-H '${name}: ${value}'`);
   if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
   // Request sequences have no flag: the report says so instead of printing a command that would differ.
-  if (options.requests) parts.push('(each placed order then confirmed: a request sequence, set in code)');
+  if (spec.confirmEach) parts.push('(each placed order then confirmed: a request sequence, set in code)');
+  if (spec.pickSku) parts.push('(a random SKU per request: a setupRequest callback, set in code)');
   parts.push(String(options.url));
   return `autocannon ${parts.join(' ')}`;
 }

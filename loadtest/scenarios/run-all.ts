@@ -5,18 +5,23 @@ import type { RunContext } from './context.js';
 import { runGrowth } from './growth.js';
 import { guards, runOversell } from './oversell.js';
 import { measureCeiling, measureSales, primeService } from './sales.js';
+import { runDashboardCost } from './dashboard.js';
 import { runLifecycle } from './lifecycle.js';
 import { runSoldOut } from './sold-out.js';
+import { pct } from '../report/format.js';
 
 export const scenarioNames = [
   'ceiling',
   'segments',
   'alternative',
+  'spread',
+  'bare-echo',
   'business-step',
   'cluster',
   'oversell',
   'sold-out',
   'lifecycle',
+  'dashboard',
   'per-order',
   'lock-free',
   'memory',
@@ -36,6 +41,7 @@ export type ServiceRole =
   | 'businessStepCombined'
   | 'cluster'
   | 'alternative'
+  | 'bareEcho'
   | 'realOnRedisCluster'
   | 'realUncombinedOnRedisCluster';
 
@@ -78,7 +84,8 @@ class Services {
     for (let attempt = 1; ; attempt++) {
       const service = await this.get(role);
       try {
-        if (!this.primed.has(service)) {
+        // The bare echo has no SKUs to prime with; its own warm-up round warms it.
+        if (!this.primed.has(service) && role !== 'bareEcho') {
           await primeService(this.ctx, service);
           this.primed.add(service);
         }
@@ -130,6 +137,9 @@ export async function runAll(
     perOrder: [],
     lockFree: [],
     alternative: [],
+    spread: [],
+    bareEcho: [],
+    dashboard: [],
     memory: [],
     growth: [],
     skipped: [],
@@ -223,28 +233,69 @@ export async function runAll(
     }
   }
 
-  if (wants('alternative')) {
-    if (!services.available('alternative')) {
-      results.skipped.push({ scenario: 'alternative', reason: 'the alternative is a process this run starts' });
+  if (wants('bare-echo')) {
+    if (!services.available('bareEcho')) {
+      results.skipped.push({ scenario: 'bare-echo', reason: 'the bare express echo is a process this run starts' });
     } else {
-      results.alternative.push(
-        await services.use('alternative', (service) =>
-          measureSales(ctx, {
-            id: 'alternative',
-            label: 'the alternative · express + pg, one conditional UPDATE on one row',
+      results.bareEcho!.push(
+        await services.use('bareEcho', (service) =>
+          measureCeiling(ctx, {
+            id: 'bare-echo',
+            label: 'bare express JSON echo (POST /orders → 201)',
             service,
-            path: '/orders',
-            profile: 'real',
-            combining: false,
             instances: 1,
-            segments: 1,
-            lockMetrics: false,
-            auditInPostgres: false,
+            path: '/orders',
+            status: 201,
           }),
         ),
       );
+      await services.release('bareEcho');
+    }
+  }
+
+  /** The hot SKU (one SKU, every order), spread traffic and mixed traffic, on the product or the alternative. */
+  const shapes = [
+    { traffic: undefined, name: 'one hot SKU' },
+    { traffic: { skus: settings.spreadSkus, hotShare: 0 }, name: `spread over ${settings.spreadSkus} SKUs` },
+    {
+      traffic: { skus: settings.spreadSkus, hotShare: settings.mixedHotShare },
+      name: `mixed: ${pct(1 - settings.mixedHotShare)} spread over ${settings.spreadSkus} SKUs, ${pct(settings.mixedHotShare)} one hot SKU`,
+    },
+  ];
+  const trafficCase = (role: 'real' | 'alternative', shape: (typeof shapes)[number]) =>
+    services.use(role, (service) =>
+      measureSales(ctx, {
+        id: `${role}-${shape.traffic ? (shape.traffic.hotShare > 0 ? 'mixed' : 'spread') : 'hot'}`,
+        label:
+          role === 'alternative'
+            ? `the alternative · ${shape.name}`
+            : `real · ${lockName(HEADLINE_SEGMENTS)} · ${shape.name}`,
+        service,
+        path: '/orders',
+        profile: 'real',
+        combining: role === 'real',
+        instances: 1,
+        segments: role === 'alternative' ? 1 : HEADLINE_SEGMENTS,
+        lockMetrics: role === 'real',
+        auditInPostgres: role === 'real',
+        ...(shape.traffic && { traffic: shape.traffic }),
+      }),
+    );
+
+  if (wants('alternative') || wants('spread')) {
+    if (!services.available('alternative')) {
+      results.skipped.push({ scenario: 'alternative', reason: 'the alternative is a process this run starts' });
+    } else {
+      for (const shape of shapes) {
+        if (shape.traffic ? wants('spread') : wants('alternative'))
+          results.alternative.push(await trafficCase('alternative', shape));
+      }
       await services.release('alternative');
     }
+  }
+
+  if (wants('spread')) {
+    for (const shape of shapes.filter((x) => x.traffic)) results.spread!.push(await trafficCase('real', shape));
   }
 
   if (wants('business-step')) {
@@ -271,6 +322,13 @@ export async function runAll(
 
   if (wants('lifecycle'))
     results.lifecycle!.push(await services.use('real', (service) => runLifecycle(ctx, service, HEADLINE_SEGMENTS)));
+
+  if (wants('dashboard'))
+    results.dashboard!.push(
+      await services.use('real', (service) =>
+        runDashboardCost(ctx, service, HEADLINE_SEGMENTS, settings.dashboardWatchers),
+      ),
+    );
 
   if (wants('lock-free')) {
     const lockFree = [

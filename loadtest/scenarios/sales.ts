@@ -1,16 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../../test/support/wait-for.js';
 import { HistogramDelta, MetricsSnapshot } from '../client/prometheus.js';
 import type { ServerStats } from '../infra/server-stats.js';
 import { readMemory, type ServiceTarget } from '../infra/service-process.js';
-import type { CeilingCase, LockStats, MemoryStats, Profile, SalesCase } from '../results.js';
+import type { Books, CeilingCase, LockStats, MemoryStats, Profile, SalesCase } from '../results.js';
 import { type RoundResult, runRound } from '../runner/round.js';
-import { checkBooks } from './books.js';
+import { type BooksQuestion, checkBooks } from './books.js';
 import type { RunContext } from './context.js';
 
 /** Stock of a warm-up SKU: far beyond what a few seconds can sell. */
 const WARMUP_STOCK = 1_000_000_000;
 /** A measured SKU holds this many times the units its round can sell at most, so it never runs out. */
 const STOCK_HEADROOM = 4;
+/** Spread SKUs are created this many at a time. */
+const SKU_CREATION_BATCH = 16;
 
 export interface SalesSpec {
   id: string;
@@ -32,12 +35,23 @@ export interface SalesSpec {
   serverStats?: ServerStats;
   /** Which Redis the service uses, when the case compares them. */
   redis?: string;
+  /**
+   * Spread traffic: orders over this many SKUs, a random one per request; `hotShare` of them (0 for pure spread) go
+   * to one hot SKU instead. Without it every order goes to one SKU.
+   */
+  traffic?: { skus: number; hotShare: number };
+}
+
+/** The SKUs of one round, and how each request picks one (undefined: every request goes to the first). */
+interface SkuSet {
+  skus: string[];
+  pick?: () => string;
 }
 
 /**
- * The common shape of a throughput case: a fresh warm-up SKU and a timed warm-up round, then a fresh SKU sized from
- * the warm-up's rate and a measured round of a fixed number of requests, bracketed by metric scrapes; then the books
- * of both SKUs.
+ * The common shape of a throughput case: a fresh warm-up SKU (or, for spread traffic, SKUs) and a timed warm-up
+ * round, then a fresh SKU sized from the warm-up's rate (spread traffic: the same SKUs) and a measured round of a
+ * fixed number of requests, bracketed by metric scrapes; the books after each round.
  */
 export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<SalesCase> {
   const { settings } = ctx;
@@ -46,15 +60,15 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const quantity = settings.quantity;
   const headers = api.adminHeaders;
 
-  const warmSku = ctx.skuName(`${spec.id}-warm`);
-  await api.createSku(warmSku, WARMUP_STOCK, spec.segments);
+  const warm = await createSkus(ctx, spec, `${spec.id}-warm`, () => WARMUP_STOCK);
   await ctx.waitForQuiet(spec.service);
   const warmup = await runRound(
     {
       title: `${spec.label} · warm-up`,
       baseUrl: spec.service.url,
       path: spec.path,
-      body: { sku: warmSku, quantity },
+      body: { sku: warm.skus[0], quantity },
+      pickSku: warm.pick,
       headers,
       connections,
       durationSeconds: settings.warmupSeconds,
@@ -66,8 +80,19 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
 
   await settle(spec.service, ctx.settings.timeoutSeconds);
   const amount = measuredAmount(ctx, warmup, connections);
-  const sku = ctx.skuName(spec.id);
-  await api.createSku(sku, Math.max(10_000, amount * quantity * STOCK_HEADROOM), spec.segments);
+  const stockIn = spec.stockIn ?? 'segments';
+  const db = spec.auditInPostgres === false ? null : ctx.db;
+  const { soldBySku: warmSold, ...warmupBooks } = await checkSetBooks(api, db, warm, warmup, quantity, {
+    exact: false,
+    unansweredAtMost: connections * quantity,
+    stockIn,
+  });
+  // One SKU: a fresh one holding STOCK_HEADROOM × what the round can sell. Spread traffic measures on the SKUs the
+  // warm-up used (a SKU's first order costs more than the rest: measuring on fresh ones would measure first orders),
+  // counting each SKU's sales from what the warm-up left.
+  const measuredSet = spec.traffic
+    ? warm
+    : await createSkus(ctx, spec, spec.id, () => Math.max(10_000, amount * quantity * STOCK_HEADROOM));
   const memory = new MemorySampler(spec.service.pids());
   const before = spec.lockMetrics
     ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken)
@@ -79,7 +104,8 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
       title: spec.label,
       baseUrl: spec.service.url,
       path: spec.path,
-      body: { sku, quantity },
+      body: { sku: measuredSet.skus[0], quantity },
+      pickSku: measuredSet.pick,
       headers,
       connections,
       amount,
@@ -93,20 +119,10 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
   const after = before ? await MetricsSnapshot.scrape(spec.service.metricsUrl, spec.service.adminToken) : null;
   const memoryStats = memory.stop();
 
-  const stockIn = spec.stockIn ?? 'segments';
-  const db = spec.auditInPostgres === false ? null : ctx.db;
-  const books = await checkBooks(api, db, {
-    sku,
-    answeredUnits: (measured.statusCounts[201] ?? 0) * quantity,
+  const { soldBySku: _sold, ...books } = await checkSetBooks(api, db, measuredSet, measured, quantity, {
     exact: true,
     stockIn,
-  });
-  const warmupBooks = await checkBooks(api, db, {
-    sku: warmSku,
-    answeredUnits: (warmup.statusCounts[201] ?? 0) * quantity,
-    exact: false,
-    unansweredAtMost: connections * quantity,
-    stockIn,
+    ...(spec.traffic && { soldBefore: warmSold }),
   });
   return {
     id: spec.id,
@@ -128,6 +144,82 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec): Promise<Sa
     cpu: cpuUsage,
     ...(serverCost && { serverCost }),
     ...(spec.redis && { redis: spec.redis }),
+    ...(spec.traffic && { traffic: spec.traffic.hotShare > 0 ? 'mixed' : 'spread', skus: spec.traffic.skus }),
+  };
+}
+
+/**
+ * The round's SKUs: one, or (spread traffic) `traffic.skus` of them plus, for mixed traffic, one hot SKU first.
+ * `stock(hot)` sizes each.
+ */
+async function createSkus(
+  ctx: RunContext,
+  spec: SalesSpec,
+  tag: string,
+  stock: (hot: boolean) => number,
+): Promise<SkuSet> {
+  const api = ctx.api(spec.service);
+  const create = async (name: string, hot: boolean) => {
+    await api.createSku(name, stock(hot), spec.segments);
+    return name;
+  };
+  if (!spec.traffic) return { skus: [await create(ctx.skuName(tag), true)] };
+  const { skus: count, hotShare } = spec.traffic;
+  const hot = hotShare > 0 ? [await create(ctx.skuName(`${tag}-hot`), true)] : [];
+  const spread: string[] = [];
+  const names = Array.from({ length: count }, (_, i) => ctx.skuName(`${tag}-${i}`));
+  for (let i = 0; i < names.length; i += SKU_CREATION_BATCH) {
+    spread.push(...(await Promise.all(names.slice(i, i + SKU_CREATION_BATCH).map((name) => create(name, false)))));
+  }
+  const pick = () =>
+    hot.length && Math.random() < hotShare ? hot[0]! : spread[Math.floor(Math.random() * spread.length)]!;
+  return { skus: [...hot, ...spread], pick };
+}
+
+/**
+ * The books of every SKU of a round, each against the 201 answers it got (beyond what it had sold before the round,
+ * when `soldBefore` is given); one Books for the round, and what each SKU had sold.
+ */
+async function checkSetBooks(
+  api: ReturnType<RunContext['api']>,
+  db: RunContext['db'],
+  set: SkuSet,
+  round: RoundResult,
+  quantity: number,
+  question: Pick<BooksQuestion, 'exact' | 'unansweredAtMost' | 'stockIn'> & { soldBefore?: Record<string, number> },
+): Promise<Books & { soldBySku: Record<string, number> }> {
+  const answered = (sku: string) =>
+    round.answeredBySku ? (round.answeredBySku[sku] ?? 0) : (round.statusCounts[201] ?? 0) * quantity;
+  const all: Books[] = [];
+  const soldBySku: Record<string, number> = {};
+  for (const sku of set.skus) {
+    const { soldBefore, ...rest } = question;
+    const books = await checkBooks(api, db, {
+      sku,
+      answeredUnits: answered(sku),
+      soldBefore: soldBefore?.[sku],
+      ...rest,
+    });
+    soldBySku[sku] = books.sold;
+    all.push(books);
+  }
+  if (all.length === 1) return { ...all[0]!, soldBySku };
+  const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
+  const failed = all.flatMap((b, i) =>
+    b.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` })),
+  );
+  return {
+    ok: failed.length === 0,
+    checks: [
+      { name: `books of ${all.length} SKUs`, ok: failed.length === 0, detail: `${failed.length} failed` },
+      ...failed,
+    ],
+    stock: sum((b) => b.stock),
+    available: sum((b) => b.available),
+    sold: sum((b) => b.sold),
+    answeredUnits: sum((b) => b.answeredUnits),
+    oversold: sum((b) => b.oversold),
+    soldBySku,
   };
 }
 
@@ -157,39 +249,44 @@ export async function primeService(ctx: RunContext, service: ServiceTarget): Pro
   await settle(service, ctx.settings.timeoutSeconds);
 }
 
-/** The HTTP ceiling: the same stack answering POST /bench/echo with the order's body. */
+/**
+ * The HTTP ceiling: the same stack answering POST /bench/echo with the order's body (200); or, with `path` and
+ * `status`, another echo (the bare express app's POST /orders, 201).
+ */
 export async function measureCeiling(
   ctx: RunContext,
-  spec: { id: string; label: string; service: ServiceTarget; instances: number },
+  spec: { id: string; label: string; service: ServiceTarget; instances: number; path?: string; status?: number },
 ): Promise<CeilingCase> {
   const { settings } = ctx;
+  const status = spec.status ?? 200;
   const round = (extra: { durationSeconds?: number; amount?: number }, title: string) =>
     runRound(
       {
         title,
         baseUrl: spec.service.url,
-        path: '/bench/echo',
+        path: spec.path ?? '/bench/echo',
         body: { sku: 'ceiling', quantity: settings.quantity },
         connections: settings.connections,
         timeoutSeconds: settings.timeoutSeconds,
         ...extra,
       },
-      200,
+      status,
       ctx.progress,
     );
   await ctx.waitForQuiet(spec.service);
   const warmup = await round({ durationSeconds: settings.warmupSeconds }, `${spec.label} · warm-up`);
   await settle(spec.service, settings.timeoutSeconds);
   const cpu = ctx.meterCpu(spec.service);
-  const measured = await round({ amount: measuredAmount(ctx, warmup, settings.connections, 200) }, spec.label);
+  const measured = await round({ amount: measuredAmount(ctx, warmup, settings.connections, status) }, spec.label);
   return {
     id: spec.id,
     label: spec.label,
     instances: spec.instances,
     warmup,
     measured,
-    perSecond: measured.ratePerSecond[200] ?? 0,
+    perSecond: measured.ratePerSecond[status] ?? 0,
     cpu: cpu(),
+    ...(spec.path && { path: spec.path }),
   };
 }
 
@@ -199,15 +296,10 @@ export async function measureCeiling(
  * benchmark routes are not counted there; they finish within milliseconds, which the short pause covers.
  */
 export async function settle(service: ServiceTarget, timeoutSeconds: number): Promise<void> {
-  const deadline = Date.now() + timeoutSeconds * 1000;
   await sleep(100);
-  while (Date.now() < deadline) {
-    const inProgress = (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum(
-      'stock_orders_in_progress',
-    );
-    if (inProgress === 0) return;
-    await sleep(50);
-  }
+  const inProgress = async () =>
+    (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum('stock_orders_in_progress');
+  await waitFor(async () => (await inProgress()) === 0, timeoutSeconds * 1000);
 }
 
 /** Requests for the measured round: what the warm-up rate fills the measuring time with. */

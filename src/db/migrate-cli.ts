@@ -1,5 +1,5 @@
 import { loadConfig } from '../config.js';
-import { resolveEndpoints } from '../dev/endpoints.js';
+import { resolveDatabase } from '../endpoints.js';
 import { createLogger } from '../logger.js';
 import { createDatabase } from './database.js';
 import { migrateToLatest } from './migrator.js';
@@ -7,7 +7,7 @@ import { migrateToLatest } from './migrator.js';
 /** `npm run migrate`: applies pending migrations to DATABASE_URL (or the embedded database) and exits. */
 const config = loadConfig();
 const log = createLogger(config.logLevel);
-const endpoints = await resolveEndpoints({ ...config, redisUrl: config.redisUrl ?? 'redis://unused' }, log);
+const endpoints = await resolveDatabase(config, log);
 const db = createDatabase(endpoints.databaseUrl, 1);
 try {
   await migrateToLatest(db, log);

@@ -5,7 +5,6 @@ import helmet from 'helmet';
 import type { Cluster, Redis } from 'ioredis';
 import { RedisStore, type RedisReply, type SendCommandFn } from 'rate-limit-redis';
 import { AppError } from '../errors.js';
-import { redisKeys } from '../lock/keys.js';
 import type { Logger } from '../logger.js';
 import { sendProblem } from './problem.js';
 
@@ -38,6 +37,12 @@ export function securityHeaders(): RequestHandler {
 }
 
 const WINDOW_MS = 60_000;
+/**
+ * Prefix of the order rate limit's counters in the service's Redis, one per customer or address (single-key scripts: no
+ * hash tag needed). The limit's own key, beside its only user: the lock library's keys (src/lock/keys.ts) are the
+ * lock's.
+ */
+const RATE_LIMIT_PREFIX = 'ratelimit:orders:';
 
 /**
  * A per-client limit on order placement (counted by `keyOf`: the customer, or the client's address; see
@@ -59,7 +64,7 @@ export function orderRateLimit(
     standardHeaders: 'draft-8',
     legacyHeaders: false,
     keyGenerator: keyOf,
-    store: new RedisStore({ sendCommand: redisCommands(redis), prefix: redisKeys.orderRateLimitPrefix }),
+    store: new RedisStore({ sendCommand: redisCommands(redis), prefix: RATE_LIMIT_PREFIX }),
     passOnStoreError: true,
     // Without the stack: during a Redis outage this is one line per order, beside the order's own.
     logger: {

@@ -32,6 +32,4 @@ export const redisKeys = {
   skuChangedChannel: 'stock:sku-changed',
   /** Benchmarks only: the stock counter of the lock-free Redis baseline (one key per script call). */
   benchStock: (sku: string) => `bench:stock:{${sku}}`,
-  /** Prefix of the order rate limit's counters, one per client address (single-key scripts: no hash tag needed). */
-  orderRateLimitPrefix: 'ratelimit:orders:',
 } as const;

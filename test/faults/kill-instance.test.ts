@@ -11,18 +11,14 @@ const STOCK = 1_500;
 describe('fault: kill -9 of an instance while it holds segment locks', () => {
   let bench: FaultBench;
   beforeAll(async () => {
-    bench = await FaultBench.start({
-      instances: 3,
-      env: { LOCK_TTL_MS: String(LOCK_TTL_MS) },
-      // The victim spends 150 ms inside each critical section, so it is nearly always holding locks when it dies.
-      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: '150' } : {}),
-    });
+    // The victim spends 150 ms inside each critical section, so it is nearly always holding locks when it dies.
+    bench = await FaultBench.withSlowVictim(LOCK_TTL_MS, 150);
   });
   afterAll(() => bench?.teardown());
 
   it('leaves its locks to expire while the others carry on, and the stock stays exact', async () => {
     const sku = await bench.createSku(STOCK, 8);
-    const victim = bench.fleet.members[2]!;
+    const victim = bench.victim;
     const load = bench.load(sku);
     expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
 

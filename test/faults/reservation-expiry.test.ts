@@ -60,9 +60,10 @@ describe('fault: kill -9 of an instance while reservations expire', () => {
 
   it('returns every expired unit exactly once, and an instance that was down catches up when it starts', async () => {
     const sku = await bench.createSku(RESERVATIONS * 2, 8);
-    const { ids, firstDue } = await reserveEverything(bench, sku);
-    // The victim dies while the sweeps are under way: in the middle of returns, holding segment locks.
-    await sleep(Math.max(0, firstDue - Date.now()) + 300);
+    const { ids } = await reserveEverything(bench, sku);
+    // The victim dies while the sweeps are under way: once the first units are back, in the middle of returns.
+    const sweepsStarted = await waitFor(async () => (await auditSku(bench.db, sku)).returned > 0, 20_000, 10);
+    expect(sweepsStarted).toBeLessThan(Infinity);
     const victim = bench.fleet.members[2]!;
     const exited = once(victim.child, 'exit');
     victim.child.kill('SIGKILL');

@@ -30,19 +30,15 @@ function parseLockKey(key: string): { segment: number } {
 describe('fault: a lock holder paused past its lease', () => {
   let bench: FaultBench;
   beforeAll(async () => {
-    bench = await FaultBench.start({
-      instances: 3,
-      env: { LOCK_TTL_MS: String(LOCK_TTL_MS) },
-      // The victim spends 250 ms inside each critical section, so a lock that keeps its owner for 200 ms while the
-      // victim is frozen is the victim's: the others hold theirs for milliseconds.
-      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: '250' } : {}),
-    });
+    // The victim spends 250 ms inside each critical section, so a lock that keeps its owner for 200 ms while the
+    // victim is frozen is the victim's: the others hold theirs for milliseconds.
+    bench = await FaultBench.withSlowVictim(LOCK_TTL_MS, 250);
   });
   afterAll(() => bench?.teardown());
 
   it('lets another holder take the segment, refuses the stale holder its write, and keeps the stock exact', async () => {
     const sku = await bench.createSku(STOCK, 8);
-    const victim = bench.fleet.members[2]!;
+    const victim = bench.victim;
     const load = bench.load(sku);
     const storedTokens = async () => {
       const { rows } = await sql<{ segment: number; fence_token: number }>`

@@ -19,12 +19,13 @@ import { databaseFingerprint, redisChanges, redisFingerprint } from '../support/
 const ADMIN_TOKEN = `fuzz-admin-${randomBytes(12).toString('hex')}`;
 const MAX_ORDER_QUANTITY = 50;
 const seed = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
-/** Each property is bounded in time as well as in runs; running out of time is a failure, not a silent pass. */
+/**
+ * Each property runs a fixed number of cases, however long a slow machine takes for them; the tests' 900 s timeouts
+ * only guard against a hang, far beyond what the cases take on a slow, shared machine.
+ */
 const budget = (numRuns: number) => ({
   numRuns,
   ...(seed !== undefined && { seed }),
-  interruptAfterTimeLimit: 150_000,
-  markInterruptAsFailure: true,
 });
 
 /** Known stack-frame, path and database-error shapes; an error body carrying any of them leaks internals. */
@@ -349,7 +350,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       budget(3_500),
     );
     await expectUnchanged();
-  }, 200_000);
+  }, 900_000);
 
   it('POST /skus: refused without the right admin token, invalid bodies refused with it', async () => {
     before = await snapshot();
@@ -385,7 +386,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       budget(1_500),
     );
     await expectUnchanged();
-  }, 200_000);
+  }, 900_000);
 
   it('PUT /skus/:sku/segments and POST /skus/:sku/restock: hostile SKUs, bodies and tokens', async () => {
     before = await snapshot();
@@ -424,7 +425,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       budget(2_000),
     );
     await expectUnchanged();
-  }, 200_000);
+  }, 900_000);
 
   it('every route: hostile paths, methods and query strings', async () => {
     before = await snapshot();
@@ -471,7 +472,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       budget(2_000),
     );
     await expectUnchanged();
-  }, 200_000);
+  }, 900_000);
 
   it('raw requests: control characters and raw bytes in paths and headers, oversized headers', async () => {
     before = await snapshot();
@@ -528,7 +529,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
       budget(1_500),
     );
     await expectUnchanged();
-  }, 200_000);
+  }, 900_000);
 
   it('ran at least 10,000 cases, and the process is still up and healthy', async () => {
     console.log(`[fuzz] ${sent} requests sent`);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { benchRoutes } from '../../loadtest/bench/bench.routes.js';
 import { auditSku } from '../support/invariants.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
@@ -18,7 +18,7 @@ describe('benchmark routes', () => {
   let sku: string;
   beforeAll(async () => {
     plain = await startService();
-    bench = await startService({ BENCH_ROUTES: '1' });
+    bench = await startService({}, benchRoutes);
     sku = uniqueSku('bench');
     expect((await call(plain.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
   });
@@ -27,22 +27,13 @@ describe('benchmark routes', () => {
     await bench.stop();
   });
 
-  it('do not exist unless BENCH_ROUTES is set at start: 404, and nothing sold', async () => {
+  it('do not exist in the product (only the load test mounts them): 404, and nothing sold', async () => {
     for (const [method, path] of benchRequests) {
       const answer = await call(plain.url, method, path, { sku, quantity: 1 });
       expect(answer.status, path).toBe(404);
       expect(answer.body.code, path).toBe('route_not_found');
     }
     expect(await auditSku(plain.service.db, sku)).toMatchObject({ available: 10, sold: 0 });
-  });
-
-  it('are off by default and on only for an explicit 1 or true', () => {
-    expect(loadConfig({}).benchRoutes).toBe(false);
-    expect(loadConfig({ BENCH_ROUTES: '' }).benchRoutes).toBe(false);
-    expect(loadConfig({ BENCH_ROUTES: '0' }).benchRoutes).toBe(false);
-    expect(loadConfig({ BENCH_ROUTES: '1' }).benchRoutes).toBe(true);
-    expect(loadConfig({ BENCH_ROUTES: 'true' }).benchRoutes).toBe(true);
-    expect(() => loadConfig({ BENCH_ROUTES: 'yes' })).toThrow(ConfigError);
   });
 
   it('when enabled, sell through every mode and keep the books of the locked and lock-free ones', async () => {
@@ -68,7 +59,7 @@ describe('benchmark routes', () => {
   });
 
   it('refuse the unlocked modes without the admin token when one is set', async () => {
-    const guarded = await startService({ BENCH_ROUTES: '1', ADMIN_TOKEN: 'a-long-enough-admin-token' });
+    const guarded = await startService({ ADMIN_TOKEN: 'a-long-enough-admin-token' }, benchRoutes);
     try {
       expect((await call(guarded.url, 'POST', '/bench/oversell/none', { sku, quantity: 1 })).status).toBe(401);
       expect((await call(guarded.url, 'POST', '/bench/lock-free/pg-conditional', { sku, quantity: 1 })).status).toBe(

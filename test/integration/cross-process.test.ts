@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { RedisCluster } from '../../src/dev/servers/index.js';
+import { RedisCluster } from '../support/servers/index.js';
 import { auditSku, booksViolations } from '../support/invariants.js';
 import { statusCounts } from '../support/order-load.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';

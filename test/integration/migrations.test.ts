@@ -3,7 +3,7 @@ import path from 'node:path';
 import { FileMigrationProvider, Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditStock } from '../../src/inventory/inventory.repository.js';
+import { auditStock } from '../support/invariants.js';
 import { testEndpoints } from '../support/service.js';
 
 /** A database of its own on the test Postgres, migrated step by step with the compiled migrations. */

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisCluster } from '../../src/dev/servers/index.js';
+import { RedisCluster } from '../support/servers/index.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { call, ServiceProcess, uniqueSku } from '../support/service.js';
 

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
+import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../support/servers/index.js';
 import { PostgresLock } from '../../src/lock/backends/postgres.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';

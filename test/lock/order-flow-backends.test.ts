@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
-import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
+import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../support/servers/index.js';
 import { auditSku } from '../support/invariants.js';
 import { call, ServiceProcess, startService, testEndpoints, uniqueSku } from '../support/service.js';
 

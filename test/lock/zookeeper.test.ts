@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ZooKeeperServer, zookeeperMissing } from '../../src/dev/servers/index.js';
+import { ZooKeeperServer, zookeeperMissing } from '../support/servers/index.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import { LockLostError } from '../../src/lock/errors.js';
 import { describeLockContract } from './contract.js';

@@ -9,9 +9,9 @@ import {
   RedisSentinelGroup,
   type RedisSentinelOptions,
   RedisServer,
-} from '../../src/dev/servers/index.js';
+} from './servers/index.js';
 import { createLogger } from '../../src/logger.js';
-import { checkBooks, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
+import { checkFaultCase, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
 import { call, uniqueSku } from './service.js';
 import { ServiceFleet } from './service-fleet.js';
@@ -44,6 +44,24 @@ export class FaultBench {
     /** A direct connection to the bench's Redis, for looking at locks; reconnects by itself after a restart. */
     public inspector: Redis,
   ) {}
+
+  /**
+   * The bench of the cases that stop one instance mid-flight (SIGTERM, kill -9, a stall): three instances with
+   * `lockTtlMs` leases, the third (`victim`) spending `sectionMs` inside each critical section, so it nearly always
+   * holds locks when the case strikes, while the others hold theirs for milliseconds.
+   */
+  static withSlowVictim(lockTtlMs: number, sectionMs: number): Promise<FaultBench> {
+    return FaultBench.start({
+      instances: 3,
+      env: { LOCK_TTL_MS: String(lockTtlMs) },
+      envOf: (index): Record<string, string> => (index === 2 ? { CRITICAL_SECTION_DELAY_MS: String(sectionMs) } : {}),
+    });
+  }
+
+  /** The instance `withSlowVictim` slowed down. */
+  get victim() {
+    return this.fleet.members[2]!;
+  }
 
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
     const [redis, postgres] = await Promise.all([
@@ -139,7 +157,7 @@ export class FaultBench {
       throw new Error(`${crashed.length} instance(s) crashed:\n${this.fleet.logs().slice(-20_000)}`);
     }
     const view = await call(this.fleet.urls()[0]!, 'GET', `/skus/${sku}`);
-    const report = await checkBooks(this.db, { sku, load, apiView: view.status === 200 ? view.body : undefined });
+    const report = await checkFaultCase(this.db, { sku, load, apiView: view.status === 200 ? view.body : undefined });
     if (view.status !== 200) report.violations.push(`GET /skus/${sku} answered ${view.status}`);
     const eternalLocks = await this.locksWithoutExpiry();
     if (eternalLocks.length > 0) report.violations.push(`${eternalLocks.length} lock key(s) without expiry`);

@@ -35,8 +35,7 @@ export class ServiceFleet {
   }
 
   private spawn(extraEnv: Record<string, string>): Promise<ServiceProcess> {
-    // Info level: the fleet learns each member's address from its "listening" line.
-    return ServiceProcess.spawn({ ...this.env, ...extraEnv, LOG_LEVEL: 'info' });
+    return ServiceProcess.spawn({ ...this.env, ...extraEnv });
   }
 
   /** Addresses of the members that take traffic. */

@@ -1,11 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { inject } from 'vitest';
-import { StockService } from '../../src/app.js';
+import { type ExtraRoutes, StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { redisTopology } from '../../src/redis/connections.js';
+import { SpawnedService } from './service-process.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -24,8 +22,11 @@ export function testEndpoints() {
   return { redisUrl: inject('redisUrl'), databaseUrl: inject('databaseUrl') };
 }
 
-/** The service in this process on a free port, against the test Redis and Postgres. */
-export async function startService(env: Record<string, string> = {}): Promise<RunningService> {
+/** The service in this process on a free port, against the test Redis and Postgres (plus `extraRoutes`, if given). */
+export async function startService(
+  env: Record<string, string> = {},
+  extraRoutes?: ExtraRoutes,
+): Promise<RunningService> {
   const endpoints = testEndpoints();
   const config = loadConfig({
     LOG_LEVEL: 'silent',
@@ -33,54 +34,33 @@ export async function startService(env: Record<string, string> = {}): Promise<Ru
     DATABASE_URL: endpoints.databaseUrl,
     ...env,
   });
-  const service = new StockService(config, createLogger(config.logLevel), {
-    redis: redisTopology(config),
-    databaseUrl: endpoints.databaseUrl,
-  });
+  const service = new StockService(
+    config,
+    createLogger(config.logLevel),
+    {
+      redis: redisTopology(config),
+      databaseUrl: endpoints.databaseUrl,
+    },
+    extraRoutes,
+  );
   const port = await service.start(0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, service, stop: () => service.stop() };
 }
 
 /** The compiled service as its own OS process (`node dist/src/main.js`), as production runs it. */
-export class ServiceProcess {
-  private constructor(
-    readonly child: ChildProcess,
-    readonly url: string,
-    readonly output: string[],
-  ) {}
-
-  static async spawn(env: Record<string, string> = {}): Promise<ServiceProcess> {
+export type ServiceProcess = SpawnedService;
+export const ServiceProcess = {
+  /** Against the test Redis and Postgres, at log level info (tests read its lines), with `env` on top. */
+  spawn(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const { redisUrl, databaseUrl } = testEndpoints();
-    const child = spawn(process.execPath, ['dist/src/main.js'], {
-      env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', REDIS_URL: redisUrl, DATABASE_URL: databaseUrl, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    return SpawnedService.start('dist/src/main.js', {
+      LOG_LEVEL: 'info',
+      REDIS_URL: redisUrl,
+      DATABASE_URL: databaseUrl,
+      ...env,
     });
-    const output: string[] = [];
-    child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout! });
-      lines.on('line', (line) => {
-        output.push(line);
-        const match = /"url":"(http:[^"]+)"/.exec(line);
-        if (match) resolve(match[1]!);
-      });
-      child.once('exit', (code) => reject(new Error(`service exited (${code}):\n${output.join('\n')}`)));
-    });
-    return new ServiceProcess(child, url, output);
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
-    const exited = once(this.child, 'exit');
-    this.child.kill(signal);
-    const [code] = await exited;
-    return code as number | null;
-  }
-}
+  },
+};
 
 /** JSON over fetch, returning status, headers and parsed body. */
 export async function call(

@@ -1,10 +1,10 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort } from '../free-port.js';
-import { RedisServer } from './redis.js';
-import { MissingDependencyError, type StopMode } from './server-process.js';
-import { untilTrue } from './until-true.js';
+import { freePort } from '../../../src/dev/free-port.js';
+import { RedisServer } from '../../../src/dev/servers/redis.js';
+import { MissingDependencyError, type StopMode } from '../../../src/dev/servers/server-process.js';
+import { waitFor } from '../wait-for.js';
 
 export interface RedisClusterOptions {
   /** Primaries, each owning an equal share of the 16,384 slots (default 3). */
@@ -59,7 +59,7 @@ export class RedisCluster {
         ...['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`)],
         ...['--cluster-replicas', String(replicas), '--cluster-yes'],
       ]);
-      if (!(await untilTrue(() => cluster.settled(), READY_WITHIN_MS))) {
+      if ((await waitFor(() => cluster.settled(), READY_WITHIN_MS, 100)) === Infinity) {
         throw new Error(`the Redis Cluster on ${cluster.seeds} did not settle within 60 s`);
       }
       return cluster;

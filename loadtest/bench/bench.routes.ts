@@ -1,27 +1,31 @@
-import { type RequestHandler, Router } from 'express';
-import { AppError } from '../errors.js';
-import { jsonBody } from '../http/json-body.js';
-import { methodNotAllowed } from '../http/method-not-allowed.js';
-import { orderLine, skuName } from '../http/schemas.js';
-import { parseOr400 } from '../http/validate.js';
-import type { LockFreeBaselines } from './lock-free-baselines.js';
-import { type GuardMode, guardModes, type OversellDemo } from './oversell-demo.js';
-
-export interface BenchRouteDeps {
-  demo: OversellDemo;
-  baselines: LockFreeBaselines;
-  requireAdmin: RequestHandler;
-  maxOrderQuantity: number;
-}
+import { Router } from 'express';
+import type { StockService } from '../../src/app.js';
+import { AppError } from '../../src/errors.js';
+import { jsonBody } from '../../src/http/json-body.js';
+import { methodNotAllowed } from '../../src/http/method-not-allowed.js';
+import { orderLine, skuName } from '../../src/http/schemas.js';
+import { parseOr400 } from '../../src/http/validate.js';
+import { BenchSkus } from './bench-skus.js';
+import { LockFreeBaselines } from './lock-free-baselines.js';
+import { type GuardMode, guardModes, OversellDemo } from './oversell-demo.js';
 
 /**
- * Benchmark routes, mounted only when BENCH_ROUTES=1 at start (never by default): the HTTP ceiling, the oversell
- * demonstration's unguarded modes and the lock-free baselines. All but the ceiling can sell wrongly on purpose or
- * bypass the segment locks, so they also need the admin token when one is set.
+ * The benchmark routes, mounted on the service through its extension point (`StockService`'s `extraRoutes`) by the
+ * load test's entry point (bench-main.ts) only; the product's own entry point never loads this file. The HTTP
+ * ceiling, the oversell demonstration's unguarded modes and the lock-free baselines. All but the ceiling can sell
+ * wrongly on purpose or bypass the segment locks, so they also need the `stock:admin` scope once credentials are configured.
  */
-export function benchRoutes({ demo, baselines, requireAdmin, maxOrderQuantity }: BenchRouteDeps): Router {
+export function benchRoutes(service: StockService): Router {
+  const { config, db, redis, locks, access } = service;
+  const skus = new BenchSkus(db);
+  const demo = new OversellDemo(db, locks, skus, {
+    lockWaitMs: config.lockWaitMs,
+    criticalSectionDelayMs: config.criticalSectionDelayMs,
+  });
+  const baselines = new LockFreeBaselines(db, redis, skus);
+  const requireAdmin = access.require(['stock:admin']);
   const router = Router();
-  const body = orderLine(maxOrderQuantity);
+  const body = orderLine(config.maxOrderQuantity);
 
   // The ceiling: the same middleware stack and body as an order, and nothing else.
   router

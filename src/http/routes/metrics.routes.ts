@@ -1,6 +1,6 @@
 import { type RequestHandler, Router } from 'express';
-import { methodNotAllowed } from '../http/method-not-allowed.js';
-import type { ServiceMetrics } from './service-metrics.js';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import type { ServiceMetrics } from '../../metrics/service-metrics.js';
 
 /** `GET /metrics` in the Prometheus text format, behind the monitoring token when one is configured. */
 export function metricsRoutes(metrics: ServiceMetrics, requireMonitoring: RequestHandler): Router {

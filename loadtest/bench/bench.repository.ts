@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db } from '../db/database.js';
+import type { Db } from '../../src/db/database.js';
 
 /** One sale as the benchmark routes write it: the order row and its single ledger row. */
 export interface BenchSale {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
-import type { SegmentLocks } from '../inventory/segment-locks.js';
+import type { Db } from '../../src/db/database.js';
+import { AppError } from '../../src/errors.js';
+import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { readSegmentStock, writeDecidedSale } from './bench.repository.js';
 import type { BenchSkus } from './bench-skus.js';
 import { LocalMutex } from './local-mutex.js';

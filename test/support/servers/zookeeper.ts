@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import path from 'node:path';
-import { freePort } from '../free-port.js';
+import { freePort } from '../../../src/dev/free-port.js';
 import {
   ChildServer,
   LoopbackServer,
@@ -10,7 +10,7 @@ import {
   type ServerOptions,
   type StopMode,
   serverDir,
-} from './server-process.js';
+} from '../../../src/dev/servers/server-process.js';
 
 /** Debian's `zookeeper` package puts the server here; ZOOKEEPER_JAR overrides it. */
 const ZOOKEEPER_JAR = process.env.ZOOKEEPER_JAR ?? '/usr/share/java/zookeeper.jar';

@@ -1,10 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../free-port.js';
-import { RedisServer } from './redis.js';
-import { ChildServer, LoopbackServer, type StopMode, serverDir } from './server-process.js';
-import { untilTrue } from './until-true.js';
+import { freePort } from '../../../src/dev/free-port.js';
+import { RedisServer } from '../../../src/dev/servers/redis.js';
+import { ChildServer, LoopbackServer, type StopMode, serverDir } from '../../../src/dev/servers/server-process.js';
+import { waitFor } from '../wait-for.js';
 
 export interface RedisSentinelOptions {
   /** The name Sentinel monitors the primary under (REDIS_SENTINEL_NAME; default `stock`). */
@@ -42,13 +42,16 @@ export class RedisSentinelGroup {
         extraArgs: ['--replicaof', '127.0.0.1', String(primary.port)],
       });
       started.push(replica);
-      if (!(await untilTrue(async () => /master_link_status:up/.test(await info(replica.port)), READY_WITHIN_MS))) {
+      if (
+        (await waitFor(async () => /master_link_status:up/.test(await info(replica.port)), READY_WITHIN_MS, 100)) ===
+        Infinity
+      ) {
         throw new Error('the replica did not sync with the primary within 60 s');
       }
       const sentinel = await SentinelServer.start(name, primary.port, options.downAfterMs ?? 5_000);
       started.push(sentinel);
       const group = new RedisSentinelGroup(name, primary, replica, sentinel);
-      if (!(await untilTrue(() => group.replicaKnown(), READY_WITHIN_MS))) {
+      if ((await waitFor(() => group.replicaKnown(), READY_WITHIN_MS, 100)) === Infinity) {
         throw new Error('Sentinel did not discover the replica within 60 s');
       }
       return group;

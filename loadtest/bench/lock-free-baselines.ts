@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../db/database.js';
-import { outOfStock } from '../inventory/refusals.js';
-import { redisKeys } from '../lock/keys.js';
-import type { RedisClient } from '../redis/connections.js';
+import type { Db } from '../../src/db/database.js';
+import { outOfStock } from '../../src/inventory/refusals.js';
+import { redisKeys } from '../../src/lock/keys.js';
+import type { RedisClient } from '../../src/redis/connections.js';
 import { availableOfSku, recordSale, sellIfAvailable } from './bench.repository.js';
 import type { BenchSkus } from './bench-skus.js';
 import type { DemoSale } from './oversell-demo.js';

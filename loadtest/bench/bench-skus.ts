@@ -1,5 +1,5 @@
-import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
+import type { Db } from '../../src/db/database.js';
+import { AppError } from '../../src/errors.js';
 import { findBenchSku } from './bench.repository.js';
 
 export interface BenchSku {

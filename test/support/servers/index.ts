@@ -1,0 +1,12 @@
+// Real server processes on free loopback ports for the tests and the load test: the embedded default's own two
+// (src/dev/servers) and the topologies only tests and benchmarks start (a Redis Cluster, Sentinel, ZooKeeper).
+export {
+  DataDirInUseError,
+  MissingDependencyError,
+  PostgresServer,
+  RedisServer,
+  type StopMode,
+} from '../../../src/dev/servers/index.js';
+export { RedisCluster, type RedisClusterOptions } from './redis-cluster.js';
+export { RedisSentinelGroup, type RedisSentinelOptions, SentinelServer } from './redis-sentinel.js';
+export { ZooKeeperServer, zookeeperMissing } from './zookeeper.js';
