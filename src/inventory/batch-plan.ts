@@ -35,12 +35,17 @@ export interface BatchPlan<O extends PlannableOrder> {
   segments: Map<string, PlannedSegment>;
   /** The same segments by SKU entry: where a line looks for a segment to share. */
   bySku: Map<SkuEntry, PlannedSegment[]>;
-  /** Orders in arrival order, each with its candidate segments (keys) per line. */
-  orders: { order: O; candidates: string[][] }[];
+  /**
+   * Orders in arrival order, each with its candidate segments (keys) per line, and per line whether those are a cover
+   * (every free segment of the SKU, because none was known to hold enough alone).
+   */
+  orders: { order: O; candidates: string[][]; covers: boolean[] }[];
 }
 
 /** What planning asks of the instance, by segment key (`segmentKey`). */
 export interface PlanningView {
+  /** True while orders of this instance wait for every segment of the SKU: batches leave its segments to them. */
+  isWaitedFor?(entry: SkuEntry): boolean;
   /** False when a batch of this instance holds the segment, or another instance was just found holding it. */
   isFree(key: string): boolean;
   /** What this instance last knew the segment held; undefined when it never saw it. */
@@ -65,11 +70,13 @@ export function planBatch<O extends PlannableOrder>(
     if (plan.orders.length >= max) break;
     if (order.exclusiveBy.some((value) => exclusive.has(value))) continue;
     const candidates: string[][] = [];
+    const covers: boolean[] = [];
     const added: PlannedSegment[] = [];
     for (const line of order.lines) {
       const picked = pickSegments(line, plan, view, added);
       if (!picked) break;
-      candidates.push(picked);
+      candidates.push(picked.keys);
+      covers.push(picked.cover);
     }
     if (candidates.length < order.lines.length) {
       for (const segment of added) {
@@ -80,7 +87,7 @@ export function planBatch<O extends PlannableOrder>(
       continue;
     }
     for (const value of order.exclusiveBy) exclusive.add(value);
-    plan.orders.push({ order, candidates });
+    plan.orders.push({ order, candidates, covers });
   }
   return plan;
 }
@@ -90,8 +97,9 @@ function pickSegments<O extends PlannableOrder>(
   plan: BatchPlan<O>,
   view: PlanningView,
   added: PlannedSegment[],
-): string[] | null {
+): { keys: string[]; cover: boolean } | null {
   const { entry, quantity } = line;
+  if (view.isWaitedFor?.(entry)) return null;
   const keys = segmentKeysOf(entry);
   const open = openSegments(entry);
   const take = (segment: number): PlannedSegment => {
@@ -111,7 +119,7 @@ function pickSegments<O extends PlannableOrder>(
     const shared = plan.bySku.get(entry)?.find((planned) => planned.left >= quantity);
     if (shared) {
       shared.left -= quantity;
-      return [shared.key];
+      return { keys: [shared.key], cover: false };
     }
     // From a random segment on, the first free one that may hold enough: orders spread over the segments.
     const start = Math.floor(Math.random() * open.length);
@@ -121,16 +129,17 @@ function pickSegments<O extends PlannableOrder>(
       if (plan.segments.has(key) || !view.isFree(key) || (view.estimate(key) ?? Infinity) < quantity) continue;
       const chosen = take(segment);
       chosen.left -= quantity;
-      return [chosen.key];
+      return { keys: [chosen.key], cover: false };
     }
   }
   const usable = open.filter((segment) => plan.segments.has(keys[segment]!) || view.isFree(keys[segment]!));
   if (usable.length === 0 || (line.wantsEvery && usable.length < open.length)) return null;
-  return usable.map((segment) => {
+  const cover = usable.map((segment) => {
     const planned = take(segment);
     planned.left = 0;
     return planned.key;
   });
+  return { keys: cover, cover: true };
 }
 
 /** What the batch holds of a segment: its stock as read under the lock, less what earlier orders took. */
@@ -152,8 +161,13 @@ export type Decision =
  * it is split across its candidates. An order takes all its lines or nothing; what it takes is gone for the orders
  * after it. `held` is updated.
  */
-export function decideBatch<O extends PlannableOrder>(plan: BatchPlan<O>, held: Holdings): Decision[] {
-  return plan.orders.map(({ order, candidates }) => {
+export function decideBatch<O extends PlannableOrder>(
+  plan: BatchPlan<O>,
+  held: Holdings,
+  /** At most what a segment the batch does not hold has now, where provable (`SegmentMemory.upperBound`). */
+  upperBound: (key: string, entry: SkuEntry) => number | undefined = () => undefined,
+): Decision[] {
+  return plan.orders.map(({ order, candidates, covers }) => {
     const takes: { key: string; quantity: number }[] = [];
     let retry = false;
     const widen: BatchLine[] = [];
@@ -176,15 +190,19 @@ export function decideBatch<O extends PlannableOrder>(plan: BatchPlan<O>, held: 
         takes.push(...split.map((t) => ({ key: t.segment, quantity: t.quantity })));
         continue;
       }
-      if (ofSku.length === openSegments(line.entry).length && !line.entry.stale) {
-        const available = ofSku.reduce((total, key) => total + held.get(key)!, 0);
-        short ??= { kind: 'short', entry: line.entry, quantity: line.quantity, available };
+      // Definitive when the batch holds every open segment, or those it does not hold provably cannot make up the rest.
+      const available = ofSku.reduce((total, key) => total + held.get(key)!, 0);
+      const elsewhere = openSegments(line.entry)
+        .map((segment) => keys[segment]!)
+        .filter((key) => !held.has(key))
+        .reduce((total, key) => total + (upperBound(key, line.entry) ?? Infinity), 0);
+      if (available + elsewhere < line.quantity && !line.entry.stale) {
+        short ??= { kind: 'short', entry: line.entry, quantity: line.quantity, available: available + elsewhere };
       } else {
         retry = true;
-        // Covering from several, it held all it had planned on and they fell short, while other segments were busy:
-        // only all of them at once can answer it. (One segment that fell short was a guess: the next plan knows better.)
-        const mine = candidates[i]!;
-        if (mine.length > 1 && mine.every((key) => held.has(key))) widen.push(line);
+        // A cover held every free segment of the SKU and they fell short, while the others were busy: only all of them
+        // at once can answer it. (A single segment that fell short was a guess: the next plan knows better.)
+        if (covers[i] && candidates[i]!.every((key) => held.has(key))) widen.push(line);
       }
     }
     if (short) return short;

@@ -116,7 +116,7 @@ export class BatchSteps {
       leaseOf,
     );
     const held = new Map([...states].map(([key, state]) => [key, state.available]));
-    const decisions = decideBatch(plan, held);
+    const decisions = decideBatch(plan, held, (key, entry) => this.memory.upperBound(key, entry));
     const taking: { order: BatchOrder; takes: { key: string; quantity: number }[] }[] = [];
     const short: { order: BatchOrder; ending: Ending }[] = [];
     for (const [i, decision] of decisions.entries()) {
@@ -192,7 +192,7 @@ export class BatchSteps {
         continue;
       }
       const available = states.get(key)!.available - (takenFrom.get(key) ?? 0);
-      this.memory.remember(lease, { segment: ref.segment, available, fence: lease.fence });
+      this.memory.remember(lease, { segment: ref.segment, available, fence: lease.fence }, entry);
       if (available === 0) this.directory.markEmpty(entry, ref.segment);
     }
     for (const { order, takes } of taking) {
@@ -231,7 +231,7 @@ export class BatchSteps {
         continue;
       }
       states.set(segment.key, state);
-      this.memory.remember(leaseOf.get(segment.key)!, state);
+      this.memory.remember(leaseOf.get(segment.key)!, state, segment.entry);
       if (state.available === 0) this.directory.markEmpty(segment.entry, segment.ref.segment);
     }
     return states;

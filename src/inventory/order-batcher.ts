@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { type BatchPlan, openSegments, planBatch, type PlannedSegment, refOf } from './batch-plan.js';
+import { type BatchPlan, openSegments, planBatch, refOf } from './batch-plan.js';
 import { type BatchHooks, type BatchOrder, BatchSteps, type Ending } from './batch-steps.js';
 import { lockBusy, outOfStock } from './refusals.js';
 import { compareRefs, type SegmentLocks, segmentKey } from './segment-locks.js';
@@ -16,8 +16,8 @@ export interface BatcherOptions {
   criticalSectionDelayMs: number;
 }
 
-/** How long a batcher that found every segment it needs held elsewhere waits for a release notice before looking again. */
-const HELD_ELSEWHERE_RECHECK_MS = 20;
+/** How soon orders that found every segment they need held are planned again (a held-elsewhere mark lasts as long). */
+const RECHECK_MS = 20;
 
 /**
  * The instance's orders in flight, whatever their SKUs, placed in batches: plan the segments a batch needs, take
@@ -32,7 +32,11 @@ export class OrderBatcher {
   private readonly memory = new SegmentMemory();
   private readonly steps: BatchSteps;
   private running = 0;
-  private waitingForRelease = false;
+  private recheck: NodeJS.Timeout | undefined;
+  /** The sets of SKUs (and layouts) whose orders are waiting for every segment in order. */
+  private readonly inOrderRuns = new Set<string>();
+  /** The SKUs of those runs, with how many runs wait for each: batches leave their segments alone meanwhile. */
+  private readonly waitedFor = new Map<string, number>();
 
   constructor(
     db: Db,
@@ -59,6 +63,11 @@ export class OrderBatcher {
     let at = this.pending.length;
     while (at > 0 && this.pending[at - 1]!.ticket > order.ticket) at--;
     this.pending.splice(at, 0, order);
+    this.kick();
+  }
+
+  /** Starts another batch runner if fewer than `batchesInFlight` run. */
+  private kick(): void {
     if (this.running < this.options.batchesInFlight) {
       this.running++;
       setImmediate(() => void this.work());
@@ -70,13 +79,11 @@ export class OrderBatcher {
     try {
       for (;;) {
         this.refuseLapsed();
-        for (const order of this.pending.filter((o) => o.lines.some((line) => line.wantsEvery))) {
-          this.pending.splice(this.pending.indexOf(order), 1);
-          void this.runInOrder(order);
-        }
+        this.startInOrderRuns();
         const plan = planBatch(this.pending, this.options.maxBatch, {
           isFree: (key) => this.locks.isFree(key),
           estimate: (key) => this.memory.peek(key),
+          isWaitedFor: (entry) => this.waitedFor.has(entry.sku),
         });
         if (plan.orders.length === 0) return;
         const taken = new Set(plan.orders.map(({ order }) => order));
@@ -90,37 +97,80 @@ export class OrderBatcher {
       }
     } finally {
       this.running--;
-      if (this.running === 0 && this.pending.length > 0) void this.waitForRelease();
+      if (this.running === 0 && this.pending.length > 0) this.recheckSoon();
     }
   }
 
   /**
-   * An order only every open segment of its SKU can answer, some of them busy: it waits for all their locks, taken in
-   * the one global order (so it cannot deadlock another), beside the batches, then goes through the same steps as a
-   * batch of its own.
+   * Orders only every open segment of their SKUs can answer, some of them busy, wait for all those locks, taken in the
+   * one global order (so they cannot deadlock each other or anyone), beside the batches. Orders for the same SKUs go
+   * together, one such run per set of SKUs at a time: near a sell-out, when most orders need every segment, they then
+   * queue for one acquisition rather than each for its own. Meanwhile this instance's batches leave those SKUs alone,
+   * so that they do not keep taking the very segments the run waits for.
    */
-  private async runInOrder(order: BatchOrder): Promise<void> {
+  private startInOrderRuns(): void {
+    const groups = new Map<string, BatchOrder[]>();
+    for (const order of this.pending) {
+      if (!order.lines.some((line) => line.wantsEvery)) continue;
+      const group = order.lines.map(({ entry }) => `${entry.sku}\u0000${entry.layoutVersion}`).join('\u0001');
+      if (this.inOrderRuns.has(group)) continue;
+      const members = groups.get(group) ?? [];
+      if (members.length < this.options.maxBatch) groups.set(group, [...members, order]);
+    }
+    for (const [group, members] of groups) {
+      // Two orders that may not share a batch (same key, same limited customer) do not share this run either.
+      const exclusive = new Set<string>();
+      const orders = members.filter((order) => {
+        if (order.exclusiveBy.some((value) => exclusive.has(value))) return false;
+        for (const value of order.exclusiveBy) exclusive.add(value);
+        return true;
+      });
+      for (const order of orders) this.pending.splice(this.pending.indexOf(order), 1);
+      const skus = orders[0]!.lines.map((line) => line.entry.sku);
+      this.inOrderRuns.add(group);
+      for (const sku of skus) this.waitedFor.set(sku, (this.waitedFor.get(sku) ?? 0) + 1);
+      void this.runInOrder(orders).finally(() => {
+        this.inOrderRuns.delete(group);
+        for (const sku of skus) {
+          const runs = this.waitedFor.get(sku)! - 1;
+          if (runs === 0) this.waitedFor.delete(sku);
+          else this.waitedFor.set(sku, runs);
+        }
+        if (this.pending.length > 0) this.kick();
+      });
+    }
+  }
+
+  private async runInOrder(orders: BatchOrder[]): Promise<void> {
     const plan: BatchPlan<BatchOrder> = { segments: new Map(), bySku: new Map(), orders: [] };
-    const candidates = order.lines.map((line) =>
-      openSegments(line.entry).map((segment) => {
-        const ref = refOf(line.entry, segment);
-        const planned: PlannedSegment = { ref, key: segmentKey(ref), entry: line.entry, left: 0 };
-        plan.segments.set(planned.key, planned);
-        return planned.key;
-      }),
-    );
-    plan.orders.push({ order, candidates });
+    for (const order of orders) {
+      const candidates = order.lines.map((line) =>
+        openSegments(line.entry).map((segment) => {
+          const ref = refOf(line.entry, segment);
+          const key = segmentKey(ref);
+          if (!plan.segments.has(key)) plan.segments.set(key, { ref, key, entry: line.entry, left: 0 });
+          return key;
+        }),
+      );
+      plan.orders.push({ order, candidates, covers: candidates.map(() => true) });
+    }
     const segments = [...plan.segments.values()].sort((a, b) => compareRefs(a.ref, b.ref));
+    const deadline = Math.min(...orders.map((order) => order.deadline));
     try {
       const leases = await this.locks.acquireInOrder(
         segments.map((s) => s.ref),
-        order.deadline,
-        order.ticket,
+        deadline,
+        orders[0]!.ticket,
       );
-      if (!leases) return order.end({ kind: 'refused', problem: lockBusy(this.options.lockWaitMs) });
-      this.requeue(await this.steps.run(plan, segments, leases));
+      if (leases) return this.requeue(await this.steps.run(plan, segments, leases));
+      // Out of time for the first of them: it is answered, the others try again.
+      const now = Date.now();
+      for (const order of orders) {
+        if (order.deadline <= now) order.end({ kind: 'refused', problem: lockBusy(this.options.lockWaitMs) });
+        else this.retry(order);
+      }
     } catch (error) {
-      order.fail(error);
+      for (const order of orders) order.fail(error);
     }
   }
 
@@ -166,33 +216,16 @@ export class OrderBatcher {
   }
 
   /**
-   * Every order left needs a segment another process (or the stock admin here) holds: wait for one of them to be
-   * released, briefly, then plan again.
+   * Every order left needs a segment another process (or a run or the stock admin here) holds: plan again shortly, by
+   * when a segment found held elsewhere is tried again anyway. A timer, not a release notice: the notices wake the
+   * callers waiting for a lock in line, and taking one here would leave one of them asleep.
    */
-  private async waitForRelease(): Promise<void> {
-    if (this.waitingForRelease) return;
-    this.waitingForRelease = true;
-    try {
-      const { entry } = this.pending[0]!.lines[0]!;
-      const refs = openSegments(entry).map((segment) => refOf(entry, segment));
-      const mark = this.locks.mark();
-      await this.locks.listen(entry.sku, refs);
-      this.hooks.onWait?.();
-      if (refs.length > 0) {
-        await this.locks.waitForRelease(refs, {
-          ticket: this.pending[0]!.ticket,
-          deadline: Date.now() + HELD_ELSEWHERE_RECHECK_MS,
-          mark,
-        });
-      }
-    } catch {
-      // Notices only shorten the wait; planning again finds out what is free.
-    } finally {
-      this.waitingForRelease = false;
-      if (this.running === 0 && this.pending.length > 0) {
-        this.running++;
-        void this.work();
-      }
-    }
+  private recheckSoon(): void {
+    if (this.recheck) return;
+    this.hooks.onWait?.();
+    this.recheck = setTimeout(() => {
+      this.recheck = undefined;
+      if (this.pending.length > 0) this.kick();
+    }, RECHECK_MS);
   }
 }

@@ -70,10 +70,15 @@ export class SegmentLocks {
     return this.notices.isHeldHere(redisKeys.segmentLock(ref));
   }
 
-  /** One attempt, no waiting; null when the lock is held, here or (as far as this process knows) elsewhere. */
-  async tryAcquire(ref: SegmentRef): Promise<LockLease | null> {
+  /**
+   * One attempt, no waiting; null when the lock is held, here or (as far as this process knows) elsewhere.
+   * `askStore`: ask the store even when another process was just found holding it. A caller that will wait for the
+   * release does: its attempt marks the lock contended, which is what makes the holder's release announce itself
+   * (an uncontended release publishes nothing).
+   */
+  async tryAcquire(ref: SegmentRef, askStore = false): Promise<LockLease | null> {
     const name = redisKeys.segmentLock(ref);
-    if (this.notices.isHeldElsewhere(name) || !this.notices.markHeldHere(name)) return null;
+    if ((!askStore && this.notices.isHeldElsewhere(name)) || !this.notices.markHeldHere(name)) return null;
     const mark = this.notices.mark();
     let lease: LockLease | null;
     try {
@@ -105,7 +110,7 @@ export class SegmentLocks {
     await this.listen(ref.sku, [ref]);
     for (;;) {
       const mark = this.notices.mark();
-      const lease = await this.tryAcquire(ref);
+      const lease = await this.tryAcquire(ref, true);
       if (lease) return lease;
       if (Date.now() >= deadline) return null;
       await this.waitForRelease([ref], { ticket, deadline, mark });

@@ -1,5 +1,6 @@
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { SegmentState } from './inventory.repository.js';
+import type { SkuEntry } from './sku-directory.js';
 
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;
@@ -14,7 +15,7 @@ const MAX_ENTRIES = 100_000;
  * memory costs one refused write and a fresh read, never a wrong one.
  */
 export class SegmentMemory {
-  private readonly known = new Map<string, { fence: number; state: SegmentState }>();
+  private readonly known = new Map<string, { fence: number; state: SegmentState; entry: SkuEntry }>();
 
   /** The segment's state if nobody else held its lock since this process last saw it. */
   recall(lease: LockLease): SegmentState | undefined {
@@ -27,11 +28,21 @@ export class SegmentMemory {
     return this.known.get(key)?.state.available;
   }
 
-  /** The state as the holder of `lease` last saw or wrote it. */
-  remember(lease: LockLease, state: SegmentState): void {
+  /**
+   * At most what the segment holds now, as far as this process can prove: what it last saw under the lock, if it saw
+   * it under the SKU's current entry. Stock only shrinks until a restock, re-segmentation or returned units, and each
+   * of those replaces the entry (a change notice), so the value then stops counting.
+   */
+  upperBound(key: string, entry: SkuEntry): number | undefined {
+    const known = this.known.get(key);
+    return known && known.entry === entry && !entry.stale ? known.state.available : undefined;
+  }
+
+  /** The state as the holder of `lease`, on the SKU's `entry`, last saw or wrote it. */
+  remember(lease: LockLease, state: SegmentState, entry: SkuEntry): void {
     const key = lease.key;
     if (this.known.size >= MAX_ENTRIES && !this.known.has(key)) this.known.clear();
-    this.known.set(key, { fence: lease.fence, state });
+    this.known.set(key, { fence: lease.fence, state, entry });
   }
 
   /** After a failed or uncertain write: the row may or may not hold what we meant to write. */

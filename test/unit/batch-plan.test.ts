@@ -168,4 +168,20 @@ describe('deciding a batch', () => {
     );
     expect(decision).toMatchObject({ kind: 'retry', widen: [plan.orders[0]!.order.lines[0]] });
   });
+
+  it('widens a cover even when only one of its segments was free, so a busy neighbour cannot starve it', () => {
+    const entry = sku(3);
+    const known = { [key(entry, 0)]: 1, [key(entry, 1)]: 1, [key(entry, 2)]: 1 };
+    const plan = planBatch([order(line(entry, 3))], 64, view(known, [key(entry, 0), key(entry, 1)]));
+    expect(plan.orders[0]).toMatchObject({ candidates: [[key(entry, 2)]], covers: [true] });
+    const [decision] = decideBatch(plan, new Map([[key(entry, 2), 1]]));
+    expect(decision).toMatchObject({ kind: 'retry', widen: [plan.orders[0]!.order.lines[0]] });
+  });
+
+  it('does not widen a line planned onto one segment that was a guess', () => {
+    const entry = sku(3);
+    const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 0), key(entry, 1)]));
+    expect(plan.orders[0]!.covers).toEqual([false]);
+    expect(decideBatch(plan, new Map([[key(entry, 2), 1]]))[0]).toEqual({ kind: 'retry', widen: [] });
+  });
 });
