@@ -106,12 +106,13 @@ export class OrderBatcher {
    * one global order (so they cannot deadlock each other or anyone), beside the batches. Orders for the same SKUs go
    * together, one such run per set of SKUs at a time: near a sell-out, when most orders need every segment, they then
    * queue for one acquisition rather than each for its own. Meanwhile this instance's batches leave those SKUs alone,
-   * so that they do not keep taking the very segments the run waits for.
+   * so that they do not keep taking the very segments the run waits for; orders for them go to the next run instead.
    */
   private startInOrderRuns(): void {
     const groups = new Map<string, BatchOrder[]>();
     for (const order of this.pending) {
-      if (!order.lines.some((line) => line.wantsEvery)) continue;
+      // Those that want every segment, and those for a SKU a run waits for: batches leave it alone meanwhile.
+      if (!order.lines.some((line) => line.wantsEvery || this.waitedFor.has(line.entry.sku))) continue;
       const group = order.lines.map(({ entry }) => `${entry.sku}\u0000${entry.layoutVersion}`).join('\u0001');
       if (this.inOrderRuns.has(group)) continue;
       const members = groups.get(group) ?? [];
