@@ -159,10 +159,10 @@ describe.each(redisSetups)('several service processes on %s and one Postgres', (
       }),
     );
     expect(statusCounts(answers)[201]).toBeGreaterThan(0);
-    expect(Object.keys(statusCounts(answers)).sort(), JSON.stringify(bodies.filter((_, i) => answers[i]!.status >= 500))).toEqual([
-      '201',
-      '409',
-    ]);
+    expect(
+      Object.keys(statusCounts(answers)).sort(),
+      JSON.stringify(bodies.filter((_, i) => answers[i]!.status >= 500)),
+    ).toEqual(['201', '409']);
     // Every acknowledged unit is in the books of its SKU, and nothing else is.
     const acknowledged = new Map<string, { units: number; orders: number }>();
     for (const answer of answers.filter((a) => a.status === 201)) {
