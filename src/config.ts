@@ -75,8 +75,9 @@ const configSchema = z.object({
   // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
   CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
   COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(64),
-  // Batches of orders one instance runs at once, each on segments none of the others holds.
-  BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(4),
+  // Batches of orders one instance runs at once, each on segments none of the others holds; each writes on one
+  // Postgres connection, so the default matches PG_POOL_SIZE's.
+  BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(500).default(20),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
   // Orders one client may place per minute on one instance; 0 (the default) turns the limit off, as load tests need.
   RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),

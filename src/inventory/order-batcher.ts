@@ -115,8 +115,9 @@ export class OrderBatcher {
       if (!order.lines.some((line) => line.wantsEvery || this.waitedFor.has(line.entry.sku))) continue;
       const group = order.lines.map(({ entry }) => `${entry.sku}\u0000${entry.layoutVersion}`).join('\u0001');
       if (this.inOrderRuns.has(group)) continue;
-      const members = groups.get(group) ?? [];
-      if (members.length < this.options.maxBatch) groups.set(group, [...members, order]);
+      let members = groups.get(group);
+      if (!members) groups.set(group, (members = []));
+      if (members.length < this.options.maxBatch) members.push(order);
     }
     for (const [group, members] of groups) {
       // Two orders that may not share a batch (same key, same limited customer) do not share this run either.
