@@ -41,13 +41,18 @@ local function leaveQueue(waiter)
   redis.call('ZREM', deadlinesKey, waiter)
 end
 
--- The common case first, in five commands: one attempt at a lock that is free with nobody queued is a new hold.
-if mode == 'try' and redis.call('EXISTS', lockKey, queueKey) == 0 then
+-- The caller's new hold, with the tokens it reserves: the answer of both paths that take a free lock.
+local function newHold()
   local fence, previous = take(owner)
   if reserve > 1 then
     redis.call('SET', fenceKey, string.format('%.0f', fence + reserve - 1), 'PX', 604800000)
   end
   return {fence, 1, previous, fence + reserve - 1}
+end
+
+-- The common case first, in five commands: one attempt at a lock that is free with nobody queued is a new hold.
+if mode == 'try' and redis.call('EXISTS', lockKey, queueKey) == 0 then
+  return newHold()
 end
 
 local time = redis.call('TIME')
@@ -71,11 +76,7 @@ if not holder then
   local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
   if not head or head == owner then
     if head then leaveQueue(head) end
-    local fence, previous = take(owner)
-    if reserve > 1 then
-      redis.call('SET', fenceKey, string.format('%.0f', fence + reserve - 1), 'PX', 604800000)
-    end
-    return {fence, 1, previous, fence + reserve - 1}
+    return newHold()
   end
   -- Free, but someone is first in line: it is theirs.
   leaveQueue(head)
