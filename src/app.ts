@@ -21,6 +21,7 @@ import { orderRateLimit, securityHeaders } from './http/security.js';
 import { OrderLifecycle } from './inventory/order-lifecycle.js';
 import { OrderPlacement } from './inventory/order-placement.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
+import { SharedClock } from './inventory/shared-clock.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './inventory/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
@@ -52,6 +53,8 @@ export class StockService {
   readonly metrics: ServiceMetrics;
   private readonly notices: ReleaseNotices;
   private readonly directory: SkuDirectory;
+  /** Sale windows open and close by this clock, the same on every instance. */
+  readonly clock: SharedClock;
   private readonly lifecycle: OrderLifecycle;
   private readonly dashboard: DashboardFeed;
   readonly access: Access;
@@ -71,7 +74,8 @@ export class StockService {
     );
     this.redis = this.connections.commands;
     this.notices = new ReleaseNotices(this.connections.subscriber);
-    this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000) });
+    this.clock = new SharedClock(this.redis, config.processClockSkewMs);
+    this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000), clock: this.clock });
     const backend = createLockBackend(config, {
       redis: this.redis,
       databaseUrl: endpoints.databaseUrl,
@@ -90,6 +94,7 @@ export class StockService {
       this.db,
       this.locks,
       this.directory,
+      this.clock,
       {
         lockWaitMs: config.lockWaitMs,
         criticalSectionDelayMs: config.criticalSectionDelayMs,
@@ -98,7 +103,13 @@ export class StockService {
       },
       this.metrics.orderFlowHooks,
     );
-    const admin = new StockAdmin(this.db, this.locks, this.directory, config.lockWaitMs * ADMIN_WAIT_FACTOR);
+    const admin = new StockAdmin(
+      this.db,
+      this.locks,
+      this.directory,
+      this.clock,
+      config.lockWaitMs * ADMIN_WAIT_FACTOR,
+    );
     this.lifecycle = new OrderLifecycle(
       this.db,
       this.locks,
@@ -109,6 +120,7 @@ export class StockService {
     this.dashboard = new DashboardFeed({
       readView: (sku) => admin.view(sku),
       readCounters: () => this.metrics.orderCounters(),
+      now: () => this.clock.now(),
       instance: `${hostname()} pid ${process.pid}`,
     });
     this.access = new Access(config);
@@ -161,6 +173,7 @@ export class StockService {
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {
     await this.connections.connect();
+    await this.clock.start();
     await this.directory.start();
     this.lifecycle.start();
     this.server = this.app.listen(port, host);
@@ -198,6 +211,7 @@ export class StockService {
       clearTimeout(grace);
     }
     await this.lifecycle.stop();
+    this.clock.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();
     await this.connections.close();

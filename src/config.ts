@@ -79,6 +79,8 @@ const configSchema = z.object({
   // Postgres connection, so the default matches PG_POOL_SIZE's.
   BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(500).default(20),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
+  // Test-only: shifts this process's own clock, to show that sale windows follow the shared clock, not the host's.
+  PROCESS_CLOCK_SKEW_MS: z.coerce.number().int().min(-86_400_000).max(86_400_000).default(0),
   // Orders one client may place per minute on one instance; 0 (the default) turns the limit off, as load tests need.
   RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Proxies in front of the service whose X-Forwarded-For to believe, so the rate limit sees clients, not the proxy.
@@ -134,6 +136,7 @@ export type Config = Readonly<{
   combineMaxBatch: number;
   batchesInFlight: number;
   shutdownGraceMs: number;
+  processClockSkewMs: number;
   rateLimitOrdersPerMinute: number;
   trustProxyHops: number;
   lockBackend: 'redis' | 'redlock' | 'postgres' | 'zookeeper';
@@ -222,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     criticalSectionDelayMs: e.CRITICAL_SECTION_DELAY_MS,
     combineMaxBatch: e.COMBINE_MAX_BATCH,
     batchesInFlight: e.BATCHES_IN_FLIGHT,
+    processClockSkewMs: e.PROCESS_CLOCK_SKEW_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,
     trustProxyHops: e.TRUST_PROXY_HOPS,

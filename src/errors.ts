@@ -16,6 +16,7 @@ export const errorCatalog = {
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   sku_exists: { status: 409, title: 'SKU already exists' },
   out_of_stock: { status: 409, title: 'Not enough stock' },
+  not_on_sale: { status: 409, title: 'SKU not on sale now' },
   purchase_limit: { status: 409, title: 'Per-customer limit reached' },
   order_not_reserved: { status: 409, title: 'Order is no longer reserved' },
   body_too_large: { status: 413, title: 'Request body too large' },
@@ -40,7 +41,7 @@ export class AppError extends Error {
     readonly detail: string,
     /** Extra members for the problem document, e.g. the stock seen on out_of_stock. */
     readonly extensions: Record<string, unknown> = {},
-    /** Seconds after which a retry may succeed (503 answers). */
+    /** Seconds after which a retry may succeed (503 answers; not_on_sale before the opening). */
     readonly retryAfterSeconds?: number,
   ) {
     // An answer to the client, not a fault: a stack trace would cost time on hot paths (a sold-out SKU refuses

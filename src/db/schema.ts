@@ -18,6 +18,9 @@ export interface SkuTable {
   reserved_in_earlier_layouts: ColumnType<number, number | undefined, number>;
   /** Most units of this SKU one customer's live orders may hold; null: no limit. */
   max_per_customer: number | null;
+  /** When orders open (inclusive) and close (exclusive), by the shared clock; null: open on that side. */
+  sale_starts_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  sale_ends_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }

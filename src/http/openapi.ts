@@ -31,6 +31,9 @@ const skuView = z.object({
   reserved: z.number().int().min(0).describe('Units in live reservations.'),
   sold: z.number().int().min(0).describe('Units of confirmed orders.'),
   maxPerCustomer: z.number().int().min(1).nullable().describe("Most units one customer's live orders may hold."),
+  saleStartsAt: z.iso.datetime().nullable().describe('When orders open (inclusive); null: since the SKU exists.'),
+  saleEndsAt: z.iso.datetime().nullable().describe('When orders close (exclusive); null: never.'),
+  onSale: z.boolean().describe("Whether orders are taken now, by the service's shared clock."),
   segmentStock: z.array(segmentStock),
 });
 
@@ -57,7 +60,15 @@ const problem = z.object({
   detail: z.string(),
   code: z.enum(Object.keys(errorCatalog) as [ErrorCode, ...ErrorCode[]]),
   available: z.number().int().min(0).optional().describe('out_of_stock only: the units seen under the locks.'),
-  sku: z.string().optional().describe('out_of_stock and purchase_limit: the SKU that fell short or is limited.'),
+  sku: z
+    .string()
+    .optional()
+    .describe('out_of_stock, purchase_limit and not_on_sale: the SKU that fell short, is limited or is not on sale.'),
+  opensAt: z.iso
+    .datetime()
+    .optional()
+    .describe('not_on_sale before the opening: when orders open (`Retry-After` says in how many seconds).'),
+  closedAt: z.iso.datetime().optional().describe('not_on_sale after the close: when orders closed.'),
   remaining: z
     .number()
     .int()
@@ -219,7 +230,10 @@ export function buildOpenApi(): Record<string, unknown> {
         patch: {
           tags: ['skus'],
           operationId: 'updateSku',
-          summary: 'Set or remove (null) the per-customer limit',
+          summary: 'Set or remove (null) the per-customer limit and the sale window',
+          description:
+            'Any of `maxPerCustomer`, `saleStartsAt`, `saleEndsAt`; `null` removes that one. A window change takes ' +
+            'effect on every instance at once (a change notice), by the shared clock.',
           security: adminSecurity,
           parameters: [skuParameter],
           requestBody: body('UpdateSku'),
@@ -307,6 +321,7 @@ export function buildOpenApi(): Record<string, unknown> {
               'customer_required',
               'sku_not_found',
               'out_of_stock',
+              'not_on_sale',
               'purchase_limit',
               'rate_limited',
               'lock_busy',

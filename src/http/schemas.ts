@@ -12,17 +12,37 @@ const stockQuantity = z.number().int().min(0).max(1e12);
 
 const maxPerCustomer = z.number().int().min(1).max(1_000_000);
 
-export const createSkuBody = z.strictObject({
-  sku: skuName,
-  stock: stockQuantity,
-  segments: z.number().int().min(1).max(1024),
-  maxPerCustomer: maxPerCustomer.optional(),
-});
+/** An instant of a sale window: RFC 3339 with a zone (`Z` or an offset); `null` leaves that side open. */
+const saleInstant = z.iso.datetime({ offset: true }).nullable();
 
-/** `null` removes the limit. */
-export const updateSkuBody = z.strictObject({
-  maxPerCustomer: maxPerCustomer.nullable(),
-});
+/**
+ * A window whose both ends are given must end after it starts; a PATCH that gives one end is checked against the
+ * SKU's other when it is applied.
+ */
+const windowInOrder = (body: { saleStartsAt?: string | null; saleEndsAt?: string | null }) =>
+  !body.saleStartsAt || !body.saleEndsAt || Date.parse(body.saleEndsAt) > Date.parse(body.saleStartsAt);
+const windowInOrderIssue = { message: 'saleEndsAt must be after saleStartsAt', path: ['saleEndsAt'] };
+
+export const createSkuBody = z
+  .strictObject({
+    sku: skuName,
+    stock: stockQuantity,
+    segments: z.number().int().min(1).max(1024),
+    maxPerCustomer: maxPerCustomer.optional(),
+    saleStartsAt: saleInstant.optional(),
+    saleEndsAt: saleInstant.optional(),
+  })
+  .refine(windowInOrder, windowInOrderIssue);
+
+/** Any of the fields: `null` removes the limit, or opens the window on that side. */
+export const updateSkuBody = z
+  .strictObject({
+    maxPerCustomer: maxPerCustomer.nullable().optional(),
+    saleStartsAt: saleInstant.optional(),
+    saleEndsAt: saleInstant.optional(),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'give maxPerCustomer, saleStartsAt or saleEndsAt')
+  .refine(windowInOrder, windowInOrderIssue);
 
 export const resegmentBody = z.strictObject({
   segments: z.number().int().min(1).max(1024),

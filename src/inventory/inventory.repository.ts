@@ -25,7 +25,14 @@ export function findSkuForUpdate(trx: Transaction<Database>, skuId: number): Pro
 
 export async function insertSku(
   trx: Transaction<Database>,
-  values: { sku: string; segmentShares: number[]; totalStock: number; maxPerCustomer: number | null },
+  values: {
+    sku: string;
+    segmentShares: number[];
+    totalStock: number;
+    maxPerCustomer: number | null;
+    saleStartsAt?: Date | null;
+    saleEndsAt?: Date | null;
+  },
 ): Promise<SkuRow> {
   const row = await trx
     .insertInto('skus')
@@ -34,6 +41,8 @@ export async function insertSku(
       segment_count: values.segmentShares.length,
       total_stock: values.totalStock,
       max_per_customer: values.maxPerCustomer,
+      sale_starts_at: values.saleStartsAt ?? null,
+      sale_ends_at: values.saleEndsAt ?? null,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -159,6 +168,8 @@ export async function updateSkuLayout(
     soldInEarlierLayouts?: number;
     reservedInEarlierLayouts?: number;
     maxPerCustomer?: number | null;
+    saleStartsAt?: Date | null;
+    saleEndsAt?: Date | null;
   },
 ): Promise<void> {
   await trx
@@ -172,6 +183,8 @@ export async function updateSkuLayout(
         reserved_in_earlier_layouts: values.reservedInEarlierLayouts,
       }),
       ...(values.maxPerCustomer !== undefined && { max_per_customer: values.maxPerCustomer }),
+      ...(values.saleStartsAt !== undefined && { sale_starts_at: values.saleStartsAt }),
+      ...(values.saleEndsAt !== undefined && { sale_ends_at: values.saleEndsAt }),
       updated_at: new Date(),
     })
     .where('id', '=', skuId)

@@ -2,8 +2,10 @@ import type { Db } from '../db/database.js';
 import { type BatchPlan, openSegments, planBatch, refOf } from './batch-plan.js';
 import { type BatchHooks, type BatchOrder, BatchSteps, type Ending } from './batch-steps.js';
 import { lockBusy, outOfStock } from './refusals.js';
+import { outsideWindow } from './sale-window.js';
 import { compareRefs, type SegmentLocks, segmentKey } from './segment-locks.js';
 import { SegmentMemory } from './segment-memory.js';
+import type { SharedClock } from './shared-clock.js';
 import type { SkuDirectory } from './sku-directory.js';
 
 export interface BatcherOptions {
@@ -42,6 +44,7 @@ export class OrderBatcher {
     db: Db,
     private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
+    private readonly clock: SharedClock,
     private readonly options: BatcherOptions,
     private readonly hooks: BatchHooks = {},
   ) {
@@ -197,13 +200,19 @@ export class OrderBatcher {
   }
 
   /**
-   * Ends the waiting orders no batch will take: those past their wait budget, and those for a SKU whose every segment
-   * turned out empty meanwhile (read as 0 under its lock, so no release would bring them stock).
+   * Ends the waiting orders no batch will take: those past their wait budget, those for a SKU whose sale closed while
+   * they waited (so nothing is placed after the close), and those for a SKU whose every segment turned out empty
+   * meanwhile (read as 0 under its lock, so no release would bring them stock).
    */
   private refuseLapsed(): void {
     const now = Date.now();
+    const shared = this.clock.now();
     const lapsed = (order: BatchOrder): Ending | undefined => {
       if (order.deadline <= now) return { kind: 'refused', problem: lockBusy(this.options.lockWaitMs) };
+      for (const { entry } of order.lines) {
+        const closed = outsideWindow(entry.sku, entry, shared);
+        if (closed) return { kind: 'refused', problem: closed };
+      }
       const gone = order.lines.find((line) => !line.entry.stale && openSegments(line.entry).length === 0);
       return gone && { kind: 'refused', problem: outOfStock(gone.entry.sku, gone.quantity, 0) };
     };

@@ -6,7 +6,9 @@ import { openSegments } from './batch-plan.js';
 import type { BatchHooks, Ending, OrderTrace } from './batch-steps.js';
 import { OrderBatcher } from './order-batcher.js';
 import { customerRequired, outOfStock } from './refusals.js';
+import { outsideWindow } from './sale-window.js';
 import type { SegmentLocks } from './segment-locks.js';
+import type { SharedClock } from './shared-clock.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
 export type { OrderTrace } from './batch-steps.js';
@@ -52,8 +54,9 @@ export interface OrderFlowHooks extends BatchHooks {
  * Placing an order, from the validated request to its answer:
  *
  * 1. an Idempotency-Key already used answers with its order (`replay`);
- * 2. the SKUs are looked up in the instance's directory (cached layouts, limits, segments known empty);
- * 3. a SKU known to be sold out is refused at once, with no lock and no query;
+ * 2. the SKUs are looked up in the instance's directory (cached layouts, limits, sale windows, segments known empty);
+ * 3. a SKU outside its sale window (by the shared clock), or known to be sold out, is refused at once, with no lock
+ *    and no query;
  * 4. the order joins the instance's next batch (`OrderBatcher`), which locks, decides, writes and answers it.
  */
 export class OrderPlacement {
@@ -63,6 +66,7 @@ export class OrderPlacement {
     private readonly db: Db,
     locks: SegmentLocks,
     private readonly directory: SkuDirectory,
+    private readonly clock: SharedClock,
     private readonly options: OrderPlacementOptions,
     private readonly hooks: OrderFlowHooks = {},
   ) {
@@ -70,6 +74,7 @@ export class OrderPlacement {
       db,
       locks,
       directory,
+      clock,
       {
         lockWaitMs: options.lockWaitMs,
         maxBatch: options.combineMaxBatch,
@@ -93,6 +98,11 @@ export class OrderPlacement {
     const deadline = Date.now() + this.options.lockWaitMs;
     for (;;) {
       const entries = await Promise.all(request.lines.map((line) => this.directory.get(line.sku)));
+      const now = this.clock.now();
+      for (const entry of entries) {
+        const closed = outsideWindow(entry.sku, entry, now);
+        if (closed) throw closed;
+      }
       const limited = entries.find((entry) => entry.maxPerCustomer !== null);
       if (limited && request.customerId === undefined) throw customerRequired(limited.sku);
       const soldOut = entries.findIndex((entry) => openSegments(entry).length === 0 && !entry.stale);

@@ -19,6 +19,22 @@ export function outOfStock(sku: string, quantity: number, available: number): Ap
   });
 }
 
+/**
+ * The SKU's sale window is not open: before it, `opensAt` and the seconds until then (Retry-After); after it,
+ * `closedAt`. Refused before any lock or query, like a SKU known to be sold out.
+ */
+export function notOnSale(
+  sku: string,
+  when: { opensAt: string } | { closedAt: string },
+  retryAfterSeconds?: number,
+): AppError {
+  const detail =
+    'opensAt' in when
+      ? `SKU '${sku}' goes on sale at ${when.opensAt}`
+      : `SKU '${sku}' was on sale until ${when.closedAt}`;
+  return new AppError('not_on_sale', detail, { sku, ...when }, retryAfterSeconds);
+}
+
 /** The SKU limits units per customer, and the order named none. */
 export function customerRequired(sku: string): AppError {
   return new AppError('customer_required', `SKU '${sku}' limits units per customer: the order needs a customerId`);

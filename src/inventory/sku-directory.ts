@@ -3,14 +3,15 @@ import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
 import type { RedisConnections } from '../redis/connections.js';
 import { findSku } from './inventory.repository.js';
+import type { SaleWindow } from './sale-window.js';
 
 /** What an instance remembers about a SKU between orders. */
-export interface SkuEntry {
+export interface SkuEntry extends SaleWindow {
   readonly id: number;
   readonly sku: string;
   readonly segmentCount: number;
   readonly layoutVersion: number;
-  /** The per-customer limit; null when there is none. A change announces itself like a layout change. */
+  /** The per-customer limit; null when there is none. A change announces itself like a layout change, as does a window's. */
   readonly maxPerCustomer: number | null;
   /**
    * Segments read as 0 under their lock. Stock only grows through restock, re-segmentation and returned units
@@ -104,6 +105,8 @@ export class SkuDirectory {
       segmentCount: row.segment_count,
       layoutVersion: row.layout_version,
       maxPerCustomer: row.max_per_customer,
+      saleStartsAt: row.sale_starts_at?.getTime() ?? null,
+      saleEndsAt: row.sale_ends_at?.getTime() ?? null,
       emptySegments: new Set(),
       stale: this.changeCount !== changeCountAtStart,
     };

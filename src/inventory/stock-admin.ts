@@ -16,8 +16,10 @@ import {
 import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
 import { recountHoldings } from './customer-holdings.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
+import { isOnSale } from './sale-window.js';
 import type { SegmentLocks } from './segment-locks.js';
 import { splitEvenly } from './segment-math.js';
+import type { SharedClock } from './shared-clock.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
 
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
@@ -35,7 +37,19 @@ export interface SkuView {
   sold: number;
   /** Most units one customer's live orders may hold; null: no limit. */
   maxPerCustomer: number | null;
+  /** When orders open (inclusive) and close (exclusive), RFC 3339; null: open on that side. */
+  saleStartsAt: string | null;
+  saleEndsAt: string | null;
+  /** Whether orders are taken now, by the shared clock. */
+  onSale: boolean;
   segmentStock: { segment: number; available: number }[];
+}
+
+/** What PATCH /skus/:sku changes: any of the limit and the window's ends (RFC 3339); null removes that one. */
+export interface SkuChanges {
+  maxPerCustomer?: number | null | undefined;
+  saleStartsAt?: string | null | undefined;
+  saleEndsAt?: string | null | undefined;
 }
 
 /** An admin write's Idempotency-Key, and a fingerprint of what the write asks (its route and body). */
@@ -52,8 +66,8 @@ export interface AdminAnswer {
 }
 
 /**
- * Configuration changes of a SKU: create, restock, re-segment, set its per-customer limit. Restock, re-segment and
- * limit changes take every segment lock of the current layout in the global lock order (so no deadlock) and write
+ * Configuration changes of a SKU: create, restock, re-segment, set its per-customer limit or its sale window. Restock,
+ * re-segment and limit changes take every segment lock of the current layout in the global lock order (so no deadlock) and write
  * fenced, so they never interleave with an order's read-decide-write. Each accepts an Idempotency-Key: the key and the answer are
  * written in the change's own transaction, so a retry replays the answer and applies nothing, and of two requests
  * racing with one key exactly one applies.
@@ -63,12 +77,17 @@ export class StockAdmin {
     private readonly db: Db,
     private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
+    /** Tells whether a SKU is on sale now. */
+    private readonly clock: SharedClock,
     /** How long a configuration change may wait for the segment locks. */
     private readonly lockWaitMs: number,
   ) {}
 
   create(
-    input: { sku: string; stock: number; segments: number; maxPerCustomer?: number | undefined },
+    input: { sku: string; stock: number; segments: number; maxPerCustomer?: number | undefined } & Omit<
+      SkuChanges,
+      'maxPerCustomer'
+    >,
     request?: AdminRequest,
   ): Promise<AdminAnswer> {
     return this.idempotent(request, async () => {
@@ -80,6 +99,8 @@ export class StockAdmin {
             segmentShares: splitEvenly(input.stock, input.segments),
             totalStock: input.stock,
             maxPerCustomer: input.maxPerCustomer ?? null,
+            saleStartsAt: instant(input.saleStartsAt),
+            saleEndsAt: instant(input.saleEndsAt),
           });
           return this.record(trx, input.sku, request, 201);
         });
@@ -97,6 +118,8 @@ export class StockAdmin {
   async view(sku: string, db: Db = this.db): Promise<SkuView> {
     const stock = await readSkuStock(db, sku);
     if (!stock) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
+    const { sale_starts_at: startsAt, sale_ends_at: endsAt } = stock.sku;
+    const window = { saleStartsAt: startsAt?.getTime() ?? null, saleEndsAt: endsAt?.getTime() ?? null };
     return {
       sku: stock.sku.sku,
       segments: stock.sku.segment_count,
@@ -105,6 +128,9 @@ export class StockAdmin {
       reserved: stock.reserved,
       sold: stock.sold,
       maxPerCustomer: stock.sku.max_per_customer,
+      saleStartsAt: startsAt?.toISOString() ?? null,
+      saleEndsAt: endsAt?.toISOString() ?? null,
+      onSale: isOnSale(window, this.clock.now()),
       segmentStock: stock.segments,
     };
   }
@@ -149,12 +175,39 @@ export class StockAdmin {
   }
 
   /**
-   * Sets or (null) removes the per-customer limit. Under every segment lock, so no order of the SKU commits meanwhile:
-   * the customers' holdings are recounted from their live orders, and orders placed while there was no limit count
-   * towards the new one.
+   * Changes the per-customer limit and/or the sale window (PATCH). A new limit is set under every segment lock, so no
+   * order of the SKU commits meanwhile: the customers' holdings are recounted from their live orders, and orders placed
+   * while there was no limit count towards the new one. A window alone needs no segment lock: orders check it before
+   * any lock, and every instance hears of the change through the SKU's change notice.
    */
-  setLimit(sku: string, maxPerCustomer: number | null, request?: AdminRequest): Promise<AdminAnswer> {
+  update(sku: string, changes: SkuChanges, request?: AdminRequest): Promise<AdminAnswer> {
+    const setWindow = async (trx: Transaction<Database>, row: SkuRow) => {
+      const saleStartsAt = changes.saleStartsAt === undefined ? row.sale_starts_at : instant(changes.saleStartsAt);
+      const saleEndsAt = changes.saleEndsAt === undefined ? row.sale_ends_at : instant(changes.saleEndsAt);
+      if (saleStartsAt && saleEndsAt && saleEndsAt <= saleStartsAt) {
+        throw new AppError(
+          'bad_request',
+          `saleEndsAt must be after saleStartsAt (${saleStartsAt.toISOString()}, ${saleEndsAt.toISOString()})`,
+        );
+      }
+      await updateSkuLayout(trx, row.id, { saleStartsAt, saleEndsAt });
+    };
+    if (changes.maxPerCustomer === undefined) {
+      return this.idempotent(request, async () => {
+        const view = await this.db.transaction().execute(async (trx) => {
+          const entry = await this.directory.get(sku);
+          const row = await findSkuForUpdate(trx, entry.id);
+          if (!row) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
+          await setWindow(trx, row);
+          return this.record(trx, sku, request, 200);
+        });
+        await this.directory.announceChange(sku);
+        return { status: 200, view: view ?? (await this.view(sku)), replayed: false };
+      });
+    }
+    const maxPerCustomer = changes.maxPerCustomer;
     return this.changeUnderAllLocks(sku, request, async (trx, row) => {
+      await setWindow(trx, row);
       await updateSkuLayout(trx, row.id, { maxPerCustomer });
       if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
       return true;
@@ -251,6 +304,10 @@ export class StockAdmin {
     if (!leases) throw lockBusy(this.lockWaitMs);
     return leases;
   }
+}
+
+function instant(text: string | null | undefined): Date | null {
+  return text ? new Date(text) : null;
 }
 
 function replay(prior: AdminRequestRecord, request: AdminRequest): AdminAnswer {

@@ -30,6 +30,8 @@ export const redisKeys = {
    * SKUs, since every instance listens to every SKU's changes; they are rare (admin writes), so one shard carries them.
    */
   skuChangedChannel: 'stock:sku-changed',
+  /** The key whose node's clock is the shared clock (sale windows): every instance reads the same node's TIME. */
+  clock: 'clock',
   /** Benchmarks only: the stock counter of the lock-free Redis baseline (one key per script call). */
   benchStock: (sku: string) => `bench:stock:{${sku}}`,
 } as const;

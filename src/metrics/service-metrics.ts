@@ -3,6 +3,7 @@ import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, R
 import { AppError, isDependencyFailure } from '../errors.js';
 import type { OrderFlowHooks, OrderTrace, PlacedOrder } from '../inventory/order-placement.js';
 import type { SegmentLockHooks } from '../inventory/segment-locks.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
 
 export interface SkuAvailable {
   sku: string;
@@ -12,6 +13,8 @@ export interface SkuAvailable {
 export interface ServiceMetricsOptions {
   /** Current stock per SKU, read at scrape time so the gauge is never stale. */
   readAvailable: () => Promise<SkuAvailable[]>;
+  /** The clock sale windows follow: its offset from this process's clock, and how far it may be off. */
+  clock: Pick<SharedClock, 'offsetFromProcessMs' | 'uncertaintyMs'>;
 }
 
 /** This instance's order answers by outcome and its lock waits, since it started (for the dashboard). */
@@ -111,6 +114,14 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  /** Per SKU, since a flood before an opening is one SKU's; the label set is bounded by the SKUs that have windows. */
+  private readonly notOnSale = new Counter({
+    name: 'stock_not_on_sale_refusals_total',
+    help: 'Orders refused because their SKU was outside its sale window (409 not_on_sale), per SKU.',
+    labelNames: ['sku'] as const,
+    registers: [this.registry],
+  });
+
   /** Orders being placed right now; a load test waits for 0 so that one round's stragglers stay out of the next. */
   private readonly ordersInProgress = new Gauge({
     name: 'stock_orders_in_progress',
@@ -129,6 +140,23 @@ export class ServiceMetrics {
       async collect() {
         this.reset();
         for (const { sku, available } of await options.readAvailable()) this.set({ sku }, available);
+      },
+    });
+    const { clock } = options;
+    new Gauge({
+      name: 'stock_shared_clock_offset_seconds',
+      help: "The shared clock (Redis's, which sale windows follow) minus this process's clock, last measured.",
+      registers: [this.registry],
+      collect() {
+        this.set(clock.offsetFromProcessMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'stock_shared_clock_uncertainty_seconds',
+      help: 'How far the shared clock as this instance reads it may be off: half the round trip it was measured with.',
+      registers: [this.registry],
+      collect() {
+        this.set(clock.uncertaintyMs / 1000);
       },
     });
     collectDefaultMetrics({ register: this.registry });
@@ -169,6 +197,8 @@ export class ServiceMetrics {
       return result;
     } catch (error) {
       outcome = outcomeOfError(error);
+      if (error instanceof AppError && error.code === 'not_on_sale')
+        this.notOnSale.inc({ sku: String(error.extensions.sku) });
       throw error;
     } finally {
       this.ordersInProgress.dec();

@@ -88,6 +88,50 @@ describe('the dashboard in a real browser', () => {
     await page.close();
   });
 
+  it("shows a SKU's sale window with a countdown to its opening, then that it is on sale", async () => {
+    const sku = uniqueSku('dash');
+    // Far enough ahead that a slow page load still sees the countdown.
+    const opensAt = Date.now() + 8_000;
+    const created = await call(
+      service.url,
+      'POST',
+      '/skus',
+      { sku, stock: 10, segments: 1, saleStartsAt: new Date(opensAt).toISOString() },
+      admin,
+    );
+    expect(created.status).toBe(201);
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${service.url}/dashboard?sku=${sku}#token=${ADMIN_TOKEN}`);
+      await page.waitForFunction(
+        () => /^opens .*, in 0:0[1-8]$/.test(document.querySelector('#sale-window')?.textContent ?? ''),
+        { timeout: 10_000, polling: 100 },
+      );
+      const seconds = () =>
+        page.$eval('#sale-window', (el) => Number(/in 0:(\d\d)$/.exec(el.textContent ?? '')?.[1] ?? NaN));
+      const first = await seconds();
+      // It counts down between the snapshots, by the service's clock.
+      await page.waitForFunction(
+        (from) => Number(/in 0:(\d\d)$/.exec(document.querySelector('#sale-window')?.textContent ?? '')?.[1]) < from,
+        { timeout: 5_000, polling: 100 },
+        first,
+      );
+      expect(await page.$eval('#sale-window', (el) => el.dataset.onSale)).toBe('false');
+      const since = `on sale since ${await page.evaluate((ms) => new Date(ms).toLocaleString(), opensAt)}`;
+      await page.waitForFunction(
+        (want) => document.querySelector('#sale-window')?.textContent === want,
+        {
+          timeout: 20_000,
+          polling: 100,
+        },
+        since,
+      );
+      expect(await page.$eval('#sale-window', (el) => el.dataset.onSale)).toBe('true');
+    } finally {
+      await page.close();
+    }
+  });
+
   it('asks for the token when it has none or a wrong one, and its data routes refuse requests without it', async () => {
     const context = await browser.createBrowserContext();
     try {

@@ -25,6 +25,9 @@ describe('SKU administration', () => {
       reserved: 0,
       sold: 0,
       maxPerCustomer: null,
+      saleStartsAt: null,
+      saleEndsAt: null,
+      onSale: true,
       segmentStock: [
         { segment: 0, available: 3 },
         { segment: 1, available: 3 },

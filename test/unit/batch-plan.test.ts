@@ -16,6 +16,8 @@ const sku = (segmentCount: number, name = `sku-${nextId}`): SkuEntry => ({
   segmentCount,
   layoutVersion: 1,
   maxPerCustomer: null,
+  saleStartsAt: null,
+  saleEndsAt: null,
   emptySegments: new Set(),
   stale: false,
 });

@@ -6,6 +6,7 @@ import type { OrderCounters } from '../../metrics/service-metrics.js';
 /** What every dashboard watching one SKU on this instance receives, once a second. */
 export interface DashboardSnapshot {
   instance: string;
+  /** When the snapshot was taken, by the shared clock (the one sale windows follow), so a countdown counts to it. */
   at: string;
   sku: string;
   /** The SKU's stock (one SKU view statement), or null with `problem` when it cannot be read. */
@@ -28,6 +29,8 @@ interface Watched {
 export interface DashboardSources {
   readView: (sku: string) => Promise<SkuView>;
   readCounters: () => Promise<OrderCounters>;
+  /** The shared clock's time. */
+  now: () => number;
   instance: string;
   intervalMs?: number;
 }
@@ -128,7 +131,7 @@ export class DashboardFeed {
     }
     return {
       instance: this.sources.instance,
-      at: new Date(atMs).toISOString(),
+      at: new Date(this.sources.now()).toISOString(),
       sku,
       view: view.value,
       ...(view.problem ? { problem: view.problem } : {}),

@@ -45,6 +45,7 @@ async function loadSkuList(selected) {
 
 async function watch(sku) {
   stream?.abort();
+  sale = null;
   if (!sku) return;
   const controller = new AbortController();
   stream = controller;
@@ -95,6 +96,37 @@ async function readEvents(body, onEvent) {
 
 const number = (n) => Math.round(n).toLocaleString('en');
 
+/** The last snapshot's view and clock, so the sale countdown ticks between snapshots. */
+let sale = null;
+
+/** `1:02:03` or `2:03`: whole seconds, rounded up as the service's Retry-After is. */
+function duration(ms) {
+  const total = Math.ceil(ms / 1000);
+  const [h, m, s] = [Math.floor(total / 3600), Math.floor(total / 60) % 60, total % 60];
+  return h > 0
+    ? `${h}:${String(m).padStart(2, '0')}:${String(s).padStart(2, '0')}`
+    : `${m}:${String(s).padStart(2, '0')}`;
+}
+
+function renderSaleWindow() {
+  const line = $('sale-window');
+  if (!sale) return (line.textContent = '');
+  const { view, atMs, receivedAt } = sale;
+  // The service's clock at the snapshot, moved on by how long ago it arrived: the browser's own clock may be off.
+  const now = atMs + (performance.now() - receivedAt);
+  const opens = view.saleStartsAt && Date.parse(view.saleStartsAt);
+  const closes = view.saleEndsAt && Date.parse(view.saleEndsAt);
+  const time = (ms) => new Date(ms).toLocaleString();
+  let text;
+  if (opens && now < opens) text = `opens ${time(opens)}, in ${duration(opens - now)}`;
+  else if (closes && now >= closes) text = `sale closed ${time(closes)}`;
+  else if (closes) text = `on sale, closes ${time(closes)}, in ${duration(closes - now)}`;
+  else text = opens ? `on sale since ${time(opens)}` : 'on sale';
+  line.textContent = text;
+  line.dataset.onSale = String(!(opens && now < opens) && !(closes && now >= closes));
+}
+setInterval(renderSaleWindow, 250);
+
 function render(snapshot) {
   $('instance').textContent = snapshot.instance;
   $('at').textContent = new Date(snapshot.at).toLocaleTimeString();
@@ -111,6 +143,8 @@ function render(snapshot) {
   $('answers').tBodies[0].replaceChildren(...rows);
   const view = snapshot.view;
   if (!view) return;
+  sale = { view, atMs: Date.parse(snapshot.at), receivedAt: performance.now() };
+  renderSaleWindow();
   $('stock').textContent = number(view.stock);
   $('available').textContent = number(view.available);
   $('sold').textContent = number(view.sold);
