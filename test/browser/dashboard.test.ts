@@ -116,7 +116,7 @@ describe('the dashboard in a real browser', () => {
         { timeout: 5_000, polling: 100 },
         first,
       );
-      expect(await page.$eval('#sale-window', (el) => el.dataset.onSale)).toBe('false');
+      expect(await page.$eval('#sale-window', (el) => el.getAttribute('data-on-sale'))).toBe('false');
       const since = `on sale since ${await page.evaluate((ms) => new Date(ms).toLocaleString(), opensAt)}`;
       await page.waitForFunction(
         (want) => document.querySelector('#sale-window')?.textContent === want,
@@ -126,7 +126,7 @@ describe('the dashboard in a real browser', () => {
         },
         since,
       );
-      expect(await page.$eval('#sale-window', (el) => el.dataset.onSale)).toBe('true');
+      expect(await page.$eval('#sale-window', (el) => el.getAttribute('data-on-sale'))).toBe('true');
     } finally {
       await page.close();
     }
