@@ -12,17 +12,27 @@ const stockQuantity = z.number().int().min(0).max(1e12);
 
 const maxPerCustomer = z.number().int().min(1).max(1_000_000);
 
+/** Available at or below this is announced as `sku.low_stock`. */
+const lowStockThreshold = z.number().int().min(0).max(1e12);
+
 export const createSkuBody = z.strictObject({
   sku: skuName,
   stock: stockQuantity,
   segments: z.number().int().min(1).max(1024),
   maxPerCustomer: maxPerCustomer.optional(),
+  lowStockThreshold: lowStockThreshold.optional(),
 });
 
-/** `null` removes the limit. */
-export const updateSkuBody = z.strictObject({
-  maxPerCustomer: maxPerCustomer.nullable(),
-});
+/** `null` removes the limit or the threshold; at least one of the two. */
+export const updateSkuBody = z
+  .strictObject({
+    maxPerCustomer: maxPerCustomer.nullable().optional(),
+    lowStockThreshold: lowStockThreshold.nullable().optional(),
+  })
+  .refine(
+    (body) => body.maxPerCustomer !== undefined || body.lowStockThreshold !== undefined,
+    'give maxPerCustomer, lowStockThreshold or both',
+  );
 
 export const resegmentBody = z.strictObject({
   segments: z.number().int().min(1).max(1024),

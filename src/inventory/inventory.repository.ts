@@ -25,7 +25,13 @@ export function findSkuForUpdate(trx: Transaction<Database>, skuId: number): Pro
 
 export async function insertSku(
   trx: Transaction<Database>,
-  values: { sku: string; segmentShares: number[]; totalStock: number; maxPerCustomer: number | null },
+  values: {
+    sku: string;
+    segmentShares: number[];
+    totalStock: number;
+    maxPerCustomer: number | null;
+    lowStockThreshold?: number | null;
+  },
 ): Promise<SkuRow> {
   const row = await trx
     .insertInto('skus')
@@ -34,6 +40,7 @@ export async function insertSku(
       segment_count: values.segmentShares.length,
       total_stock: values.totalStock,
       max_per_customer: values.maxPerCustomer,
+      low_stock_threshold: values.lowStockThreshold ?? null,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -159,6 +166,7 @@ export async function updateSkuLayout(
     soldInEarlierLayouts?: number;
     reservedInEarlierLayouts?: number;
     maxPerCustomer?: number | null;
+    lowStockThreshold?: number | null;
   },
 ): Promise<void> {
   await trx
@@ -172,6 +180,7 @@ export async function updateSkuLayout(
         reserved_in_earlier_layouts: values.reservedInEarlierLayouts,
       }),
       ...(values.maxPerCustomer !== undefined && { max_per_customer: values.maxPerCustomer }),
+      ...(values.lowStockThreshold !== undefined && { low_stock_threshold: values.lowStockThreshold }),
       updated_at: new Date(),
     })
     .where('id', '=', skuId)

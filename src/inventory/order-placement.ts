@@ -40,6 +40,8 @@ export interface OrderPlacementOptions {
   batchesInFlight: number;
   /** Benchmark knob: a simulated business step inside the lock. */
   criticalSectionDelayMs: number;
+  /** Whether placed orders write their events (EVENTS). */
+  events: boolean;
 }
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
@@ -75,6 +77,7 @@ export class OrderPlacement {
         maxBatch: options.combineMaxBatch,
         batchesInFlight: options.batchesInFlight,
         criticalSectionDelayMs: options.criticalSectionDelayMs,
+        events: options.events,
       },
       hooks,
     );

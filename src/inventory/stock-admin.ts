@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
 import { AppError } from '../errors.js';
+import type { Outbox } from '../events/outbox.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import {
   addToSegmentsFenced,
@@ -35,6 +36,8 @@ export interface SkuView {
   sold: number;
   /** Most units one customer's live orders may hold; null: no limit. */
   maxPerCustomer: number | null;
+  /** Available at or below this is announced as `sku.low_stock`; null: never. */
+  lowStockThreshold: number | null;
   segmentStock: { segment: number; available: number }[];
 }
 
@@ -65,22 +68,39 @@ export class StockAdmin {
     private readonly directory: SkuDirectory,
     /** How long a configuration change may wait for the segment locks. */
     private readonly lockWaitMs: number,
+    private readonly outbox: Outbox,
   ) {}
 
   create(
-    input: { sku: string; stock: number; segments: number; maxPerCustomer?: number | undefined },
+    input: {
+      sku: string;
+      stock: number;
+      segments: number;
+      maxPerCustomer?: number | undefined;
+      lowStockThreshold?: number | undefined;
+    },
     request?: AdminRequest,
   ): Promise<AdminAnswer> {
     return this.idempotent(request, async () => {
       let view: SkuView | undefined;
       try {
         view = await this.db.transaction().execute(async (trx) => {
-          await insertSku(trx, {
+          const row = await insertSku(trx, {
             sku: input.sku,
             segmentShares: splitEvenly(input.stock, input.segments),
             totalStock: input.stock,
             maxPerCustomer: input.maxPerCustomer ?? null,
+            lowStockThreshold: input.lowStockThreshold ?? null,
           });
+          const settings = {
+            stock: input.stock,
+            segments: input.segments,
+            maxPerCustomer: row.max_per_customer,
+            lowStockThreshold: row.low_stock_threshold,
+          };
+          await this.outbox.write(trx, [
+            { skuId: row.id, type: 'sku.created', data: { sku: settings }, available: input.stock },
+          ]);
           return this.record(trx, input.sku, request, 201);
         });
       } catch (error) {
@@ -105,6 +125,7 @@ export class StockAdmin {
       reserved: stock.reserved,
       sold: stock.sold,
       maxPerCustomer: stock.sku.max_per_customer,
+      lowStockThreshold: stock.sku.low_stock_threshold,
       segmentStock: stock.segments,
     };
   }
@@ -121,6 +142,14 @@ export class StockAdmin {
       if (written !== writes.length) return false;
       await updateSkuLayout(trx, row.id, { totalStock });
       await recordAddition(trx, row.id, quantity, 'restock');
+      await this.outbox.write(trx, [
+        {
+          skuId: row.id,
+          type: 'sku.restocked',
+          data: { restock: { quantity, stock: totalStock } },
+          available: quantity,
+        },
+      ]);
       return true;
     });
   }
@@ -144,19 +173,41 @@ export class StockAdmin {
         soldInEarlierLayouts,
         reservedInEarlierLayouts,
       });
+      await this.outbox.write(trx, [
+        {
+          skuId: row.id,
+          type: 'sku.resegmented',
+          data: { resegment: { segments: segmentCount, previousSegments: row.segment_count } },
+        },
+      ]);
       return true;
     });
   }
 
   /**
-   * Sets or (null) removes the per-customer limit. Under every segment lock, so no order of the SKU commits meanwhile:
-   * the customers' holdings are recounted from their live orders, and orders placed while there was no limit count
-   * towards the new one.
+   * Sets or (null) removes the per-customer limit and the low-stock threshold, whichever `changes` names. Under every
+   * segment lock, so no order of the SKU commits meanwhile: the customers' holdings are recounted from their live
+   * orders, and orders placed while there was no limit count towards the new one.
    */
-  setLimit(sku: string, maxPerCustomer: number | null, request?: AdminRequest): Promise<AdminAnswer> {
+  update(
+    sku: string,
+    changes: { maxPerCustomer?: number | null | undefined; lowStockThreshold?: number | null | undefined },
+    request?: AdminRequest,
+  ): Promise<AdminAnswer> {
     return this.changeUnderAllLocks(sku, request, async (trx, row) => {
-      await updateSkuLayout(trx, row.id, { maxPerCustomer });
-      if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
+      const { maxPerCustomer, lowStockThreshold } = changes;
+      await updateSkuLayout(trx, row.id, { maxPerCustomer, lowStockThreshold });
+      if (maxPerCustomer !== undefined) {
+        if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
+        await this.outbox.write(trx, [
+          { skuId: row.id, type: 'sku.limit_changed', data: { limit: { maxPerCustomer } } },
+        ]);
+      }
+      if (lowStockThreshold !== undefined) {
+        await this.outbox.write(trx, [
+          { skuId: row.id, type: 'sku.threshold_changed', data: { threshold: { lowStockThreshold } } },
+        ]);
+      }
       return true;
     });
   }

@@ -25,6 +25,7 @@ describe('SKU administration', () => {
       reserved: 0,
       sold: 0,
       maxPerCustomer: null,
+      lowStockThreshold: null,
       segmentStock: [
         { segment: 0, available: 3 },
         { segment: 1, available: 3 },

@@ -31,8 +31,11 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
     })
     .patch(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
-      const { maxPerCustomer } = parseOr400(updateSkuBody, req.body, 'body');
-      send(res, await admin.setLimit(sku, maxPerCustomer, adminRequest(req, ['limit', sku, maxPerCustomer])));
+      const changes = parseOr400(updateSkuBody, req.body, 'body');
+      // A limit alone keeps the fingerprint it always had, so keys stored before thresholds existed still replay.
+      const asked =
+        changes.lowStockThreshold === undefined ? ['limit', sku, changes.maxPerCustomer] : ['update', sku, changes];
+      send(res, await admin.update(sku, changes, adminRequest(req, asked)));
     })
     .all(methodNotAllowed('GET', 'PATCH'));
 
