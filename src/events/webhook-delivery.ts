@@ -91,7 +91,11 @@ export class WebhookDelivery {
   /** The connection holding this instance's endpoint locks, opened on first need and again after it broke. */
   private async locks(): Promise<pg.Client> {
     if (this.lockClient) return this.lockClient;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
+    // Named after this process, so an operator (or a test) can see which instance holds which endpoint.
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: `webhooks pid ${process.pid}`,
+    });
     // A broken connection has lost every lock it held: senders check `lockClient` before each request.
     client.on('error', () => {
       if (this.lockClient === client) this.lockClient = undefined;

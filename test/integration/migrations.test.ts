@@ -84,6 +84,7 @@ describe('migrations', () => {
     }
     expect(await auditStock(db, 'counted')).toMatchObject({ sold: 5, soldCounted: 5, reserved: 0, reservedCounted: 0 });
 
+    expect((await migrator.migrateDown()).results?.[0]?.migrationName).toBe('20261128000000_events');
     const down = await migrator.migrateDown();
     expect(down.error).toBeUndefined();
     expect(down.results?.[0]?.migrationName).toBe('20261127000000_reservation_confirmations');

@@ -21,6 +21,8 @@ export interface Received {
 export class EventReceiver {
   readonly received: Received[] = [];
   mode: 'ok' | 'fail' = 'ok';
+  /** How long each answer takes. */
+  delayMs = 0;
   secret: string | undefined;
   private server: Server | undefined;
   private port = 0;
@@ -40,7 +42,7 @@ export class EventReceiver {
           'webhook-timestamp': String(req.headers['webhook-timestamp']),
           'webhook-signature': String(req.headers['webhook-signature']),
         };
-        let verified = false;
+        let verified: boolean;
         try {
           new Webhook(this.secret!).verify(body, headers);
           verified = true;
@@ -55,7 +57,8 @@ export class EventReceiver {
           verified,
           event: JSON.parse(body),
         });
-        res.writeHead(this.mode === 'ok' ? 200 : 500).end();
+        const status = this.mode === 'ok' ? 200 : 500;
+        setTimeout(() => res.writeHead(status).end(), this.delayMs);
       });
     });
     this.server.listen(this.port, '127.0.0.1');
