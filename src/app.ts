@@ -8,6 +8,13 @@ import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
 import { AppError } from './errors.js';
+import { EventMetrics } from './events/event-metrics.js';
+import { EventStreams, eventRoutes } from './events/events.routes.js';
+import { Outbox } from './events/outbox.js';
+import { EventRetention } from './events/retention.js';
+import { EventSequencer } from './events/sequencer.js';
+import { WebhookDelivery } from './events/webhook-delivery.js';
+import { webhookRoutes } from './events/webhooks.routes.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
@@ -57,6 +64,10 @@ export class StockService {
   readonly clock: SharedClock;
   private readonly lifecycle: OrderLifecycle;
   private readonly dashboard: DashboardFeed;
+  readonly sequencer: EventSequencer;
+  private readonly streams: EventStreams;
+  private readonly retention: EventRetention;
+  private readonly deliveries: WebhookDelivery;
   readonly access: Access;
   private readonly app: express.Express;
   private server: Server | undefined;
@@ -100,21 +111,44 @@ export class StockService {
         criticalSectionDelayMs: config.criticalSectionDelayMs,
         combineMaxBatch: config.combineMaxBatch,
         batchesInFlight: config.batchesInFlight,
+        events: config.events.enabled,
       },
       this.metrics.orderFlowHooks,
     );
+    const outbox = new Outbox(config.events.enabled);
     const admin = new StockAdmin(
       this.db,
       this.locks,
       this.directory,
       this.clock,
       config.lockWaitMs * ADMIN_WAIT_FACTOR,
+      outbox,
     );
     this.lifecycle = new OrderLifecycle(
       this.db,
       this.locks,
       this.directory,
       config.lockWaitMs * ADMIN_WAIT_FACTOR,
+      outbox,
+      log,
+    );
+    const eventMetrics = new EventMetrics(this.metrics.registry);
+    this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
+      eventMetrics.sequenced(type, n),
+    );
+    this.streams = new EventStreams(this.db, config.events.pollMs);
+    this.retention = new EventRetention(this.db, config.events.retentionMs, log);
+    this.deliveries = new WebhookDelivery(
+      this.db,
+      endpoints.databaseUrl,
+      {
+        pollMs: config.events.pollMs,
+        backoffBaseMs: config.events.webhookBackoffBaseMs,
+        backoffMaxMs: config.events.webhookBackoffMaxMs,
+        retryForMs: config.events.webhookRetryForMs,
+        timeoutMs: config.events.webhookTimeoutMs,
+      },
+      eventMetrics,
       log,
     );
     this.dashboard = new DashboardFeed({
@@ -160,6 +194,8 @@ export class StockService {
       }),
     );
     app.use(skuRoutes(admin, access));
+    app.use(eventRoutes(this.db, this.streams, access.require(['events:read'])));
+    app.use(webhookRoutes(this.db, access.require(['webhooks:manage'])));
     const requireMonitoring = access.require(['metrics:read']);
     app.use(metricsRoutes(this.metrics, requireMonitoring));
     app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
@@ -176,6 +212,9 @@ export class StockService {
     await this.clock.start();
     await this.directory.start();
     this.lifecycle.start();
+    this.sequencer.start();
+    this.retention.start();
+    this.deliveries.start();
     this.server = this.app.listen(port, host);
     await once(this.server, 'listening');
     // Keep-alive longer than typical proxies' idle timeout, so they close first.
@@ -202,6 +241,7 @@ export class StockService {
     this.stopping = true;
     // Event streams never end by themselves: end them, or closing the server waits out the grace period.
     this.dashboard.close();
+    this.streams.close();
     const server = this.server;
     if (server) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -211,6 +251,7 @@ export class StockService {
       clearTimeout(grace);
     }
     await this.lifecycle.stop();
+    await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop()]);
     this.clock.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();

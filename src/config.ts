@@ -7,7 +7,15 @@ const positiveMs = (max: number) => z.coerce.number().int().min(1).max(max);
 const emptyAsUnset = (value: unknown) => (value === '' ? undefined : value);
 
 /** What a service credential may be granted (docs/operations.md#who-may-do-what). */
-export const SCOPES = ['orders:place', 'orders:read', 'orders:manage', 'stock:admin', 'metrics:read'] as const;
+export const SCOPES = [
+  'orders:place',
+  'orders:read',
+  'orders:manage',
+  'stock:admin',
+  'metrics:read',
+  'events:read',
+  'webhooks:manage',
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** One service key of API_KEYS_FILE: its name (for logs and rate limits), the SHA-256 of the key, its scopes. */
@@ -103,6 +111,23 @@ const configSchema = z.object({
       .regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*(\/[\w./-]*)?$/, 'must be host:port[,host:port…][/chroot]')
       .optional(),
   ),
+  // Stock and order events (docs/events.md): off writes none, for measuring what they cost; keep them on otherwise.
+  EVENTS: z.preprocess(emptyAsUnset, z.enum(['on', 'off']).default('on')),
+  // How long events (and webhook delivery records) are kept: 7 days by default.
+  EVENTS_RETENTION_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(366 * 86_400)
+    .default(7 * 86_400),
+  // How often each instance sequences committed events into the feed, and how often streams and senders look for them.
+  EVENTS_POLL_MS: positiveMs(10_000).default(100),
+  // Webhook retries: first after about WEBHOOK_BACKOFF_BASE_MS, doubling up to WEBHOOK_BACKOFF_MAX_MS, with jitter;
+  // an event failing for WEBHOOK_RETRY_FOR_MS (26 h by default) is marked failed and the endpoint moves on.
+  WEBHOOK_BACKOFF_BASE_MS: positiveMs(3_600_000).default(5_000),
+  WEBHOOK_BACKOFF_MAX_MS: positiveMs(86_400_000).default(3_600_000),
+  WEBHOOK_RETRY_FOR_MS: positiveMs(30 * 86_400_000).default(26 * 3_600_000),
+  WEBHOOK_TIMEOUT_MS: positiveMs(600_000).default(10_000),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
   LOCK_WATCHDOG: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('1')),
 });
@@ -143,6 +168,18 @@ export type Config = Readonly<{
   redisLockUrls: readonly string[];
   zookeeperConnect: string | undefined;
   lockWatchdog: boolean;
+  events: EventsConfig;
+}>;
+
+export type EventsConfig = Readonly<{
+  /** Whether changes write their events (EVENTS). */
+  enabled: boolean;
+  retentionMs: number;
+  pollMs: number;
+  webhookBackoffBaseMs: number;
+  webhookBackoffMaxMs: number;
+  webhookRetryForMs: number;
+  webhookTimeoutMs: number;
 }>;
 
 /** Customer JWTs: verified with the keys of `jwksUrl` (RS, PS, ES, EdDSA) or with `secret` (HS256), never both. */
@@ -233,6 +270,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisLockUrls: Object.freeze(e.REDIS_LOCK_URLS ?? []),
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
     lockWatchdog: e.LOCK_WATCHDOG === '1' || e.LOCK_WATCHDOG === 'true',
+    events: Object.freeze({
+      enabled: e.EVENTS === 'on',
+      retentionMs: e.EVENTS_RETENTION_SECONDS * 1000,
+      pollMs: e.EVENTS_POLL_MS,
+      webhookBackoffBaseMs: e.WEBHOOK_BACKOFF_BASE_MS,
+      webhookBackoffMaxMs: e.WEBHOOK_BACKOFF_MAX_MS,
+      webhookRetryForMs: e.WEBHOOK_RETRY_FOR_MS,
+      webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    }),
   });
 }
 

@@ -12,6 +12,7 @@ export const errorCatalog = {
   forbidden: { status: 403, title: 'Not allowed to this caller' },
   sku_not_found: { status: 404, title: 'Unknown SKU' },
   order_not_found: { status: 404, title: 'Unknown order' },
+  webhook_not_found: { status: 404, title: 'Unknown webhook' },
   route_not_found: { status: 404, title: 'No such route' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   sku_exists: { status: 409, title: 'SKU already exists' },

@@ -21,6 +21,8 @@ export interface SkuTable {
   /** When orders open (inclusive) and close (exclusive), by the shared clock; null: open on that side. */
   sale_starts_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   sale_ends_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Available at or below this is announced as `sku.low_stock`; null: never. */
+  low_stock_threshold: ColumnType<number | null, number | null | undefined, number | null>;
   created_at: CreatedAt;
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
@@ -120,6 +122,75 @@ export interface AdminRequestTable {
   created_at: CreatedAt;
 }
 
+/** A change's event, written in the change's own transaction, until the sequencer moves it into `events`. */
+export interface EventOutboxTable {
+  id: Generated<number>;
+  /** The writing transaction's id (xid8, read as text): the sequencer's order. */
+  xid: ColumnType<string, never, never>;
+  sku_id: number;
+  type: string;
+  data: unknown;
+  /** What the change did to the SKU's available, reserved and sold. */
+  d_available: ColumnType<number, number | undefined, never>;
+  d_reserved: ColumnType<number, number | undefined, never>;
+  d_sold: ColumnType<number, number | undefined, never>;
+  occurred_at: CreatedAt;
+}
+
+/** The feed: events in the order the sequencer gave them positions, each with its SKU's sequence and totals. */
+export interface EventTable {
+  position: Int8;
+  sku_id: number;
+  sku: string;
+  type: string;
+  sequence: Int8;
+  occurred_at: Date;
+  data: unknown;
+}
+
+/** Per SKU, the sequencer's last sequence number and the SKU's totals after it. */
+export interface EventSkuStateTable {
+  sku_id: number;
+  last_sequence: Int8;
+  available: Int8;
+  reserved: Int8;
+  sold: Int8;
+  low_stock_threshold: Int8 | null;
+}
+
+/** The one row whose lock makes its holder the sequencer: the last feed position given. */
+export interface EventSequencerTable {
+  id: number;
+  last_position: Int8;
+}
+
+export interface WebhookTable {
+  id: string;
+  url: string;
+  types: string[];
+  skus: string[] | null;
+  secret: string;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  /** Every event at or before this position was delivered or given up on. */
+  cursor: Int8;
+  /** Failed attempts at the next event so far, since when it fails, and when it may be tried again. */
+  attempts: ColumnType<number, number | undefined, number>;
+  failing_since: Date | null;
+  next_attempt_at: ColumnType<Date, Date | undefined, Date>;
+  created_at: CreatedAt;
+}
+
+export interface WebhookDeliveryTable {
+  id: Generated<number>;
+  webhook_id: string;
+  event_id: Int8;
+  attempt: number;
+  outcome: 'delivered' | 'retrying' | 'failed';
+  response_status: number | null;
+  error: string | null;
+  attempted_at: CreatedAt;
+}
+
 export interface Database {
   admin_requests: AdminRequestTable;
   skus: SkuTable;
@@ -130,6 +201,12 @@ export interface Database {
   stock_returns: StockReturnTable;
   customer_holdings: CustomerHoldingTable;
   reservation_confirmations: ReservationConfirmationTable;
+  event_outbox: EventOutboxTable;
+  events: EventTable;
+  event_sku_state: EventSkuStateTable;
+  event_sequencer: EventSequencerTable;
+  webhooks: WebhookTable;
+  webhook_deliveries: WebhookDeliveryTable;
 }
 
 export type SkuRow = Selectable<SkuTable>;

@@ -14,6 +14,15 @@ import {
   skuName,
   updateSkuBody,
 } from './schemas.js';
+import { EVENT_TYPES } from '../events/event-types.js';
+import {
+  createWebhookBody,
+  eventCursor,
+  eventsQuery,
+  eventStreamQuery,
+  replayWebhookBody,
+  updateWebhookBody,
+} from '../events/schemas.js';
 
 /**
  * The OpenAPI 3.1 document, built from the zod schemas that validate requests (src/http/schemas.ts) and the response
@@ -31,6 +40,7 @@ const skuView = z.object({
   reserved: z.number().int().min(0).describe('Units in live reservations.'),
   sold: z.number().int().min(0).describe('Units of confirmed orders.'),
   maxPerCustomer: z.number().int().min(1).nullable().describe("Most units one customer's live orders may hold."),
+  lowStockThreshold: z.number().int().min(0).nullable().describe('Available at or below this is `sku.low_stock`.'),
   saleStartsAt: z.iso.datetime().nullable().describe('When orders open (inclusive); null: since the SKU exists.'),
   saleEndsAt: z.iso.datetime().nullable().describe('When orders close (exclusive); null: never.'),
   onSale: z.boolean().describe("Whether orders are taken now, by the service's shared clock."),
@@ -94,7 +104,56 @@ const dashboardSnapshot = z.object({
   lockWaitsPerSecond: z.number(),
 });
 
+const stockEvent = z.object({
+  id: z.string().describe('Global, increasing; also the cursor to read on after this event.'),
+  type: z.enum(EVENT_TYPES),
+  sku: skuName,
+  sequence: z.number().int().min(1).describe("The SKU's events counted from 1, without gaps."),
+  occurredAt: z.iso.datetime(),
+  data: z
+    .looseObject({ available: z.number().int(), reserved: z.number().int(), sold: z.number().int() })
+    .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
+});
+
+const eventPage = z.object({
+  events: z.array(stockEvent),
+  nextCursor: z.string().nullable().describe('Pass as `after` for more; null when nothing is left for now.'),
+});
+
+const webhookView = z.object({
+  id: z.uuid(),
+  url: z.string(),
+  types: z.array(z.enum(EVENT_TYPES)),
+  skus: z.array(skuName).nullable(),
+  enabled: z.boolean(),
+  deliveredThrough: eventCursor.describe('Every matching event up to this cursor was delivered or given up on.'),
+  attempts: z.number().int().min(0),
+  failingSince: z.iso.datetime().nullable(),
+  nextAttemptAt: z.iso.datetime(),
+  createdAt: z.iso.datetime(),
+});
+
+const deliveryView = z.object({
+  eventId: eventCursor,
+  attempt: z.number().int().min(1),
+  outcome: z.enum(['delivered', 'retrying', 'failed']),
+  responseStatus: z.number().int().nullable(),
+  error: z.string().nullable(),
+  attemptedAt: z.iso.datetime(),
+});
+
 const components = z.registry<{ id: string }>();
+components.add(stockEvent, { id: 'Event' });
+components.add(eventPage, { id: 'EventPage' });
+components.add(createWebhookBody, { id: 'CreateWebhook' });
+components.add(updateWebhookBody, { id: 'UpdateWebhook' });
+components.add(replayWebhookBody, { id: 'ReplayWebhook' });
+components.add(webhookView, { id: 'Webhook' });
+components.add(webhookView.extend({ secret: z.string().describe('`whsec_…`, shown this once.') }), {
+  id: 'CreatedWebhook',
+});
+components.add(z.object({ webhooks: z.array(webhookView) }), { id: 'WebhookList' });
+components.add(z.object({ deliveries: z.array(deliveryView) }), { id: 'DeliveryList' });
 components.add(createSkuBody, { id: 'CreateSku' });
 components.add(resegmentBody, { id: 'Resegment' });
 components.add(restockBody, { id: 'Restock' });
@@ -149,6 +208,16 @@ const security = (scopes: Scope[], customer: boolean) => [
 ];
 const adminSecurity = security(['stock:admin'], false);
 const monitoringSecurity = security(['metrics:read'], false);
+const eventsSecurity = security(['events:read'], false);
+const webhooksSecurity = security(['webhooks:manage'], false);
+const queryParameters = (shape: Record<string, z.ZodType>) =>
+  Object.entries(shape).map(([name, schema]) => ({
+    name,
+    in: 'query',
+    required: !schema.safeParse(undefined).success,
+    schema: schemaOf(schema),
+  }));
+const webhookIdParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
 const OPEN_UNTIL_KEYS =
   ' Open to every caller until `API_KEYS_FILE` or a customer issuer is configured, as with `ADMIN_TOKEN` alone.';
 const skuParameter = { name: 'sku', in: 'path', required: true, schema: schemaOf(skuName) };
@@ -190,7 +259,15 @@ export function buildOpenApi(): Record<string, unknown> {
         '403 `forbidden` a valid one without the scope.',
     },
     servers: [{ url: 'http://127.0.0.1:3000', description: 'npm start' }],
-    tags: [{ name: 'skus' }, { name: 'orders' }, { name: 'health' }, { name: 'monitoring' }, { name: 'docs' }],
+    tags: [
+      { name: 'skus' },
+      { name: 'orders' },
+      { name: 'events' },
+      { name: 'webhooks' },
+      { name: 'health' },
+      { name: 'monitoring' },
+      { name: 'docs' },
+    ],
     paths: {
       '/skus': {
         post: {
@@ -230,10 +307,10 @@ export function buildOpenApi(): Record<string, unknown> {
         patch: {
           tags: ['skus'],
           operationId: 'updateSku',
-          summary: 'Set or remove (null) the per-customer limit and the sale window',
+          summary: 'Set or remove (null) the per-customer limit, the low-stock threshold and the sale window',
           description:
-            'Any of `maxPerCustomer`, `saleStartsAt`, `saleEndsAt`; `null` removes that one. A window change takes ' +
-            'effect on every instance at once (a change notice), by the shared clock.',
+            'Any of `maxPerCustomer`, `lowStockThreshold`, `saleStartsAt`, `saleEndsAt`; `null` removes that one. A ' +
+            'window change takes effect on every instance at once (a change notice), by the shared clock.',
           security: adminSecurity,
           parameters: [skuParameter],
           requestBody: body('UpdateSku'),
@@ -408,6 +485,125 @@ export function buildOpenApi(): Record<string, unknown> {
           responses: {
             '200': { description: '`{"status":"ready"}`' },
             ...problems('dependency_unavailable', 'shutting_down'),
+          },
+        },
+      },
+      '/events': {
+        get: {
+          tags: ['events'],
+          operationId: 'listEvents',
+          summary: 'Stock and order events in commit order, after a cursor',
+          description: 'Needs `events:read` (`METRICS_TOKEN` or `ADMIN_TOKEN`) once a token is configured.',
+          security: eventsSecurity,
+          parameters: queryParameters(eventsQuery.shape),
+          responses: {
+            '200': { description: 'A page of events.', content: json('EventPage') },
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/events/stream': {
+        get: {
+          tags: ['events'],
+          operationId: 'streamEvents',
+          summary: 'The feed as server-sent events (`id:` is the cursor; resumes after `Last-Event-ID`)',
+          security: eventsSecurity,
+          parameters: [
+            ...queryParameters(eventStreamQuery.shape),
+            { name: 'Last-Event-ID', in: 'header', required: false, schema: schemaOf(eventCursor) },
+          ],
+          responses: {
+            '200': {
+              description: 'An endless `text/event-stream`; each `data:` is an Event.',
+              content: { 'text/event-stream': { schema: { type: 'string' } } },
+            },
+            ...problems(...ALWAYS, ...AUTH, 'bad_request'),
+          },
+        },
+      },
+      '/webhooks': {
+        post: {
+          tags: ['webhooks'],
+          operationId: 'createWebhook',
+          summary: 'Register an endpoint; its signing secret is in this answer only',
+          security: webhooksSecurity,
+          requestBody: body('CreateWebhook'),
+          responses: {
+            '201': { description: 'Registered; `Location: /webhooks/{id}`.', content: json('CreatedWebhook') },
+            ...problems(...ALWAYS, ...WRITE, ...AUTH, 'dependency_unavailable'),
+          },
+        },
+        get: {
+          tags: ['webhooks'],
+          operationId: 'listWebhooks',
+          summary: 'Registered endpoints (without secrets)',
+          security: webhooksSecurity,
+          responses: {
+            '200': { description: 'The endpoints.', content: json('WebhookList') },
+            ...problems(...ALWAYS, ...AUTH, 'dependency_unavailable'),
+          },
+        },
+      },
+      '/webhooks/{id}': {
+        get: {
+          tags: ['webhooks'],
+          operationId: 'getWebhook',
+          summary: 'An endpoint and where its deliveries are',
+          security: webhooksSecurity,
+          parameters: [webhookIdParameter],
+          responses: {
+            '200': { description: 'The endpoint.', content: json('Webhook') },
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'webhook_not_found', 'dependency_unavailable'),
+          },
+        },
+        patch: {
+          tags: ['webhooks'],
+          operationId: 'updateWebhook',
+          summary: 'Change the URL, types, SKUs, or pause (enabled: false)',
+          security: webhooksSecurity,
+          parameters: [webhookIdParameter],
+          requestBody: body('UpdateWebhook'),
+          responses: {
+            '200': { description: 'The endpoint.', content: json('Webhook') },
+            ...problems(...ALWAYS, ...WRITE, ...AUTH, 'webhook_not_found', 'dependency_unavailable'),
+          },
+        },
+        delete: {
+          tags: ['webhooks'],
+          operationId: 'deleteWebhook',
+          summary: 'Remove an endpoint and its delivery records',
+          security: webhooksSecurity,
+          parameters: [webhookIdParameter],
+          responses: {
+            '204': { description: 'Removed.' },
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'webhook_not_found', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/webhooks/{id}/deliveries': {
+        get: {
+          tags: ['webhooks'],
+          operationId: 'listWebhookDeliveries',
+          summary: 'Delivery attempts, newest first: delivered, retrying (with the answer or error) or failed',
+          security: webhooksSecurity,
+          parameters: [webhookIdParameter, ...queryParameters({ limit: eventsQuery.shape.limit })],
+          responses: {
+            '200': { description: 'The attempts.', content: json('DeliveryList') },
+            ...problems(...ALWAYS, ...AUTH, 'bad_request', 'webhook_not_found', 'dependency_unavailable'),
+          },
+        },
+      },
+      '/webhooks/{id}/replay': {
+        post: {
+          tags: ['webhooks'],
+          operationId: 'replayWebhook',
+          summary: 'Deliver again every matching event after a cursor',
+          security: webhooksSecurity,
+          parameters: [webhookIdParameter],
+          requestBody: body('ReplayWebhook'),
+          responses: {
+            '200': { description: 'The endpoint, moved back to the cursor.', content: json('Webhook') },
+            ...problems(...ALWAYS, ...WRITE, ...AUTH, 'webhook_not_found', 'dependency_unavailable'),
           },
         },
       },

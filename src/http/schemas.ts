@@ -12,6 +12,9 @@ const stockQuantity = z.number().int().min(0).max(1e12);
 
 const maxPerCustomer = z.number().int().min(1).max(1_000_000);
 
+/** Available at or below this is announced as `sku.low_stock`. */
+const lowStockThreshold = z.number().int().min(0).max(1e12);
+
 /** An instant of a sale window: RFC 3339 with a zone (`Z` or an offset); `null` leaves that side open. */
 const saleInstant = z.iso.datetime({ offset: true }).nullable();
 
@@ -29,19 +32,21 @@ export const createSkuBody = z
     stock: stockQuantity,
     segments: z.number().int().min(1).max(1024),
     maxPerCustomer: maxPerCustomer.optional(),
+    lowStockThreshold: lowStockThreshold.optional(),
     saleStartsAt: saleInstant.optional(),
     saleEndsAt: saleInstant.optional(),
   })
   .refine(windowInOrder, windowInOrderIssue);
 
-/** Any of the fields: `null` removes the limit, or opens the window on that side. */
+/** Any of the fields: `null` removes the limit or the threshold, or opens the window on that side. */
 export const updateSkuBody = z
   .strictObject({
     maxPerCustomer: maxPerCustomer.nullable().optional(),
+    lowStockThreshold: lowStockThreshold.nullable().optional(),
     saleStartsAt: saleInstant.optional(),
     saleEndsAt: saleInstant.optional(),
   })
-  .refine((body) => Object.keys(body).length > 0, 'give maxPerCustomer, saleStartsAt or saleEndsAt')
+  .refine((body) => Object.keys(body).length > 0, 'give maxPerCustomer, lowStockThreshold, saleStartsAt or saleEndsAt')
   .refine(windowInOrder, windowInOrderIssue);
 
 export const resegmentBody = z.strictObject({

@@ -65,6 +65,8 @@ export class BatchSteps {
     private readonly memory: SegmentMemory,
     /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
     private readonly criticalSectionDelayMs: number,
+    /** Whether placed orders write their events (EVENTS). */
+    private readonly events: boolean,
     private readonly hooks: BatchHooks,
   ) {}
 
@@ -173,7 +175,7 @@ export class BatchSteps {
       takes: takes.map((t) => ({ segment: index.get(t.key)!, quantity: t.quantity })),
       limitedSkuIds: order.lines.filter((l) => l.entry.maxPerCustomer !== null).map((l) => l.entry.id),
     }));
-    const result = await writeBatch(this.db, { segments: segmentWrites, orders: orderWrites });
+    const result = await writeBatch(this.db, { segments: segmentWrites, orders: orderWrites, events: this.events });
     this.hooks.onBatch?.(result.placed.size);
 
     const takenFrom = new Map<string, number>();

@@ -32,6 +32,7 @@ export async function insertSku(
     maxPerCustomer: number | null;
     saleStartsAt?: Date | null;
     saleEndsAt?: Date | null;
+    lowStockThreshold?: number | null;
   },
 ): Promise<SkuRow> {
   const row = await trx
@@ -43,6 +44,7 @@ export async function insertSku(
       max_per_customer: values.maxPerCustomer,
       sale_starts_at: values.saleStartsAt ?? null,
       sale_ends_at: values.saleEndsAt ?? null,
+      low_stock_threshold: values.lowStockThreshold ?? null,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -170,6 +172,7 @@ export async function updateSkuLayout(
     maxPerCustomer?: number | null;
     saleStartsAt?: Date | null;
     saleEndsAt?: Date | null;
+    lowStockThreshold?: number | null;
   },
 ): Promise<void> {
   await trx
@@ -185,6 +188,7 @@ export async function updateSkuLayout(
       ...(values.maxPerCustomer !== undefined && { max_per_customer: values.maxPerCustomer }),
       ...(values.saleStartsAt !== undefined && { sale_starts_at: values.saleStartsAt }),
       ...(values.saleEndsAt !== undefined && { sale_ends_at: values.saleEndsAt }),
+      ...(values.lowStockThreshold !== undefined && { low_stock_threshold: values.lowStockThreshold }),
       updated_at: new Date(),
     })
     .where('id', '=', skuId)

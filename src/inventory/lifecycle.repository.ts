@@ -82,9 +82,15 @@ export async function takeOffRunningTotal(trx: Trx, orderId: string, from: 'rese
  * units stay counted in the segments' `reserved`: a confirm never touches the segment rows that every lock holder
  * writes, and so never queues behind the holders' batch writes, nor they behind it. Rows are locked in one global
  * order, orders by id and then counters by SKU, as a cancel locks them too, so concurrent batches cannot deadlock.
- * Answers the ids it confirmed; the others were not live reservations.
+ * Answers the ids it confirmed; the others were not live reservations. With `events`, each confirmed order writes one
+ * `order.confirmed` event per SKU into the outbox, in the same statement.
  */
-export async function confirmReservations(db: Db, orderIds: readonly string[], slot: number): Promise<Set<string>> {
+export async function confirmReservations(
+  db: Db,
+  orderIds: readonly string[],
+  slot: number,
+  events: boolean,
+): Promise<Set<string>> {
   const { rows } = await sql<{ id: string }>`
     with locked as (
       select id from orders where id = any(${orderIds}::uuid[]) order by id for update
@@ -100,6 +106,15 @@ export async function confirmReservations(db: Db, orderIds: readonly string[], s
        group by d.sku_id
        order by d.sku_id
       on conflict (sku_id, slot) do update set units = reservation_confirmations.units + excluded.units
+    ), events as (
+      insert into event_outbox (sku_id, type, data, d_reserved, d_sold)
+      select d.sku_id, 'order.confirmed',
+             jsonb_build_object('order', jsonb_build_object('orderId', d.order_id, 'status', 'confirmed',
+                                                            'quantity', sum(d.quantity))),
+             -sum(d.quantity), sum(d.quantity)
+        from stock_deductions d
+       where ${events} and d.order_id in (select id from changed)
+       group by d.sku_id, d.order_id
     )
     select id from changed`.execute(db);
   return new Set(rows.map((row) => row.id));

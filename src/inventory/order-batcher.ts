@@ -16,6 +16,8 @@ export interface BatcherOptions {
   batchesInFlight: number;
   /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
   criticalSectionDelayMs: number;
+  /** Whether placed orders write their events (EVENTS). */
+  events: boolean;
 }
 
 /** How soon orders that found every segment they need held are planned again (a held-elsewhere mark lasts as long). */
@@ -48,7 +50,15 @@ export class OrderBatcher {
     private readonly options: BatcherOptions,
     private readonly hooks: BatchHooks = {},
   ) {
-    this.steps = new BatchSteps(db, locks, directory, this.memory, options.criticalSectionDelayMs, hooks);
+    this.steps = new BatchSteps(
+      db,
+      locks,
+      directory,
+      this.memory,
+      options.criticalSectionDelayMs,
+      options.events,
+      hooks,
+    );
   }
 
   /** Queues the order for the next batch that can take it. */

@@ -1,5 +1,7 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
+import type { Outbox, OutboxEvent } from '../events/outbox.js';
+import type { OrderStatus } from '../db/schema.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { Logger } from '../logger.js';
 import { findOrder, type OrderRecord } from '../orders/order.repository.js';
@@ -50,7 +52,7 @@ export class OrderLifecycle {
   /** Confirms queued while one statement runs go in the next: one commit for each batch. */
   private readonly confirms = new WriteCombiner<string, boolean>(async (orderIds) => {
     const slot = Math.floor(Math.random() * CONFIRMATION_SLOTS);
-    const confirmed = await confirmReservations(this.db, orderIds, slot);
+    const confirmed = await confirmReservations(this.db, orderIds, slot, this.outbox.enabled);
     return orderIds.map((id) => confirmed.has(id));
   }, MAX_CONFIRM_BATCH);
 
@@ -60,6 +62,7 @@ export class OrderLifecycle {
     private readonly directory: SkuDirectory,
     /** How long a return may wait for its segment locks. */
     private readonly lockWaitMs: number,
+    private readonly outbox: Outbox,
     private readonly log: Logger,
   ) {}
 
@@ -166,6 +169,7 @@ export class OrderLifecycle {
           const wasReservation = order.status === 'reserved' || order.confirmedSlot !== null;
           await takeOffRunningTotal(trx, orderId, wasReservation ? 'reserved' : 'sold');
           if (order.confirmedSlot !== null) await uncountConfirmation(trx, order.confirmedSlot, taken);
+          await this.outbox.write(trx, endedEvents(orderId, reason, order.status, entries, taken));
           if (order.customerId !== null) {
             for (const entry of entries) {
               const units = taken.filter((t) => t.skuId === entry.id).reduce((total, t) => total + t.quantity, 0);
@@ -206,6 +210,26 @@ function unitsBackTo(entry: SkuEntry, taken: TakenUnits[]): { ref: SegmentRef; s
   return splitEvenly(total, entry.segmentCount)
     .map((quantity, segment) => ({ ref: ref(segment), skuId: entry.id, quantity }))
     .filter((b) => b.quantity > 0);
+}
+
+/** One `order.cancelled` or `order.expired` event per SKU of the order: its units back from reserved or sold. */
+function endedEvents(
+  orderId: string,
+  reason: 'cancelled' | 'expired',
+  wasStatus: OrderStatus,
+  entries: SkuEntry[],
+  taken: TakenUnits[],
+): OutboxEvent[] {
+  return entries.map((entry) => {
+    const quantity = taken.filter((t) => t.skuId === entry.id).reduce((total, t) => total + t.quantity, 0);
+    return {
+      skuId: entry.id,
+      type: reason === 'expired' ? 'order.expired' : 'order.cancelled',
+      data: { order: { orderId, status: reason, previousStatus: wasStatus, quantity } },
+      available: quantity,
+      ...(wasStatus === 'confirmed' ? { sold: -quantity } : { reserved: -quantity }),
+    };
+  });
 }
 
 function withFences(

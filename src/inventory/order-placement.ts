@@ -42,6 +42,8 @@ export interface OrderPlacementOptions {
   batchesInFlight: number;
   /** Benchmark knob: a simulated business step inside the lock. */
   criticalSectionDelayMs: number;
+  /** Whether placed orders write their events (EVENTS). */
+  events: boolean;
 }
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
@@ -80,6 +82,7 @@ export class OrderPlacement {
         maxBatch: options.combineMaxBatch,
         batchesInFlight: options.batchesInFlight,
         criticalSectionDelayMs: options.criticalSectionDelayMs,
+        events: options.events,
       },
       hooks,
     );

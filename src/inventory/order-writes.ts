@@ -38,6 +38,8 @@ export interface OrderWrite extends OrderFields {
 export interface BatchWrite {
   segments: SegmentWrite[];
   orders: OrderWrite[];
+  /** False writes no `order.placed` events (EVENTS=off); they are written by default. */
+  events?: boolean;
 }
 
 /** The order row as written: when it was placed, and until when a reservation holds. */
@@ -61,8 +63,11 @@ export interface BatchWritten {
  * written fenced — only where the row still carries the token its holder read and the holder's token is newer — with
  * the stock read less what the placed orders take, and its running totals of units sold and reserved. An order is
  * inserted, with its ledger rows, only if every segment it takes from was written; an order whose Idempotency-Key
- * another request already used is skipped (`on conflict do nothing`) and takes nothing. One statement is atomic by
- * itself and, being the same text for every batch, planned once per connection.
+ * another request already used is skipped (`on conflict do nothing`) and takes nothing. Each placed order writes one
+ * `order.placed` event per SKU it takes from into the outbox, from the same `taken` rows as its ledger: an order the
+ * fence or its key left out has no event. One statement is atomic by itself and, being the same text for every
+ * batch, planned once per connection. The outbox insert is append-only (no row of it is ever updated here), so it
+ * adds no lock that writers of one SKU's different segments would queue on (src/events/sequencer.ts).
  */
 export const FENCE_GUARD = 's.fence_token = w.fence_seen and s.fence_token < w.fence';
 
@@ -109,6 +114,16 @@ export const writeBatchStatement: PreparedStatement = {
     ), ledger as (
       insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
       select t.id, w.sku_id, w.segment, w.layout_version, t.quantity, w.fence from taken t join seg w on w.i = t.i
+    ), events as (
+      insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold)
+      select w.sku_id, 'order.placed',
+             jsonb_build_object('order', jsonb_build_object('orderId', t.id, 'status', t.status, 'quantity', sum(t.quantity))),
+             -sum(t.quantity),
+             case when t.status = 'reserved' then sum(t.quantity) else 0 end,
+             case when t.status = 'confirmed' then sum(t.quantity) else 0 end
+        from taken t join seg w on w.i = t.i
+       where $18::boolean
+       group by w.sku_id, t.id, t.status
     )
     select i::int as segment, null::uuid as id, null::text as status, null::timestamptz as created_at,
            null::timestamptz as expires_at
@@ -204,6 +219,7 @@ async function runWrite(
     // Ordinality counts from 1.
     takes.map((t) => t.segment + 1),
     takes.map((t) => t.quantity),
+    batch.events ?? true,
   ]);
   const written = new Set<number>();
   const placed = new Map<string, PlacedRow>();

@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
 import { AppError } from '../errors.js';
+import type { Outbox } from '../events/outbox.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import {
   addToSegmentsFenced,
@@ -37,6 +38,8 @@ export interface SkuView {
   sold: number;
   /** Most units one customer's live orders may hold; null: no limit. */
   maxPerCustomer: number | null;
+  /** Available at or below this is announced as `sku.low_stock`; null: never. */
+  lowStockThreshold: number | null;
   /** When orders open (inclusive) and close (exclusive), RFC 3339; null: open on that side. */
   saleStartsAt: string | null;
   saleEndsAt: string | null;
@@ -45,9 +48,13 @@ export interface SkuView {
   segmentStock: { segment: number; available: number }[];
 }
 
-/** What PATCH /skus/:sku changes: any of the limit and the window's ends (RFC 3339); null removes that one. */
+/**
+ * What PATCH /skus/:sku changes (and what a create may set): any of the limit, the low-stock threshold and the window's
+ * ends (RFC 3339); null removes that one.
+ */
 export interface SkuChanges {
   maxPerCustomer?: number | null | undefined;
+  lowStockThreshold?: number | null | undefined;
   saleStartsAt?: string | null | undefined;
   saleEndsAt?: string | null | undefined;
 }
@@ -81,27 +88,37 @@ export class StockAdmin {
     private readonly clock: SharedClock,
     /** How long a configuration change may wait for the segment locks. */
     private readonly lockWaitMs: number,
+    private readonly outbox: Outbox,
   ) {}
 
   create(
-    input: { sku: string; stock: number; segments: number; maxPerCustomer?: number | undefined } & Omit<
-      SkuChanges,
-      'maxPerCustomer'
-    >,
+    input: { sku: string; stock: number; segments: number } & SkuChanges,
     request?: AdminRequest,
   ): Promise<AdminAnswer> {
     return this.idempotent(request, async () => {
       let view: SkuView | undefined;
       try {
         view = await this.db.transaction().execute(async (trx) => {
-          await insertSku(trx, {
+          const row = await insertSku(trx, {
             sku: input.sku,
             segmentShares: splitEvenly(input.stock, input.segments),
             totalStock: input.stock,
             maxPerCustomer: input.maxPerCustomer ?? null,
+            lowStockThreshold: input.lowStockThreshold ?? null,
             saleStartsAt: instant(input.saleStartsAt),
             saleEndsAt: instant(input.saleEndsAt),
           });
+          const settings = {
+            stock: input.stock,
+            segments: input.segments,
+            maxPerCustomer: row.max_per_customer,
+            lowStockThreshold: row.low_stock_threshold,
+            saleStartsAt: row.sale_starts_at?.toISOString() ?? null,
+            saleEndsAt: row.sale_ends_at?.toISOString() ?? null,
+          };
+          await this.outbox.write(trx, [
+            { skuId: row.id, type: 'sku.created', data: { sku: settings }, available: input.stock },
+          ]);
           return this.record(trx, input.sku, request, 201);
         });
       } catch (error) {
@@ -128,6 +145,7 @@ export class StockAdmin {
       reserved: stock.reserved,
       sold: stock.sold,
       maxPerCustomer: stock.sku.max_per_customer,
+      lowStockThreshold: stock.sku.low_stock_threshold,
       saleStartsAt: startsAt?.toISOString() ?? null,
       saleEndsAt: endsAt?.toISOString() ?? null,
       onSale: isOnSale(window, this.clock.now()),
@@ -147,6 +165,14 @@ export class StockAdmin {
       if (written !== writes.length) return false;
       await updateSkuLayout(trx, row.id, { totalStock });
       await recordAddition(trx, row.id, quantity, 'restock');
+      await this.outbox.write(trx, [
+        {
+          skuId: row.id,
+          type: 'sku.restocked',
+          data: { restock: { quantity, stock: totalStock } },
+          available: quantity,
+        },
+      ]);
       return true;
     });
   }
@@ -170,15 +196,23 @@ export class StockAdmin {
         soldInEarlierLayouts,
         reservedInEarlierLayouts,
       });
+      await this.outbox.write(trx, [
+        {
+          skuId: row.id,
+          type: 'sku.resegmented',
+          data: { resegment: { segments: segmentCount, previousSegments: row.segment_count } },
+        },
+      ]);
       return true;
     });
   }
 
   /**
-   * Changes the per-customer limit and/or the sale window (PATCH). A new limit is set under every segment lock, so no
-   * order of the SKU commits meanwhile: the customers' holdings are recounted from their live orders, and orders placed
-   * while there was no limit count towards the new one. A window alone needs no segment lock: orders check it before
-   * any lock, and every instance hears of the change through the SKU's change notice.
+   * Changes the per-customer limit, the low-stock threshold and/or the sale window (PATCH), whichever `changes`
+   * names. A limit or threshold is set under every segment lock, so no order of the SKU commits meanwhile: the
+   * customers' holdings are recounted from their live orders, and orders placed while there was no limit count
+   * towards the new one. A window alone needs no segment lock: orders check it before any lock, and every instance
+   * hears of the change through the SKU's change notice.
    */
   update(sku: string, changes: SkuChanges, request?: AdminRequest): Promise<AdminAnswer> {
     const setWindow = async (trx: Transaction<Database>, row: SkuRow) => {
@@ -192,7 +226,8 @@ export class StockAdmin {
       }
       await updateSkuLayout(trx, row.id, { saleStartsAt, saleEndsAt });
     };
-    if (changes.maxPerCustomer === undefined) {
+    const { maxPerCustomer, lowStockThreshold } = changes;
+    if (maxPerCustomer === undefined && lowStockThreshold === undefined) {
       return this.idempotent(request, async () => {
         const view = await this.db.transaction().execute(async (trx) => {
           const entry = await this.directory.get(sku);
@@ -205,11 +240,20 @@ export class StockAdmin {
         return { status: 200, view: view ?? (await this.view(sku)), replayed: false };
       });
     }
-    const maxPerCustomer = changes.maxPerCustomer;
     return this.changeUnderAllLocks(sku, request, async (trx, row) => {
       await setWindow(trx, row);
-      await updateSkuLayout(trx, row.id, { maxPerCustomer });
-      if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
+      await updateSkuLayout(trx, row.id, { maxPerCustomer, lowStockThreshold });
+      if (maxPerCustomer !== undefined) {
+        if (maxPerCustomer !== null) await recountHoldings(trx, row.id);
+        await this.outbox.write(trx, [
+          { skuId: row.id, type: 'sku.limit_changed', data: { limit: { maxPerCustomer } } },
+        ]);
+      }
+      if (lowStockThreshold !== undefined) {
+        await this.outbox.write(trx, [
+          { skuId: row.id, type: 'sku.threshold_changed', data: { threshold: { lowStockThreshold } } },
+        ]);
+      }
       return true;
     });
   }

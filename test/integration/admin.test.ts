@@ -28,6 +28,7 @@ describe('SKU administration', () => {
       saleStartsAt: null,
       saleEndsAt: null,
       onSale: true,
+      lowStockThreshold: null,
       segmentStock: [
         { segment: 0, available: 3 },
         { segment: 1, available: 3 },

@@ -9,7 +9,16 @@ import { bearer, serviceKey, type ServiceKey, TestIssuer, writeKeysFile } from '
  * nothing: the books of both SKUs and the order it aimed at are as they were.
  */
 
-const SINGLE_SCOPES: Scope[] = ['orders:place', 'orders:read', 'orders:manage', 'stock:admin', 'metrics:read'];
+const SINGLE_SCOPES: Scope[] = [
+  'orders:place',
+  'orders:read',
+  'orders:manage',
+  'stock:admin',
+  'metrics:read',
+  'events:read',
+  'webhooks:manage',
+];
+const UNKNOWN_WEBHOOK = '00000000-0000-4000-8000-000000000001';
 const OWNER = 'matrix-owner';
 const OTHER = 'matrix-other';
 
@@ -98,6 +107,42 @@ const routes: RouteCase[] = [
     success: 200,
     request: (f) => ({ method: 'GET', path: `/dashboard/events?sku=${f.orderSku}` }),
   },
+  { name: 'GET /events', success: 200, request: () => ({ method: 'GET', path: '/events?limit=1' }) },
+  {
+    name: 'GET /events/stream',
+    success: 200,
+    request: (f) => ({ method: 'GET', path: `/events/stream?sku=${f.orderSku}` }),
+  },
+  {
+    name: 'POST /webhooks',
+    success: 201,
+    request: () => ({
+      method: 'POST',
+      path: '/webhooks',
+      body: { url: 'http://127.0.0.1:9/hook', types: ['sku.sold_out'] },
+    }),
+  },
+  { name: 'GET /webhooks', success: 200, request: () => ({ method: 'GET', path: '/webhooks' }) },
+  {
+    name: 'PATCH /webhooks/{id} (unknown)',
+    success: 404,
+    request: () => ({ method: 'PATCH', path: `/webhooks/${UNKNOWN_WEBHOOK}`, body: { enabled: false } }),
+  },
+  {
+    name: 'DELETE /webhooks/{id} (unknown)',
+    success: 404,
+    request: () => ({ method: 'DELETE', path: `/webhooks/${UNKNOWN_WEBHOOK}` }),
+  },
+  {
+    name: 'GET /webhooks/{id}/deliveries (unknown)',
+    success: 404,
+    request: () => ({ method: 'GET', path: `/webhooks/${UNKNOWN_WEBHOOK}/deliveries` }),
+  },
+  {
+    name: 'POST /webhooks/{id}/replay (unknown)',
+    success: 404,
+    request: () => ({ method: 'POST', path: `/webhooks/${UNKNOWN_WEBHOOK}/replay`, body: { after: '0' } }),
+  },
   { name: 'GET /dashboard', success: 200, request: () => ({ method: 'GET', path: '/dashboard' }) },
   { name: 'GET /healthz', success: 200, request: () => ({ method: 'GET', path: '/healthz' }) },
   { name: 'GET /readyz', success: 200, request: () => ({ method: 'GET', path: '/readyz' }) },
@@ -124,6 +169,14 @@ const SCOPES_OF: Record<string, Scope[] | 'any'> = {
   'GET /metrics': ['metrics:read'],
   'GET /dashboard/skus': ['metrics:read'],
   'GET /dashboard/events': ['metrics:read'],
+  'GET /events': ['events:read'],
+  'GET /events/stream': ['events:read'],
+  'POST /webhooks': ['webhooks:manage'],
+  'GET /webhooks': ['webhooks:manage'],
+  'PATCH /webhooks/{id} (unknown)': ['webhooks:manage'],
+  'DELETE /webhooks/{id} (unknown)': ['webhooks:manage'],
+  'GET /webhooks/{id}/deliveries (unknown)': ['webhooks:manage'],
+  'POST /webhooks/{id}/replay (unknown)': ['webhooks:manage'],
 };
 
 type Caller = { kind: 'none' } | { kind: 'scope'; scope: Scope } | { kind: 'owner' | 'other' | 'expired' };
@@ -165,13 +218,16 @@ function expectedShared(route: RouteCase, caller: SharedCaller): number {
   if (['GET /metrics', 'GET /dashboard/skus', 'GET /dashboard/events'].includes(route.name)) {
     return caller === 'metrics' ? route.success : 401;
   }
+  // METRICS_TOKEN reads the event feed too; webhooks are ADMIN_TOKEN's alone.
+  if (route.name.startsWith('GET /events')) return caller === 'metrics' ? route.success : 401;
+  if (route.name.includes('/webhooks')) return caller === 'none' ? 401 : 403;
   if (guarded.includes(route.name)) return caller === 'none' ? 401 : 403;
   return route.success;
 }
 
 /** One request; an event stream is read up to its headers and then dropped. */
 async function send(base: string, request: { method: string; path: string; body?: unknown }, headers = {}) {
-  if (request.path.startsWith('/dashboard/events')) {
+  if (request.path.startsWith('/dashboard/events') || request.path.startsWith('/events/stream')) {
     const controller = new AbortController();
     const response = await fetch(base + request.path, { headers, signal: controller.signal });
     const status = response.status;

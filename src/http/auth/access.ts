@@ -5,7 +5,7 @@ import { AppError } from '../../errors.js';
 import { customerId as customerIdSchema } from '../schemas.js';
 import { CustomerTokenVerifier } from './customer-tokens.js';
 import type { Principal } from './principal.js';
-import { ServiceKeys } from './service-keys.js';
+import { METRICS_TOKEN_SCOPES, ServiceKeys } from './service-keys.js';
 
 /**
  * What is open when:
@@ -52,7 +52,7 @@ export class Access {
           : 'open';
     // With only METRICS_TOKEN, the scopes no token guards stay open, as they were.
     const guarded = new Set<Scope>(
-      config.adminToken !== undefined ? SCOPES : config.metricsToken !== undefined ? ['metrics:read'] : [],
+      config.adminToken !== undefined ? SCOPES : config.metricsToken !== undefined ? METRICS_TOKEN_SCOPES : [],
     );
     const open = this.mode === 'closed' ? [] : SCOPES.filter((scope) => !guarded.has(scope));
     this.anonymous = Object.freeze({ kind: 'open', scopes: new Set(open) });

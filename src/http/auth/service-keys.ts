@@ -2,11 +2,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { type ApiKey, SCOPES, type Scope } from '../../config.js';
 import type { Principal } from './principal.js';
 
+/** What METRICS_TOKEN may do: read-only monitoring, the metrics and the event feed. */
+export const METRICS_TOKEN_SCOPES: readonly Scope[] = ['metrics:read', 'events:read'];
+
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
 /**
  * The service credentials: the keys of API_KEYS_FILE, and ADMIN_TOKEN (every scope) and METRICS_TOKEN
- * (`metrics:read`) as two more keys. Only SHA-256 digests are kept; a presented key is hashed and compared with every
+ * (`metrics:read`, `events:read`) as two more keys. Only SHA-256 digests are kept; a presented key is hashed and compared with every
  * digest in constant time, so neither the answer nor its timing tells how close a guess came.
  */
 export class ServiceKeys {
@@ -19,7 +22,7 @@ export class ServiceKeys {
     if (adminToken !== undefined)
       this.keys.push({ sha256: digest(adminToken), principal: service('ADMIN_TOKEN', SCOPES) });
     if (metricsToken !== undefined) {
-      this.keys.push({ sha256: digest(metricsToken), principal: service('METRICS_TOKEN', ['metrics:read']) });
+      this.keys.push({ sha256: digest(metricsToken), principal: service('METRICS_TOKEN', METRICS_TOKEN_SCOPES) });
     }
   }
 

@@ -32,7 +32,7 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
     .patch(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const changes = parseOr400(updateSkuBody, req.body, 'body');
-      // A limit alone is fingerprinted as before sale windows existed, so keys sent then still replay.
+      // A limit alone keeps the fingerprint it always had, so keys stored before thresholds and windows still replay.
       const asked =
         Object.keys(changes).length === 1 && 'maxPerCustomer' in changes
           ? ['limit', sku, changes.maxPerCustomer]

@@ -1,0 +1,96 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Request, type RequestHandler, type Response, Router } from 'express';
+import type { Db } from '../db/database.js';
+import { methodNotAllowed } from '../http/method-not-allowed.js';
+import { parseOr400 } from '../http/validate.js';
+import { readEvents } from './feed.repository.js';
+import { eventCursor, eventStreamQuery, eventsQuery } from './schemas.js';
+
+/** Events a stream reads per query while catching up. */
+const STREAM_PAGE = 500;
+/** A comment line this often keeps proxies from closing an idle stream. */
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * `GET /events`: a page of the feed after a cursor; `GET /events/stream`: the same as server-sent events, each
+ * event's `id:` its cursor, so a reconnecting client's `Last-Event-ID` resumes right after the last event it got.
+ */
+export function eventRoutes(db: Db, streams: EventStreams, requireRead: RequestHandler): Router {
+  const router = Router();
+
+  router
+    .route('/events')
+    .get(requireRead, async (req, res) => {
+      const query = parseOr400(eventsQuery, req.query, 'query');
+      const events = await readEvents(db, { ...query, after: Number(query.after ?? 0) });
+      // A full page may have more behind it; a short one reached the end of what is sequenced now.
+      const nextCursor = events.length === query.limit ? events.at(-1)!.id : null;
+      res.json({ events, nextCursor });
+    })
+    .all(methodNotAllowed('GET'));
+
+  router
+    .route('/events/stream')
+    .get(requireRead, async (req, res) => {
+      const query = parseOr400(eventStreamQuery, req.query, 'query');
+      const lastEventId = req.get('last-event-id');
+      const after = lastEventId !== undefined ? parseOr400(eventCursor, lastEventId, 'Last-Event-ID') : query.after;
+      await streams.serve(req, res, { ...query, after: Number(after ?? 0) });
+    })
+    .all(methodNotAllowed('GET'));
+
+  return router;
+}
+
+/** The open event streams of this instance: each polls the feed after its own cursor; all end on shutdown. */
+export class EventStreams {
+  private readonly open = new Set<Response>();
+
+  constructor(
+    private readonly db: Db,
+    /** How often a stream that caught up looks for new events. */
+    private readonly pollMs: number,
+  ) {}
+
+  async serve(
+    req: Request,
+    res: Response,
+    filter: { after: number; sku?: string | undefined; types?: Parameters<typeof readEvents>[1]['types'] },
+  ): Promise<void> {
+    res
+      .status(200)
+      .set({ 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
+    res.flushHeaders();
+    this.open.add(res);
+    const gone = new AbortController();
+    req.on('close', () => gone.abort());
+    res.on('close', () => gone.abort());
+    let after = filter.after;
+    let quietSince = Date.now();
+    try {
+      while (!gone.signal.aborted && this.open.has(res)) {
+        const events = await readEvents(this.db, { ...filter, after, limit: STREAM_PAGE }).catch(() => []);
+        for (const event of events)
+          res.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+        if (events.length > 0) {
+          after = Number(events.at(-1)!.id);
+          quietSince = Date.now();
+          if (events.length === STREAM_PAGE) continue;
+        } else if (Date.now() - quietSince >= HEARTBEAT_MS) {
+          res.write(': still here\n\n');
+          quietSince = Date.now();
+        }
+        await sleep(this.pollMs, undefined, { signal: gone.signal }).catch(() => undefined);
+      }
+    } finally {
+      this.open.delete(res);
+      res.end();
+    }
+  }
+
+  /** Ends every stream, so that shutdown does not wait for consumers to leave. */
+  close(): void {
+    for (const res of this.open) res.end();
+    this.open.clear();
+  }
+}

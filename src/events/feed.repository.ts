@@ -1,0 +1,45 @@
+import type { Db } from '../db/database.js';
+import type { EventType, StockEvent } from './event-types.js';
+
+export interface FeedQuery {
+  /** Events after this position (0: from the oldest kept). */
+  after: number;
+  /** And at or before this one. */
+  upTo?: number | undefined;
+  sku?: string | undefined;
+  types?: readonly EventType[] | undefined;
+  skus?: readonly string[] | null | undefined;
+  limit: number;
+}
+
+/**
+ * A page of the feed, oldest first. One index range scan whatever the history's length: by position (the primary
+ * key), or by SKU then position (`events_sku_idx`) when one SKU is asked.
+ */
+export async function readEvents(db: Db, query: FeedQuery): Promise<StockEvent[]> {
+  let select = db
+    .selectFrom('events')
+    .select(['position', 'type', 'sku', 'sequence', 'occurred_at', 'data'])
+    .where('position', '>', query.after)
+    .orderBy('position')
+    .limit(query.limit);
+  if (query.upTo !== undefined) select = select.where('position', '<=', query.upTo);
+  if (query.sku !== undefined) select = select.where('sku', '=', query.sku);
+  if (query.skus) select = select.where('sku', 'in', query.skus);
+  if (query.types) select = select.where('type', 'in', query.types);
+  const rows = await select.execute();
+  return rows.map((row) => ({
+    id: String(row.position),
+    type: row.type as EventType,
+    sku: row.sku,
+    sequence: row.sequence,
+    occurredAt: row.occurred_at.toISOString(),
+    data: row.data as StockEvent['data'],
+  }));
+}
+
+/** The newest position given so far (0 before the first event). */
+export async function headPosition(db: Db): Promise<number> {
+  const row = await db.selectFrom('event_sequencer').select('last_position').where('id', '=', 1).executeTakeFirst();
+  return row?.last_position ?? 0;
+}

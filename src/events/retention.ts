@@ -1,0 +1,62 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+
+/** Rows deleted per statement: small, so a delete holds few locks for a short time and never stalls orders. */
+const BATCH = 1000;
+
+/**
+ * Deletes events (and webhook delivery records) older than the retention, in the background, a small batch per
+ * statement until none is left. Rows being deleted by another instance are skipped, not waited for. The order path
+ * never reads `events`, so its cost does not depend on how much is kept.
+ */
+export class EventRetention {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly retentionMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    // Often enough that at most a tenth of the retention is overdue, at most once a minute.
+    const every = Math.max(1_000, Math.min(60_000, Math.floor(this.retentionMs / 10)));
+    this.timer = setInterval(() => {
+      this.running ??= this.sweep()
+        .then(() => undefined)
+        .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'event retention retried later'))
+        .finally(() => (this.running = undefined));
+    }, every);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Deletes everything past retention; answers how many events went. */
+  async sweep(): Promise<number> {
+    const cutoff = new Date(Date.now() - this.retentionMs);
+    let deleted = 0;
+    for (;;) {
+      const result = await sql`
+        delete from events where position in (
+          select position from events where occurred_at < ${cutoff}
+           order by occurred_at limit ${BATCH} for update skip locked)`.execute(this.db);
+      const n = Number(result.numAffectedRows ?? 0);
+      deleted += n;
+      if (n < BATCH) break;
+    }
+    for (;;) {
+      const result = await sql`
+        delete from webhook_deliveries where id in (
+          select id from webhook_deliveries where attempted_at < ${cutoff}
+           order by attempted_at limit ${BATCH} for update skip locked)`.execute(this.db);
+      if (Number(result.numAffectedRows ?? 0) < BATCH) break;
+    }
+    return deleted;
+  }
+}

@@ -1,0 +1,217 @@
+import { sql } from 'kysely';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import type { EventType, SkuTotals } from './event-types.js';
+
+/** Outbox rows moved per transaction: bounded, so one run never holds the sequencer lock for long. */
+const BATCH = 500;
+
+/** What the sequencer knows of a SKU: its last sequence number, its totals after it, its low-stock threshold. */
+interface SkuState extends SkuTotals {
+  lastSequence: number;
+  lowStockThreshold: number | null;
+}
+
+interface OutboxRow {
+  id: number;
+  sku_id: number;
+  sku: string;
+  type: EventType;
+  data: Record<string, unknown>;
+  d_available: number;
+  d_reserved: number;
+  d_sold: number;
+  occurred_at: Date;
+}
+
+interface SequencedEvent {
+  position: number;
+  sku_id: number;
+  sku: string;
+  type: EventType;
+  sequence: number;
+  occurred_at: Date;
+  data: Record<string, unknown>;
+}
+
+/**
+ * Gives committed outbox rows their place in the feed: a global position (the cursor), the SKU's next sequence number
+ * and the SKU's available, reserved and sold after the event; derives `sku.low_stock`, `sku.sold_out` and
+ * `sku.back_in_stock` from those totals; moves the rows into `events`, all in one transaction.
+ *
+ * Why a sequencer, not numbers given by the writers: batches of one hot SKU write its different segments at once, on
+ * different segment locks. A per-SKU counter row updated by each of them would make them queue on that row's lock
+ * until each commits, undoing what the segments are for; and a number taken from a sequence is burnt by a rollback,
+ * leaving a gap. So writers only append to the outbox (no shared row), with their transaction id (`xid`) and what
+ * they did to the SKU's totals; the sequencer, one at a time, numbers what has committed.
+ *
+ * Why `xid < pg_snapshot_xmin(pg_current_snapshot())`: an id given at insert is not a commit order. A row with a
+ * smaller id (or xid) may commit after one with a larger, and a reader taking "everything after the last one I saw"
+ * would skip it for good. Every transaction whose xid is below the snapshot's xmin has ended, so the set of committed
+ * rows below it can no longer grow: taking them in (xid, id) order, and nothing at or above xmin, never passes over a
+ * row that commits later. The order is consistent with each segment's history: two changes of one segment run one
+ * after the other under its lock, the second starting (and taking its xid) after the first committed; changes of
+ * different segments commute, so each SKU's running totals are exact after every event.
+ *
+ * Who sequences: any instance, one at a time — the holder of the `event_sequencer` row's lock (`for update skip
+ * locked`: the others skip a turn). Its transaction numbers, writes `events`, updates the per-SKU state and deletes
+ * the outbox rows at once, so each committed change gets exactly one event, and a sequencer killed midway numbered
+ * nothing. The position comes from that same row, so the feed's order is the sequencer's commit order.
+ */
+export class EventSequencer {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly intervalMs: number,
+    private readonly log: Logger,
+    private readonly onSequenced: (type: EventType, count: number) => void = () => {},
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.nudge(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Sequences now, unless a run is under way. */
+  nudge(): void {
+    this.running ??= this.drain()
+      .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'events not sequenced yet; retried'))
+      .finally(() => (this.running = undefined));
+  }
+
+  /** Runs until the committed outbox is empty (or another instance sequences). */
+  async drain(): Promise<void> {
+    while ((await this.runOnce()) === BATCH);
+  }
+
+  /** One transaction: up to BATCH committed outbox rows become events. Answers how many rows it moved. */
+  async runOnce(): Promise<number> {
+    const events = await this.sequence();
+    const counts = new Map<EventType, number>();
+    for (const e of events.sequenced) counts.set(e.type, (counts.get(e.type) ?? 0) + 1);
+    counts.forEach((count, type) => this.onSequenced(type, count));
+    return events.moved;
+  }
+
+  private sequence(): Promise<{ moved: number; sequenced: SequencedEvent[] }> {
+    return this.db.transaction().execute(async (trx) => {
+      const { rows: head } = await sql<{ last_position: number }>`
+        select last_position from event_sequencer where id = 1 for update skip locked`.execute(trx);
+      if (head.length === 0) return { moved: 0, sequenced: [] };
+      const { rows } = await sql<OutboxRow>`
+        select o.id, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
+          from event_outbox o join skus k on k.id = o.sku_id
+         where o.xid < pg_snapshot_xmin(pg_current_snapshot())
+         order by o.xid, o.id
+         limit ${BATCH}`.execute(trx);
+      if (rows.length === 0) return { moved: 0, sequenced: [] };
+
+      const skuIds = [...new Set(rows.map((r) => r.sku_id))];
+      const states = new Map<number, SkuState>();
+      for (const s of await trx.selectFrom('event_sku_state').selectAll().where('sku_id', 'in', skuIds).execute()) {
+        states.set(s.sku_id, {
+          lastSequence: s.last_sequence,
+          available: s.available,
+          reserved: s.reserved,
+          sold: s.sold,
+          lowStockThreshold: s.low_stock_threshold,
+        });
+      }
+      let position = Number(head[0]!.last_position);
+      const events: SequencedEvent[] = [];
+      for (const row of rows) {
+        const state = states.get(row.sku_id) ?? {
+          lastSequence: 0,
+          available: 0,
+          reserved: 0,
+          sold: 0,
+          lowStockThreshold: null,
+        };
+        const before = state.available;
+        state.available += Number(row.d_available);
+        state.reserved += Number(row.d_reserved);
+        state.sold += Number(row.d_sold);
+        state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
+        states.set(row.sku_id, state);
+        const cause = { id: String(position + 1), type: row.type };
+        const emit = (type: EventType, data: Record<string, unknown>) =>
+          events.push({
+            position: ++position,
+            sku_id: row.sku_id,
+            sku: row.sku,
+            type,
+            sequence: ++state.lastSequence,
+            occurred_at: row.occurred_at,
+            data: { ...data, available: state.available, reserved: state.reserved, sold: state.sold },
+          });
+        emit(row.type, row.data);
+        for (const type of derivedTypes(row.type, before, state)) {
+          emit(type, { cause, lowStockThreshold: state.lowStockThreshold });
+        }
+      }
+
+      await trx
+        .insertInto('events')
+        .values(events.map((e) => ({ ...e, data: sql`${JSON.stringify(e.data)}::jsonb` })))
+        .execute();
+      await trx
+        .insertInto('event_sku_state')
+        .values(
+          [...states].map(([skuId, s]) => ({
+            sku_id: skuId,
+            last_sequence: s.lastSequence,
+            available: s.available,
+            reserved: s.reserved,
+            sold: s.sold,
+            low_stock_threshold: s.lowStockThreshold,
+          })),
+        )
+        .onConflict((oc) =>
+          oc.column('sku_id').doUpdateSet((eb) => ({
+            last_sequence: eb.ref('excluded.last_sequence'),
+            available: eb.ref('excluded.available'),
+            reserved: eb.ref('excluded.reserved'),
+            sold: eb.ref('excluded.sold'),
+            low_stock_threshold: eb.ref('excluded.low_stock_threshold'),
+          })),
+        )
+        .execute();
+      await trx
+        .deleteFrom('event_outbox')
+        .where(
+          'id',
+          'in',
+          rows.map((r) => r.id),
+        )
+        .execute();
+      await trx.updateTable('event_sequencer').set({ last_position: position }).where('id', '=', 1).execute();
+      return { moved: rows.length, sequenced: events };
+    });
+  }
+}
+
+/** The threshold in force after the row: set by the SKU's creation and by a threshold change. */
+function thresholdAfter(row: OutboxRow, threshold: number | null): number | null {
+  const set = (row.data.sku ?? row.data.threshold) as { lowStockThreshold?: number | null } | undefined;
+  return set && set.lowStockThreshold !== undefined ? set.lowStockThreshold : threshold;
+}
+
+/**
+ * What an event's change of `available` announces besides itself: crossing the low-stock threshold downwards (from
+ * above it to at or below it), reaching 0, and coming back from 0 (a SKU created with stock was never out of it).
+ */
+function derivedTypes(type: EventType, before: number, after: SkuState): EventType[] {
+  const derived: EventType[] = [];
+  const threshold = after.lowStockThreshold;
+  if (threshold !== null && before > threshold && after.available <= threshold) derived.push('sku.low_stock');
+  if (before > 0 && after.available === 0) derived.push('sku.sold_out');
+  if (before === 0 && after.available > 0 && type !== 'sku.created') derived.push('sku.back_in_stock');
+  return derived;
+}

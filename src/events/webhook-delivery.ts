@@ -1,0 +1,201 @@
+import { createHmac } from 'node:crypto';
+import pg from 'pg';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import type { StockEvent } from './event-types.js';
+import type { EventMetrics } from './event-metrics.js';
+import { headPosition, readEvents } from './feed.repository.js';
+import { dueWebhooks, findWebhook, type Progress, recordProgress, type WebhookRow } from './webhook.repository.js';
+
+export interface DeliveryOptions {
+  /** How often this instance looks for endpoints with events to send. */
+  pollMs: number;
+  /** First retry after about this long, doubling each time up to `backoffMaxMs` (each with jitter). */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** An event failing for this long is marked failed and the endpoint moves on (at least 24 h by default). */
+  retryForMs: number;
+  /** A receiver answering slower than this failed the attempt. */
+  timeoutMs: number;
+}
+
+/** Endpoints one instance serves at once. */
+const ENDPOINTS_AT_ONCE = 8;
+/** Events one endpoint is sent per turn, before the instance looks at the others again. */
+const EVENTS_PER_TURN = 200;
+/** The first key of the endpoints' advisory locks (the second is the endpoint's id, hashed). */
+const LOCK_NAMESPACE = 20;
+
+/**
+ * Sends each endpoint its events, one at a time in feed order, so each SKU's events arrive in their sequence: at least
+ * once (the cursor moves only after a 2xx), retried with exponential backoff and jitter, given up after
+ * `retryForMs` (marked failed, visible in the deliveries, replayable).
+ *
+ * Any instance may deliver, but an endpoint only by one at a time: its sender holds a Postgres advisory lock on the
+ * endpoint, on a connection of its own. Postgres drops the lock when that connection ends — the instance stopped,
+ * crashed or was killed — so another instance takes over on its next poll; and a sender whose lock connection broke
+ * stops before its next request. The order path never waits on any of this: deliveries read the feed, nothing else.
+ */
+export class WebhookDelivery {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private lockClient: pg.Client | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly databaseUrl: string,
+    private readonly options: DeliveryOptions,
+    private readonly metrics: EventMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.tick()
+        .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'webhook deliveries paused'))
+        .finally(() => (this.running = undefined));
+    }, this.options.pollMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+    await this.lockClient?.end().catch(() => {});
+  }
+
+  private async tick(): Promise<void> {
+    const due = await dueWebhooks(this.db, ENDPOINTS_AT_ONCE);
+    if (due.length === 0) return;
+    const client = await this.locks();
+    await Promise.all(
+      due.map(async (id) => {
+        const { rows } = await client.query<{ locked: boolean }>(
+          'select pg_try_advisory_lock($1, hashtext($2)) as locked',
+          [LOCK_NAMESPACE, id],
+        );
+        if (!rows[0]!.locked) return;
+        try {
+          await this.serve(id, client);
+        } finally {
+          if (this.lockClient === client) {
+            await client.query('select pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, id]).catch(() => {});
+          }
+        }
+      }),
+    );
+  }
+
+  /** The connection holding this instance's endpoint locks, opened on first need and again after it broke. */
+  private async locks(): Promise<pg.Client> {
+    if (this.lockClient) return this.lockClient;
+    // Named after this process, so an operator (or a test) can see which instance holds which endpoint.
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: `webhooks pid ${process.pid}`,
+    });
+    // A broken connection has lost every lock it held: senders check `lockClient` before each request.
+    client.on('error', () => {
+      if (this.lockClient === client) this.lockClient = undefined;
+    });
+    client.on('end', () => {
+      if (this.lockClient === client) this.lockClient = undefined;
+    });
+    await client.connect();
+    this.lockClient = client;
+    return client;
+  }
+
+  /** One turn of one endpoint whose lock this instance holds. */
+  private async serve(id: string, lock: pg.Client): Promise<void> {
+    let sent = 0;
+    while (sent < EVENTS_PER_TURN) {
+      const hook = await findWebhook(this.db, id);
+      if (!hook || !hook.enabled || hook.next_attempt_at.getTime() > Date.now()) return;
+      // Positions up to the head are all committed: an endpoint none of them matches can skip to it.
+      const head = await headPosition(this.db);
+      const events = await readEvents(this.db, {
+        after: hook.cursor,
+        upTo: head,
+        types: hook.types as StockEvent['type'][],
+        skus: hook.skus,
+        limit: Math.min(100, EVENTS_PER_TURN - sent),
+      });
+      if (events.length === 0) {
+        if (head > hook.cursor) await recordProgress(this.db, id, hook.cursor, { kind: 'advance', to: head });
+        this.metrics.caughtUp(id);
+        return;
+      }
+      let cursor = hook.cursor;
+      for (const event of events) {
+        if (this.stopped || this.lockClient !== lock) return;
+        const result = await this.send(hook, event);
+        sent++;
+        const progress = this.progressAfter(hook, event, result.ok);
+        const outcome = result.ok ? 'delivered' : progress.kind === 'advance' ? 'failed' : 'retrying';
+        const attempt = { eventId: Number(event.id), attempt: hook.attempts + 1, outcome, ...result } as const;
+        this.metrics.attempted(id, outcome, event.occurredAt);
+        if (!(await recordProgress(this.db, id, cursor, progress, attempt))) break;
+        if (progress.kind === 'retry') return;
+        if (outcome === 'failed') {
+          this.log.warn({ webhook: id, event: event.id }, 'webhook event given up after retrying; replayable');
+        }
+        cursor = Number(event.id);
+        hook.attempts = 0;
+        hook.failing_since = null;
+      }
+    }
+  }
+
+  /** After an attempt: on to the next event (delivered, or failing for longer than `retryForMs`), or retry later. */
+  private progressAfter(hook: WebhookRow, event: StockEvent, ok: boolean): Progress {
+    if (ok) return { kind: 'advance', to: Number(event.id) };
+    const failingSince = hook.failing_since ?? new Date();
+    if (Date.now() - failingSince.getTime() >= this.options.retryForMs)
+      return { kind: 'advance', to: Number(event.id) };
+    const attempts = hook.attempts + 1;
+    return { kind: 'retry', attempts, failingSince, nextAttemptAt: new Date(Date.now() + this.backoff(attempts)) };
+  }
+
+  /** Exponential backoff with equal jitter: half the doubled delay, plus up to as much again at random. */
+  private backoff(attempts: number): number {
+    const delay = Math.min(this.options.backoffMaxMs, this.options.backoffBaseMs * 2 ** (attempts - 1));
+    return delay / 2 + Math.random() * (delay / 2);
+  }
+
+  /** One Standard Webhooks request: the event as `data`, signed with the endpoint's secret. */
+  private async send(
+    hook: WebhookRow,
+    event: StockEvent,
+  ): Promise<{ ok: boolean; status: number | null; error: string | null }> {
+    const body = JSON.stringify({ type: event.type, timestamp: event.occurredAt, data: event });
+    try {
+      const response = await fetch(hook.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...signatureHeaders(hook.secret, event.id, body) },
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+      });
+      await response.body?.cancel().catch(() => {});
+      const ok = response.status >= 200 && response.status < 300;
+      return { ok, status: response.status, error: ok ? null : `answered ${response.status}` };
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code;
+      return { ok: false, status: null, error: cause ?? (error as Error).name };
+    }
+  }
+}
+
+/**
+ * The Standard Webhooks headers (standardwebhooks.com): the message id, the send time in seconds, and
+ * `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` keyed with the secret's bytes (the base64 after `whsec_`).
+ */
+export function signatureHeaders(secret: string, id: string, body: string, now = Date.now()): Record<string, string> {
+  const timestamp = String(Math.floor(now / 1000));
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
+}

@@ -1,0 +1,87 @@
+import { type RequestHandler, Router } from 'express';
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { jsonBody } from '../http/json-body.js';
+import { methodNotAllowed } from '../http/method-not-allowed.js';
+import { parseOr400 } from '../http/validate.js';
+import { createWebhookBody, deliveriesQuery, replayWebhookBody, updateWebhookBody, webhookId } from './schemas.js';
+import {
+  deleteWebhook,
+  findWebhook,
+  insertWebhook,
+  listDeliveries,
+  listWebhooks,
+  replayFrom,
+  updateWebhook,
+  viewOf,
+  type WebhookRow,
+} from './webhook.repository.js';
+
+/** Registering and managing webhook endpoints (`webhooks:manage`). The signing secret is shown once, at creation. */
+export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
+  const router = Router();
+  const found = (id: string, row: WebhookRow | undefined): WebhookRow => {
+    if (!row) throw new AppError('webhook_not_found', `webhook '${id}' does not exist`);
+    return row;
+  };
+  const idOf = (raw: string | undefined) => parseOr400(webhookId, raw, 'id');
+
+  router
+    .route('/webhooks')
+    .post(requireManage, ...jsonBody, async (req, res) => {
+      const row = await insertWebhook(db, parseOr400(createWebhookBody, req.body, 'body'));
+      res.location(`/webhooks/${row.id}`);
+      res.status(201).json({ ...viewOf(row), secret: row.secret });
+    })
+    .get(requireManage, async (_req, res) => {
+      res.json({ webhooks: (await listWebhooks(db)).map(viewOf) });
+    })
+    .all(methodNotAllowed('GET', 'POST'));
+
+  router
+    .route('/webhooks/:id')
+    .get(requireManage, async (req, res) => {
+      const id = idOf(req.params.id);
+      res.json(viewOf(found(id, await findWebhook(db, id))));
+    })
+    .patch(requireManage, ...jsonBody, async (req, res) => {
+      const id = idOf(req.params.id);
+      const changes = parseOr400(updateWebhookBody, req.body, 'body');
+      res.json(viewOf(found(id, await updateWebhook(db, id, changes))));
+    })
+    .delete(requireManage, async (req, res) => {
+      const id = idOf(req.params.id);
+      if (!(await deleteWebhook(db, id))) found(id, undefined);
+      res.status(204).end();
+    })
+    .all(methodNotAllowed('GET', 'PATCH', 'DELETE'));
+
+  router
+    .route('/webhooks/:id/deliveries')
+    .get(requireManage, async (req, res) => {
+      const id = idOf(req.params.id);
+      const { limit } = parseOr400(deliveriesQuery, req.query, 'query');
+      found(id, await findWebhook(db, id));
+      const deliveries = (await listDeliveries(db, id, limit)).map((d) => ({
+        eventId: String(d.event_id),
+        attempt: d.attempt,
+        outcome: d.outcome,
+        responseStatus: d.response_status,
+        error: d.error,
+        attemptedAt: d.attempted_at.toISOString(),
+      }));
+      res.json({ deliveries });
+    })
+    .all(methodNotAllowed('GET'));
+
+  router
+    .route('/webhooks/:id/replay')
+    .post(requireManage, ...jsonBody, async (req, res) => {
+      const id = idOf(req.params.id);
+      const { after } = parseOr400(replayWebhookBody, req.body, 'body');
+      res.json(viewOf(found(id, await replayFrom(db, id, Number(after)))));
+    })
+    .all(methodNotAllowed('POST'));
+
+  return router;
+}

@@ -1,0 +1,274 @@
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeBatch } from '../../src/inventory/order-writes.js';
+import { EventReceiver } from '../support/event-receiver.js';
+import { replayTotals } from '../support/event-replay.js';
+import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
+import { waitFor } from '../support/wait-for.js';
+
+const ADMIN_TOKEN = 'test-admin-token-0123456789';
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+/** Events, the feed, the stream and webhooks, against one service in this process (events sequenced every 20 ms). */
+describe('events', () => {
+  let svc: RunningService;
+  const get = (path: string, headers = admin) => call(svc.url, 'GET', path, undefined, headers);
+  const post = (path: string, body?: unknown) => call(svc.url, 'POST', path, body, admin);
+  const createSku = async (stock: number, segments: number, extra: object = {}) => {
+    const sku = uniqueSku('ev');
+    expect((await post('/skus', { sku, stock, segments, ...extra })).status).toBe(201);
+    return sku;
+  };
+  /** Every event of the SKU, once the feed holds at least `count` of them (bounded wait). */
+  const eventsOf = async (sku: string, count: number) => {
+    let events: { type: string }[] = [];
+    const waited = await waitFor(async () => {
+      events = (await get(`/events?sku=${sku}&limit=1000`)).body.events;
+      return events.length >= count;
+    }, 10_000);
+    expect(waited, `${count} events of ${sku}; got ${events.map((e) => e.type).join(', ')}`).toBeLessThan(Infinity);
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- feed events
+    return events as any[];
+  };
+
+  beforeAll(async () => {
+    svc = await startService({ ADMIN_TOKEN, EVENTS_POLL_MS: '20', WEBHOOK_BACKOFF_BASE_MS: '50' });
+  });
+  afterAll(() => svc?.stop());
+
+  it('writes each change as one event, in sequence, with the totals after it; replayed, they give the books', async () => {
+    const sku = await createSku(10, 2, { lowStockThreshold: 3 });
+    const order = async (quantity: number, holdSeconds?: number) => {
+      const placed = await post('/orders', { sku, quantity, ...(holdSeconds && { holdSeconds }) });
+      expect(placed.status).toBe(201);
+      return placed.body.orderId as string;
+    };
+    await order(2);
+    const reserved = await order(3, 600);
+    expect((await post(`/orders/${reserved}/confirm`)).status).toBe(200);
+    const cancelled = await order(1, 600);
+    expect((await post(`/orders/${cancelled}/cancel`)).status).toBe(200);
+    await order(1, 1);
+    // The sweep expires it within about 2 s of its hold running out.
+    await eventsOf(sku, 8);
+    await order(5);
+    expect((await post('/orders', { sku, quantity: 1 })).body.code).toBe('out_of_stock');
+    expect((await post(`/skus/${sku}/restock`, { quantity: 5 })).status).toBe(200);
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/segments`, { segments: 3 }, admin)).status).toBe(200);
+    expect((await call(svc.url, 'PATCH', `/skus/${sku}`, { maxPerCustomer: 2 }, admin)).status).toBe(200);
+    expect((await call(svc.url, 'PATCH', `/skus/${sku}`, { lowStockThreshold: 1 }, admin)).status).toBe(200);
+
+    const events = await eventsOf(sku, 16);
+    expect(events.map((e) => e.type)).toEqual(
+      [
+        'sku.created',
+        'order.placed',
+        'order.placed',
+        'order.confirmed',
+        'order.placed',
+        'order.cancelled',
+        'order.placed',
+        'order.expired',
+        'order.placed',
+        'sku.low_stock',
+        'sku.sold_out',
+        'sku.restocked',
+        'sku.back_in_stock',
+        'sku.resegmented',
+        'sku.limit_changed',
+        'sku.threshold_changed',
+      ].slice(0, events.length),
+    );
+    expect(events).toHaveLength(16);
+    expect(events[0].data.sku).toMatchObject({ stock: 10, segments: 2, lowStockThreshold: 3 });
+    expect(events[3].data.order).toMatchObject({ orderId: reserved, status: 'confirmed', quantity: 3 });
+    expect(events[9].data).toMatchObject({ cause: { id: events[8].id, type: 'order.placed' }, lowStockThreshold: 3 });
+    // Ids are global and increasing; every event's totals follow from the changes before it.
+    const ids = events.map((e) => Number(e.id));
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    const books = replayTotals(events);
+    const view = (await get(`/skus/${sku}`)).body;
+    expect(books).toEqual({ available: view.available, reserved: view.reserved, sold: view.sold });
+    expect(view).toMatchObject({ available: 5, reserved: 0, sold: 10, lowStockThreshold: 1, maxPerCustomer: 2 });
+  });
+
+  it('writes nothing for a refused cart or a fenced-out batch', async () => {
+    const [a, b] = [await createSku(5, 1), await createSku(1, 1)];
+    const refused = await post('/orders', {
+      items: [
+        { sku: a, quantity: 2 },
+        { sku: b, quantity: 3 },
+      ],
+    });
+    expect(refused.body.code).toBe('out_of_stock');
+    // A batch whose fence the row refuses: nothing of it is written, its event neither.
+    const { id: skuId } = await svc.service.db
+      .selectFrom('skus')
+      .select('id')
+      .where('sku', '=', a)
+      .executeTakeFirstOrThrow();
+    const seg = await svc.service.db
+      .selectFrom('stock_segments')
+      .selectAll()
+      .where('sku_id', '=', skuId)
+      .executeTakeFirstOrThrow();
+    const stale = { skuId, layoutVersion: seg.layout_version, segment: 0, availableSeen: 5, limitClaimed: false };
+    const fields = { idempotencyKey: null, requestFingerprint: null, customerId: null, holdSeconds: null };
+    const result = await writeBatch(svc.service.db, {
+      segments: [{ ...stale, fenceSeen: seg.fence_token + 7, fence: seg.fence_token + 9 }],
+      orders: [
+        { ...fields, orderId: crypto.randomUUID(), skuId, takes: [{ segment: 0, quantity: 1 }], limitedSkuIds: [] },
+      ],
+    });
+    expect(result.placed.size).toBe(0);
+    expect((await post('/orders', { sku: b, quantity: 1 })).status).toBe(201);
+    // Once b's order is in the feed, everything before it has been sequenced too.
+    await eventsOf(b, 3);
+    expect((await eventsOf(a, 1)).map((e) => e.type)).toEqual(['sku.created']);
+    expect((await eventsOf(b, 3)).map((e) => e.type)).toEqual(['sku.created', 'order.placed', 'sku.sold_out']);
+  });
+
+  it('pages the feed by cursor and filters it by SKU and type; bad queries are 400', async () => {
+    const sku = await createSku(20, 2);
+    for (let i = 0; i < 5; i++) expect((await post('/orders', { sku, quantity: 1 })).status).toBe(201);
+    const all = await eventsOf(sku, 6);
+    const pages: string[] = [];
+    let after = String(Number(all[0].id) - 1);
+    for (let page = 0; page < 10; page++) {
+      const answer = (await get(`/events?sku=${sku}&after=${after}&limit=2`)).body;
+      pages.push(...answer.events.map((e: { id: string }) => e.id));
+      if (answer.nextCursor === null) break;
+      after = answer.nextCursor;
+    }
+    expect(pages).toEqual(all.map((e) => e.id));
+    const placed = (await get(`/events?sku=${sku}&types=order.placed,sku.sold_out`)).body;
+    expect(placed.events.map((e: { type: string }) => e.type)).toEqual(Array(5).fill('order.placed'));
+    expect(placed.nextCursor).toBeNull();
+
+    for (const query of ['limit=1001', 'types=order.shipped', 'after=abc', 'after=-1', 'sku=%20', 'unknown=1']) {
+      const answer = await get(`/events?${query}`);
+      expect(answer.status, query).toBe(400);
+      expect(answer.body.code, query).toBe('bad_request');
+    }
+  });
+
+  it('streams events as server-sent events and resumes after Last-Event-ID', async () => {
+    const sku = await createSku(10, 1);
+    for (let i = 0; i < 3; i++) expect((await post('/orders', { sku, quantity: 1 })).status).toBe(201);
+    const events = await eventsOf(sku, 4);
+    const read = async (headers: Record<string, string>, count: number) => {
+      const response = await fetch(`${svc.url}/events/stream?sku=${sku}`, { headers: { ...admin, ...headers } });
+      expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const reader = response.body!.getReader();
+      let text = '';
+      while ((text.match(/\n\n/g) ?? []).length < count) text += new TextDecoder().decode((await reader.read()).value);
+      await reader.cancel();
+      return text
+        .split('\n\n')
+        .filter((block) => block.startsWith('id: '))
+        .map((block) => ({ id: block.split('\n')[0]!.slice(4), event: JSON.parse(block.split('\n')[2]!.slice(6)) }));
+    };
+    const first = await read({}, 2);
+    expect(first[0]).toEqual({ id: events[0].id, event: events[0] });
+    const resumed = await read({ 'last-event-id': first[1]!.id }, 2);
+    expect(resumed.map((e) => e.id)).toEqual([events[2].id, events[3].id]);
+    expect((await get(`/events/stream?after=x`)).status).toBe(400);
+  });
+
+  it('registers webhooks, shows the secret once, delivers signed events, replays; bad input changes nothing', async () => {
+    const receiver = new EventReceiver();
+    await receiver.open();
+    try {
+      const before = (await get('/webhooks')).body.webhooks.length;
+      for (const body of [
+        { url: 'http://example.com/hook', types: ['order.placed'] },
+        { url: receiver.url, types: ['order.shipped'] },
+        { url: receiver.url, types: [] },
+        { url: 'ftp://127.0.0.1/x', types: ['order.placed'] },
+        { url: receiver.url, types: ['order.placed'], extra: 1 },
+      ]) {
+        const refused = await post('/webhooks', body);
+        expect(refused.status, JSON.stringify(body)).toBe(400);
+        expect(refused.body.code).toBe('bad_request');
+      }
+      expect((await get('/webhooks')).body.webhooks).toHaveLength(before);
+
+      const sku = await createSku(10, 2);
+      const created = await post('/webhooks', {
+        url: receiver.url,
+        types: ['order.placed', 'sku.sold_out'],
+        skus: [sku],
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.secret).toMatch(/^whsec_/);
+      receiver.secret = created.body.secret;
+      const id = created.body.id as string;
+      expect(created.headers.get('location')).toBe(`/webhooks/${id}`);
+      const shown = (await get(`/webhooks/${id}`)).body;
+      expect(shown).toMatchObject({ id, url: receiver.url, types: ['order.placed', 'sku.sold_out'], skus: [sku] });
+      expect(shown.secret).toBeUndefined();
+      expect(JSON.stringify((await get('/webhooks')).body)).not.toContain(created.body.secret);
+
+      for (let i = 0; i < 2; i++) expect((await post('/orders', { sku, quantity: 5 })).status).toBe(201);
+      expect(await waitFor(() => receiver.received.length >= 3, 10_000)).toBeLessThan(Infinity);
+      const events = await eventsOf(sku, 4);
+      expect(receiver.received.map((r) => r.event.data)).toEqual(events.filter((e) => e.type !== 'sku.created'));
+      for (const r of receiver.received) {
+        expect(r.verified).toBe(true);
+        expect(r.id).toBe(r.event.data.id);
+        expect(r.event).toMatchObject({ type: r.event.data.type, timestamp: r.event.data.occurredAt });
+      }
+      // A tampered body or a timestamp older than the library's tolerance fails verification.
+      const r = receiver.received[0]!;
+      const headers = { 'webhook-id': r.id, 'webhook-timestamp': r.timestamp, 'webhook-signature': r.signature };
+      const wh = new Webhook(created.body.secret);
+      expect(() => wh.verify(r.body.replace('"quantity":5', '"quantity":6'), headers)).toThrow();
+      expect(() => wh.verify(r.body, { ...headers, 'webhook-timestamp': String(Number(r.timestamp) - 600) })).toThrow();
+
+      const deliveries = (await get(`/webhooks/${id}/deliveries`)).body.deliveries;
+      expect(deliveries).toHaveLength(3);
+      expect(deliveries.every((d: { outcome: string }) => d.outcome === 'delivered')).toBe(true);
+
+      // Failing deliveries are retried and recorded; once the receiver is back, delivered in order.
+      receiver.mode = 'fail';
+      expect((await post(`/skus/${sku}/restock`, { quantity: 1 })).status).toBe(200);
+      expect((await post('/orders', { sku, quantity: 1 })).status).toBe(201);
+      expect(await waitFor(() => receiver.received.length >= 6, 10_000)).toBeLessThan(Infinity);
+      receiver.mode = 'ok';
+      const placedId = (await eventsOf(sku, 7)).at(-1).id;
+      expect(
+        await waitFor(() => receiver.received.at(-1)!.id === placedId && receiver.mode === 'ok', 10_000),
+      ).toBeLessThan(Infinity);
+      expect(
+        await waitFor(async () => (await get(`/webhooks/${id}`)).body.deliveredThrough >= placedId, 10_000),
+      ).toBeLessThan(Infinity);
+      const attempts = (await get(`/webhooks/${id}/deliveries`)).body.deliveries;
+      expect(attempts[0]).toMatchObject({ eventId: placedId, outcome: 'delivered' });
+      expect(
+        attempts.some(
+          (d: { outcome: string; responseStatus: number }) => d.outcome === 'retrying' && d.responseStatus === 500,
+        ),
+      ).toBe(true);
+
+      // Replay: everything after the cursor again, in order.
+      const count = receiver.received.length;
+      expect((await post(`/webhooks/${id}/replay`, { after: '0' })).status).toBe(200);
+      expect(await waitFor(() => receiver.received.length >= count + 5, 10_000)).toBeLessThan(Infinity);
+      expect(receiver.received.slice(count, count + 5).map((x) => x.event.data.id)).toEqual(
+        (await eventsOf(sku, 7))
+          .filter((e) => e.type !== 'sku.created' && e.type !== 'sku.restocked' && e.type !== 'sku.back_in_stock')
+          .map((e) => e.id),
+      );
+      expect((await post(`/webhooks/${id}/replay`, { after: 'x' })).status).toBe(400);
+
+      const patched = await call(svc.url, 'PATCH', `/webhooks/${id}`, { enabled: false, skus: null }, admin);
+      expect(patched.body).toMatchObject({ enabled: false, skus: null });
+      expect((await call(svc.url, 'PATCH', `/webhooks/${id}`, { url: 'http://10.0.0.1/x' }, admin)).status).toBe(400);
+      expect((await call(svc.url, 'DELETE', `/webhooks/${id}`, undefined, admin)).status).toBe(204);
+      expect((await get(`/webhooks/${id}`)).body.code).toBe('webhook_not_found');
+      expect((await get(`/webhooks/not-a-uuid`)).status).toBe(400);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
