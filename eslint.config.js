@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 
 /**
  * Layers run one way (docs/design.md, "Layers"): the entry points (main.ts, run.ts, app.ts, db/migrate-cli.ts) wire
- * everything; http/ → metrics/ → inventory/, orders/ → lock/ → db/, redis/ → config, logger, errors. A folder may
+ * everything; http/ → metrics/ → inventory/, orders/ → lock/ → events/ → db/, redis/ → config, logger, errors. A folder may
  * import its own layer and those below it, never one above. Nothing in src/ imports the load test or the tests, and
  * only src/endpoints.ts reaches the embedded default (src/dev), by a dynamic import (which this rule does not see).
  * Each file gets one list (a later block would replace, not add to, an earlier one's options).
@@ -71,12 +71,13 @@ export default tseslint.config(
   layer(['src/metrics/**'], ['http', 'endpoints']),
   layer(['src/inventory/**', 'src/orders/**'], ['http', 'metrics', 'endpoints']),
   layer(['src/lock/**'], ['http', 'metrics', 'inventory', 'orders', 'endpoints']),
-  layer(['src/db/**', 'src/redis/**'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'endpoints']),
+  layer(['src/events/**'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'endpoints']),
+  layer(['src/db/**', 'src/redis/**'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'events', 'endpoints']),
   layer(
     ['src/config.ts', 'src/logger.ts', 'src/errors.ts'],
-    ['http', 'metrics', 'inventory', 'orders', 'lock', 'db', 'redis', 'endpoints'],
+    ['http', 'metrics', 'inventory', 'orders', 'lock', 'events', 'db', 'redis', 'endpoints'],
   ),
-  layer(['src/endpoints.ts'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'db']),
+  layer(['src/endpoints.ts'], ['http', 'metrics', 'inventory', 'orders', 'lock', 'events', 'db']),
   {
     // The entry points wire everything; they still import no test, benchmark or embedded-default code.
     files: ['src/main.ts', 'src/run.ts', 'src/app.ts', 'src/db/migrate-cli.ts'],
@@ -93,7 +94,7 @@ export default tseslint.config(
             everywhere[0],
             { regex: entryPoints, message: 'only entry points import the app' },
             above(
-              ['http', 'metrics', 'inventory', 'orders', 'lock', 'db', 'redis', 'endpoints'],
+              ['http', 'metrics', 'inventory', 'orders', 'lock', 'events', 'db', 'redis', 'endpoints'],
               'the embedded default needs only config and logger',
             ),
           ],

@@ -22,7 +22,7 @@ import {
   eventStreamQuery,
   replayWebhookBody,
   updateWebhookBody,
-} from '../events/schemas.js';
+} from './event-schemas.js';
 
 /**
  * The OpenAPI 3.1 document, built from the zod schemas that validate requests (src/http/schemas.ts) and the response

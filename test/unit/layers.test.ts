@@ -16,6 +16,7 @@ describe('the layer rule', () => {
     ['src/metrics/planted.ts', "import { methodNotAllowed } from '../http/method-not-allowed.js';"],
     ['src/inventory/planted.ts', "import { ServiceMetrics } from '../metrics/service-metrics.js';"],
     ['src/db/planted.ts', "import { redisKeys } from '../lock/keys.js';"],
+    ['src/events/planted.ts', "import { SkuDirectory } from '../inventory/sku-directory.js';"],
     ['src/config.ts', "import { createDatabase } from './db/database.js';"],
     ['src/http/planted.ts', "import { benchRoutes } from '../../loadtest/bench/bench.routes.js';"],
     ['src/app.ts', "import { waitFor } from '../test/support/wait-for.js';"],
@@ -30,6 +31,7 @@ describe('the layer rule', () => {
   it.each([
     ['src/http/planted.ts', "import { ServiceMetrics } from '../metrics/service-metrics.js';"],
     ['src/inventory/planted.ts', "import { redisKeys } from '../lock/keys.js';"],
+    ['src/inventory/planted.ts', "import type { Outbox } from '../events/outbox.js';"],
     ['src/lock/backends/planted.ts', "import { RedisLock } from './redis.js';"],
     ['src/dev/servers/planted.ts', "import { RedisServer } from './redis.js';"],
     ['src/app.ts', "import { sendProblem } from './http/problem.js';"],

@@ -1,10 +1,16 @@
 import { type RequestHandler, Router } from 'express';
-import type { Db } from '../db/database.js';
-import { AppError } from '../errors.js';
-import { jsonBody } from '../http/json-body.js';
-import { methodNotAllowed } from '../http/method-not-allowed.js';
-import { parseOr400 } from '../http/validate.js';
-import { createWebhookBody, deliveriesQuery, replayWebhookBody, updateWebhookBody, webhookId } from './schemas.js';
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { jsonBody } from '../json-body.js';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import { parseOr400 } from '../validate.js';
+import {
+  createWebhookBody,
+  deliveriesQuery,
+  replayWebhookBody,
+  updateWebhookBody,
+  webhookId,
+} from '../event-schemas.js';
 import {
   deleteWebhook,
   findWebhook,
@@ -15,7 +21,7 @@ import {
   updateWebhook,
   viewOf,
   type WebhookRow,
-} from './webhook.repository.js';
+} from '../../events/webhook.repository.js';
 
 /** Registering and managing webhook endpoints (`webhooks:manage`). The signing secret is shown once, at creation. */
 export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {

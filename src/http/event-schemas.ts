@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { skuName } from '../http/schemas.js';
-import { EVENT_TYPES } from './event-types.js';
+import { skuName } from './schemas.js';
+import { EVENT_TYPES } from '../events/event-types.js';
 
 /** Request shapes of the feed and of webhooks; strict like every other request shape. */
 

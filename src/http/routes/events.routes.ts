@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Request, type RequestHandler, type Response, Router } from 'express';
-import type { Db } from '../db/database.js';
-import { methodNotAllowed } from '../http/method-not-allowed.js';
-import { parseOr400 } from '../http/validate.js';
-import { readEvents } from './feed.repository.js';
-import { eventCursor, eventStreamQuery, eventsQuery } from './schemas.js';
+import type { Db } from '../../db/database.js';
+import { methodNotAllowed } from '../method-not-allowed.js';
+import { parseOr400 } from '../validate.js';
+import { readEvents } from '../../events/feed.repository.js';
+import { eventCursor, eventStreamQuery, eventsQuery } from '../event-schemas.js';
 
 /** Events a stream reads per query while catching up. */
 const STREAM_PAGE = 500;
