@@ -12,6 +12,7 @@ import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
 import { EventRetention } from './events/retention.js';
+import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
 import { WebhookDelivery } from './events/webhook-delivery.js';
 import { webhookRoutes } from './http/routes/webhooks.routes.js';
@@ -67,6 +68,8 @@ export class StockService {
   readonly sequencer: EventSequencer;
   private readonly streams: EventStreams;
   private readonly retention: EventRetention;
+  /** Writes the sale windows' edges as events; none when events are off. */
+  private readonly saleEdges: SaleEdgeAnnouncer | undefined;
   private readonly deliveries: WebhookDelivery;
   readonly access: Access;
   private readonly app: express.Express;
@@ -137,6 +140,7 @@ export class StockService {
       eventMetrics.sequenced(type, n),
     );
     this.streams = new EventStreams(this.db, config.events.pollMs);
+    this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
     this.deliveries = new WebhookDelivery(
       this.db,
@@ -214,6 +218,7 @@ export class StockService {
     this.lifecycle.start();
     this.sequencer.start();
     this.retention.start();
+    this.saleEdges?.start();
     this.deliveries.start();
     this.server = this.app.listen(port, host);
     await once(this.server, 'listening');
@@ -251,7 +256,7 @@ export class StockService {
       clearTimeout(grace);
     }
     await this.lifecycle.stop();
-    await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop()]);
+    await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop(), this.saleEdges?.stop()]);
     this.clock.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();

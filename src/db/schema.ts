@@ -21,6 +21,9 @@ export interface SkuTable {
   /** When orders open (inclusive) and close (exclusive), by the shared clock; null: open on that side. */
   sale_starts_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   sale_ends_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The window's edges whose `sku.sale_opened` / `sku.sale_closed` event was written (src/events/sale-edges.ts). */
+  sale_start_announced: ColumnType<Date | null, never, Date | null>;
+  sale_end_announced: ColumnType<Date | null, never, Date | null>;
   /** Available at or below this is announced as `sku.low_stock`; null: never. */
   low_stock_threshold: ColumnType<number | null, number | null | undefined, number | null>;
   created_at: CreatedAt;

@@ -1,7 +1,8 @@
 /**
  * Every event type the service announces (docs/events.md). The changes write the first eight (and
- * `sku.threshold_changed`) with themselves; the sequencer derives the last three from the SKU's available after
- * each event, in the SKU's own order.
+ * `sku.threshold_changed`) with themselves; the sale window's edges are written when the shared clock passes them
+ * (./sale-edges.ts); the sequencer derives the last three from the SKU's available after each event, in the SKU's own
+ * order.
  */
 export const EVENT_TYPES = [
   'order.placed',
@@ -13,6 +14,8 @@ export const EVENT_TYPES = [
   'sku.resegmented',
   'sku.limit_changed',
   'sku.threshold_changed',
+  'sku.sale_opened',
+  'sku.sale_closed',
   'sku.low_stock',
   'sku.sold_out',
   'sku.back_in_stock',

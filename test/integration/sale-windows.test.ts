@@ -203,6 +203,33 @@ describe('sale windows', () => {
     expect(await auditSku(svc.service.db, onSale)).toMatchObject({ available: 20, sold: 0 });
   });
 
+  it('announces the opening and the close once each, at their instants, with two instances watching', async () => {
+    const other = await startService();
+    try {
+      const opens = Date.now() + 700;
+      const closes = opens + 700;
+      const { sku } = await createSku({ saleStartsAt: iso(opens), saleEndsAt: iso(closes) });
+      const edges = async () =>
+        (await call(svc.url, 'GET', `/events?sku=${sku}&types=sku.sale_opened,sku.sale_closed`)).body.events as {
+          type: string;
+          occurredAt: string;
+          data: { window: { saleStartsAt: string; saleEndsAt: string }; available: number };
+        }[];
+      expect(await waitFor(async () => (await edges()).length >= 2, 10_000)).toBeLessThan(10_000);
+      // Both instances had their chance at each edge by now; still one event each.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const events = await edges();
+      expect(events.map((e) => [e.type, Date.parse(e.occurredAt)])).toEqual([
+        ['sku.sale_opened', opens],
+        ['sku.sale_closed', closes],
+      ]);
+      expect(events[0]!.data).toMatchObject({ available: 20 });
+      expect(Date.parse(events[0]!.data.window.saleStartsAt)).toBe(opens);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('a window changed on one instance holds on another within a second', async () => {
     const other = await startService();
     try {
