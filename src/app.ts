@@ -11,6 +11,7 @@ import { AppError } from './errors.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
+import { latestEvents } from './events/feed.repository.js';
 import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
@@ -45,6 +46,9 @@ import { createRedisConnections, type RedisClient, type RedisConnections } from 
  * 404. The load test mounts its benchmark routes here (loadtest/bench); the product mounts none.
  */
 export type ExtraRoutes = (service: StockService) => express.Router;
+
+/** Events of its SKU the dashboard shows. */
+const RECENT_EVENTS = 10;
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
@@ -158,6 +162,7 @@ export class StockService {
     this.dashboard = new DashboardFeed({
       readView: (sku) => admin.view(sku),
       readCounters: () => this.metrics.orderCounters(),
+      readRecentEvents: (sku) => latestEvents(this.db, sku, RECENT_EVENTS),
       now: () => this.clock.now(),
       instance: `${hostname()} pid ${process.pid}`,
     });

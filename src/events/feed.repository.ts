@@ -27,15 +27,37 @@ export async function readEvents(db: Db, query: FeedQuery): Promise<StockEvent[]
   if (query.sku !== undefined) select = select.where('sku', '=', query.sku);
   if (query.skus) select = select.where('sku', 'in', query.skus);
   if (query.types) select = select.where('type', 'in', query.types);
-  const rows = await select.execute();
-  return rows.map((row) => ({
+  return (await select.execute()).map(toEvent);
+}
+
+function toEvent(row: {
+  position: number;
+  type: string;
+  sku: string;
+  sequence: number;
+  occurred_at: Date;
+  data: unknown;
+}): StockEvent {
+  return {
     id: String(row.position),
     type: row.type as EventType,
     sku: row.sku,
     sequence: row.sequence,
     occurredAt: row.occurred_at.toISOString(),
     data: row.data as StockEvent['data'],
-  }));
+  };
+}
+
+/** The SKU's newest `limit` events, newest first: one backward scan of `events_sku_idx`. */
+export async function latestEvents(db: Db, sku: string, limit: number): Promise<StockEvent[]> {
+  const rows = await db
+    .selectFrom('events')
+    .select(['position', 'type', 'sku', 'sequence', 'occurred_at', 'data'])
+    .where('sku', '=', sku)
+    .orderBy('position', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map(toEvent);
 }
 
 /** The newest position given so far (0 before the first event). */

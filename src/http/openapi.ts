@@ -92,6 +92,17 @@ const problem = z.object({
   scope: z.string().optional().describe('forbidden: the scope (or scopes, space-separated) the caller lacks.'),
 });
 
+const stockEvent = z.object({
+  id: z.string().describe('Global, increasing; also the cursor to read on after this event.'),
+  type: z.enum(EVENT_TYPES),
+  sku: skuName,
+  sequence: z.number().int().min(1).describe("The SKU's events counted from 1, without gaps."),
+  occurredAt: z.iso.datetime(),
+  data: z
+    .looseObject({ available: z.number().int(), reserved: z.number().int(), sold: z.number().int() })
+    .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
+});
+
 const dashboardSnapshot = z.object({
   instance: z.string(),
   at: z.iso.datetime(),
@@ -102,17 +113,7 @@ const dashboardSnapshot = z.object({
   answersByStatus: z.record(z.string(), z.number()),
   lockWaits: z.number(),
   lockWaitsPerSecond: z.number(),
-});
-
-const stockEvent = z.object({
-  id: z.string().describe('Global, increasing; also the cursor to read on after this event.'),
-  type: z.enum(EVENT_TYPES),
-  sku: skuName,
-  sequence: z.number().int().min(1).describe("The SKU's events counted from 1, without gaps."),
-  occurredAt: z.iso.datetime(),
-  data: z
-    .looseObject({ available: z.number().int(), reserved: z.number().int(), sold: z.number().int() })
-    .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
+  recentEvents: z.array(stockEvent).describe("The SKU's newest events, newest first (none when events are off)."),
 });
 
 const eventPage = z.object({

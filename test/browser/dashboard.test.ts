@@ -69,6 +69,19 @@ describe('the dashboard in a real browser', () => {
     const placed = await page.$eval('#answers tr[data-status="201"] td:last-child', (el) => Number(el.textContent));
     expect(placed).toBeGreaterThanOrEqual(7);
 
+    // The SKU's newest events, newest first: its creation last, then the orders, each with the books after it.
+    await page.waitForFunction(() => document.querySelectorAll('#events tr[data-type="order.placed"]').length === 7, {
+      timeout: 10_000,
+      polling: 100,
+    });
+    const events = await page.$$eval('#events tbody tr', (rows) =>
+      rows.map((row) => [...row.cells].map((cell) => cell.textContent)),
+    );
+    expect(events.map((cells) => [cells[1], cells[2], cells[3]])).toEqual([
+      ...Array.from({ length: 7 }, (_, i) => [String(8 - i), 'order.placed', String(100 - 3 * (7 - i))]),
+      ['1', 'sku.created', '100'],
+    ]);
+
     // An order refused as out of stock shows under 409.
     expect((await call(service.url, 'POST', '/orders', { sku, quantity: 500 })).status).toBe(409);
     await page.waitForSelector('#answers tr[data-status="409"]', { timeout: 10_000 });

@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import { AppError, errorCatalog } from '../../errors.js';
+import type { StockEvent } from '../../events/event-types.js';
 import type { SkuView } from '../../inventory/stock-admin.js';
 import type { OrderCounters } from '../../metrics/service-metrics.js';
 
@@ -17,6 +18,8 @@ export interface DashboardSnapshot {
   answersByStatus: Record<string, number>;
   lockWaits: number;
   lockWaitsPerSecond: number;
+  /** The SKU's newest events, newest first. */
+  recentEvents: StockEvent[];
 }
 
 interface Watched {
@@ -29,6 +32,8 @@ interface Watched {
 export interface DashboardSources {
   readView: (sku: string) => Promise<SkuView>;
   readCounters: () => Promise<OrderCounters>;
+  /** The SKU's newest events, newest first; a failed read shows none. */
+  readRecentEvents: (sku: string) => Promise<StockEvent[]>;
   /** The shared clock's time. */
   now: () => number;
   instance: string;
@@ -110,7 +115,7 @@ export class DashboardFeed {
     watched: Watched,
   ): Promise<DashboardSnapshot & { counters: OrderCounters; atMs: number }> {
     const atMs = Date.now();
-    const [view, counters] = await Promise.all([
+    const [view, counters, recentEvents] = await Promise.all([
       this.sources.readView(sku).then(
         (value) => ({ value, problem: undefined }),
         (error: unknown) => ({
@@ -119,6 +124,7 @@ export class DashboardFeed {
         }),
       ),
       this.sources.readCounters(),
+      this.sources.readRecentEvents(sku).catch(() => []),
     ]);
     const previous = watched.last;
     const seconds = previous ? (atMs - previous.atMs) / 1000 : 0;
@@ -139,6 +145,7 @@ export class DashboardFeed {
       answersByStatus,
       lockWaits: counters.lockWaits,
       lockWaitsPerSecond: rate(counters.lockWaits, previous?.counters.lockWaits),
+      recentEvents,
       counters,
       atMs,
     };

@@ -141,6 +141,22 @@ function render(snapshot) {
     return row;
   });
   $('answers').tBodies[0].replaceChildren(...rows);
+  const events = (snapshot.recentEvents ?? []).map((event) => {
+    const row = document.createElement('tr');
+    row.dataset.type = event.type;
+    const { available, reserved, sold } = event.data;
+    const cells = [
+      new Date(event.occurredAt).toLocaleTimeString(),
+      event.sequence,
+      event.type,
+      available,
+      reserved,
+      sold,
+    ];
+    for (const text of cells) row.insertCell().textContent = typeof text === 'number' ? number(text) : text;
+    return row;
+  });
+  $('events').tBodies[0].replaceChildren(...events);
   const view = snapshot.view;
   if (!view) return;
   sale = { view, atMs: Date.parse(snapshot.at), receivedAt: performance.now() };
