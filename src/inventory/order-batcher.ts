@@ -91,7 +91,7 @@ export class OrderBatcher {
   private async work(): Promise<void> {
     try {
       for (;;) {
-        this.refuseLapsed();
+        this.reviewPending();
         this.startInOrderRuns();
         const plan = planBatch(this.pending, this.options.maxBatch, {
           isFree: (key) => this.locks.isFree(key),
@@ -210,11 +210,13 @@ export class OrderBatcher {
   }
 
   /**
-   * Ends the waiting orders no batch will take: those past their wait budget, those for a SKU whose sale closed while
-   * they waited (so nothing is placed after the close), and those for a SKU whose every segment turned out empty
-   * meanwhile (read as 0 under its lock, so no release would bring them stock).
+   * Goes over the waiting orders before a batch is planned. Ends those no batch will take: past their wait budget,
+   * for a SKU whose sale closed while they waited (so nothing is placed after the close), or for a SKU whose every
+   * segment turned out empty meanwhile (read as 0 under its lock, so no release would bring them stock). Sends those
+   * whose SKU's entry went stale meanwhile (a change notice, or the notice subscription coming back) to be looked up
+   * again: planning cannot trust a stale entry's empty marks, and no batch would ever take such an order back.
    */
-  private refuseLapsed(): void {
+  private reviewPending(): void {
     const now = Date.now();
     const shared = this.clock.now();
     const lapsed = (order: BatchOrder): Ending | undefined => {
@@ -227,12 +229,15 @@ export class OrderBatcher {
       return gone && { kind: 'refused', problem: outOfStock(gone.entry.sku, gone.quantity, 0) };
     };
     for (let i = 0; i < this.pending.length;) {
-      const ending = lapsed(this.pending[i]!);
-      if (!ending) {
+      const order = this.pending[i]!;
+      const ending = lapsed(order);
+      if (ending) order.end(ending);
+      else if (order.lines.some((line) => line.entry.stale)) this.retry(order);
+      else {
         i++;
         continue;
       }
-      this.pending.splice(i, 1)[0]!.end(ending);
+      this.pending.splice(i, 1);
     }
   }
 
