@@ -1,5 +1,5 @@
-import { createHmac } from 'node:crypto';
 import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { StockEvent } from './event-types.js';
@@ -190,12 +190,14 @@ export class WebhookDelivery {
 }
 
 /**
- * The Standard Webhooks headers (standardwebhooks.com): the message id, the send time in seconds, and
- * `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` keyed with the secret's bytes (the base64 after `whsec_`).
+ * The Standard Webhooks headers (standardwebhooks.com), signed with the specification's own library: the message id
+ * (the event's), the send time in seconds, and `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`.
  */
-export function signatureHeaders(secret: string, id: string, body: string, now = Date.now()): Record<string, string> {
-  const timestamp = String(Math.floor(now / 1000));
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
-  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
+export function signatureHeaders(secret: string, id: string, body: string, now = new Date()): Record<string, string> {
+  const signature = new Webhook(secret).sign(id, now, body);
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+    'webhook-signature': signature,
+  };
 }
