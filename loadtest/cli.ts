@@ -211,6 +211,7 @@ function bookFailures(run: RunResults): string[] {
     ...run.alternative,
     ...run.spread,
     ...run.memory,
+    ...run.auth,
     ...run.lockOrderFlow,
   ];
   return [

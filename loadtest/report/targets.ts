@@ -128,7 +128,7 @@ export function targetsTable(run: RunResults): string | undefined {
       `${(memory.maxRssBytes / 2 ** 20).toFixed(0)} MiB during the round, peak ${(memory.peakRssBytes / 2 ** 20).toFixed(0)} MiB since start`,
     memory && memory.peakRssBytes <= 250 * 2 ** 20,
   ]);
-  const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative, ...run.spread];
+  const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative, ...run.spread, ...run.auth];
   const bad = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   targets.push([
     'books exact in every case of the product and of the alternative (sold = Σ 201, no negative stock, available + sold = stock)',

@@ -218,6 +218,17 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
         ['Stream chunks, least served watcher', (r) => r.events],
       ],
     ),
+    authTable: table(run.auth, [
+      ['Credential', (c) => c.label],
+      ['Orders/s', (c) => int(c.ordersPerSecond)],
+      [
+        '× no credential',
+        (c) => times(c.ordersPerSecond / (run.auth.find((x) => x.auth === 'none')?.ordersPerSecond ?? NaN)),
+      ],
+      ...latency((c: SalesCase) => c.measured, 'p50', 'p99'),
+      ['Statuses', (c) => statuses(c.measured.statusCounts)],
+      ['Service ms / order', (c) => ms(c.cpu ? (c.cpu.cores.service / c.ordersPerSecond) * 1000 : NaN)],
+    ]),
     locksTable: table(run.locks, [
       ['K', (r) => r.keys],
       ['H (ms)', (r) => r.holdMs],
@@ -271,6 +282,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
             ...run.lockFree,
             ...run.perOrder,
             ...run.memory,
+            ...run.auth,
           ].flatMap(sale),
           refusals(),
         )

@@ -4,7 +4,10 @@
  * its variants next, the cluster last; the ceiling is measured first and last to show drift. A service starts on
  * the first row that needs it and stops after the last.
  */
+import { randomBytes } from 'node:crypto';
+import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
+import { AUDIENCE, bearer, ISSUER, serviceKey, writeKeysFile } from '../../test/security/credentials.js';
 import { zookeeperMissing } from '../../test/support/servers/index.js';
 import { ServerStats } from '../infra/server-stats.js';
 import { LocalService, type LocalServiceOptions, type ServiceTarget } from '../infra/service-process.js';
@@ -37,6 +40,7 @@ export const scenarioNames = [
   'lock-free',
   'memory',
   'growth',
+  'auth',
   'locks',
   'lock-backends',
   'lock-order-flow',
@@ -67,6 +71,8 @@ export const emptyCases = () => ({
   dashboard: [] as DashboardCase[],
   memory: [] as SalesCase[],
   growth: [] as GrowthCase[],
+  /** The hot SKU's orders with no credential, a service key and a customer token. */
+  auth: [] as SalesCase[],
   /** The lock alone: this lock against the libraries, and on each backend. */
   locks: [] as LockCell[],
   /** The service's order flow on each lock backend. */
@@ -283,6 +289,58 @@ function plan(ctx: RunContext): Row[] {
   }
   for (const guard of Object.values(guards)) {
     add('oversell', 'oversell', cluster, (c, service) => runOversell(c, service, s.clusterInstances, guard));
+  }
+
+  // What authentication costs an order: the same hot-SKU load with no credential, a service key and a customer token.
+  const key = serviceKey('loadtest', ['orders:place']);
+  const adminToken = randomBytes(24).toString('hex');
+  const jwtSecret = randomBytes(32).toString('hex');
+  const customerToken = () =>
+    new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('loadtest-customer')
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime('12h')
+      .sign(new TextEncoder().encode(jwtSecret));
+  const credentials = [
+    { id: 'none', name: 'no credential (open mode)', service: real, headers: async () => ({}) },
+    {
+      id: 'key',
+      name: 'service key',
+      service: {
+        label: 'service with API_KEYS_FILE',
+        env: { ADMIN_TOKEN: adminToken, API_KEYS_FILE: writeKeysFile([key]) },
+      },
+      headers: async () => bearer(key.key),
+    },
+    {
+      id: 'token',
+      name: 'customer token (HS256 JWT)',
+      service: {
+        label: 'service with a customer issuer',
+        env: {
+          ADMIN_TOKEN: adminToken,
+          CUSTOMER_JWT_SECRET: jwtSecret,
+          CUSTOMER_JWT_ISSUER: ISSUER,
+          CUSTOMER_JWT_AUDIENCE: AUDIENCE,
+        },
+      },
+      headers: async () => bearer(await customerToken()),
+    },
+  ];
+  for (const { id, name, service, headers } of credentials) {
+    add('auth', 'auth', service, async (c, target) =>
+      measureSales(c, {
+        id: `auth-${id}`,
+        label: `real · ${lockName(n)} · ${name}`,
+        service: target,
+        segments: n,
+        headers: await headers(),
+        tags: { auth: id },
+      }),
+    );
   }
 
   const cells = (
