@@ -3,57 +3,16 @@ import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { MetricsSnapshot } from '../client/prometheus.js';
 import type { ServiceTarget } from '../infra/service-process.js';
-import { type RoundSpec, runRound } from '../runner/round.js';
+import type { RoundSpec } from '../runner/round.js';
 import { checkBooks } from './books.js';
 import type { RunContext } from './context.js';
-import { measuredAmount, settle, WARMUP_STOCK } from './sales.js';
+import { orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
 
 export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
 export type SoldOutCase = Awaited<ReturnType<typeof runSoldOut>>;
 export type LifecycleCase = Awaited<ReturnType<typeof runLifecycle>>;
 export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
 export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
-
-/** Orders of the service's usual shape, on one SKU, with the run's connections, timeout and the service's token. */
-function orderRound(
-  ctx: RunContext,
-  service: ServiceTarget,
-  sku: string,
-  extra: Partial<RoundSpec> & { title: string },
-) {
-  const { connections, timeoutSeconds, quantity } = ctx.settings;
-  const base = {
-    baseUrl: service.url,
-    path: '/orders',
-    headers: ctx.api(service).adminHeaders,
-    connections,
-    timeoutSeconds,
-  };
-  return (status = 201) => runRound({ ...base, body: { sku, quantity }, ...extra }, status, ctx.progress);
-}
-
-/** A timed warm-up, then a measured round as long as the warm-up rate fills the measuring time with. */
-async function warmThenMeasure(
-  ctx: RunContext,
-  service: ServiceTarget,
-  sku: string,
-  spec: Partial<RoundSpec> & { title: string },
-  status: number,
-) {
-  await ctx.waitForQuiet(service);
-  const { title } = spec;
-  const warmup = await orderRound(ctx, service, sku, {
-    ...spec,
-    title: `${title} · warm-up`,
-    durationSeconds: ctx.settings.warmupSeconds,
-  })(status);
-  await settle(service, ctx.settings.timeoutSeconds);
-  const cpu = ctx.meterCpu(service);
-  // A reservation round sends two requests per order: a reservation and its confirmation.
-  const amount = measuredAmount(ctx, warmup, ctx.settings.connections, status) * (spec.confirmEach ? 2 : 1);
-  const measured = await orderRound(ctx, service, sku, { ...spec, amount })(status);
-  return { warmup, measured, cpu: cpu() };
-}
 
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
 export const guards = {
@@ -85,12 +44,8 @@ export async function runOversell(
   await api.createSku(sku, stock, 1);
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const connections = Math.min(ctx.settings.connections, requests);
-  const round = await orderRound(ctx, service, sku, {
-    title: label,
-    path: guard.path,
-    connections,
-    amount: requests,
-  })();
+  const body = { sku, quantity: 1 };
+  const round = await orderRound(ctx, service, { title: label, path: guard.path, body, connections, amount: requests });
   const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
   return {
     id: `oversell-${guard.id}-${instances}`,
@@ -121,7 +76,12 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
   const label = `sold out · ${segments} segments`;
   const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const before = await scrape();
-  const { warmup, measured, cpu } = await warmThenMeasure(ctx, service, sku, { title: label }, 409);
+  const { warmup, measured, cpu } = await warmThenMeasure(
+    ctx,
+    service,
+    { title: label, body: { sku, quantity: 1 } },
+    409,
+  );
   // The warm-up's attempts count too: there should be none at all.
   const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
   const restock = 100;
@@ -155,7 +115,7 @@ export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segm
     const sku = ctx.skuName(`lifecycle-${kind}-${segments}`);
     await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
     const body = { sku, quantity: 1, ...(spec.confirmEach && { holdSeconds: 600 }) };
-    return warmThenMeasure(ctx, service, sku, { ...spec, body, title: `${title} · ${segments} segments` }, status);
+    return warmThenMeasure(ctx, service, { ...spec, body, title: `${title} · ${segments} segments` }, status);
   };
   const direct = await measure('direct', 'place directly', {}, 201);
   const reserved = await measure('reserve', 'reserve then confirm', { confirmEach: true }, 200);
@@ -180,19 +140,18 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
   const sku = ctx.skuName('dashboard');
   const { adminHeaders: headers } = ctx.api(service);
   await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+  const body = { sku, quantity: ctx.settings.quantity };
   const { measured: unwatched } = await warmThenMeasure(
     ctx,
     service,
-    sku,
-    { title: 'dashboard cost · no dashboard' },
+    { title: 'dashboard cost · no dashboard', body },
     201,
   );
-  const amount = unwatched.responses;
-  const round = async (title: string) => {
+  const round = async (label: string) => {
     await settle(service, ctx.settings.timeoutSeconds);
     return {
-      label: title,
-      round: await orderRound(ctx, service, sku, { title: `dashboard cost · ${title}`, amount })(),
+      label,
+      round: await orderRound(ctx, service, { title: `dashboard cost · ${label}`, body, amount: unwatched.responses }),
     };
   };
   const streams = Array.from({ length: watchers }, () => new AbortController());
@@ -235,15 +194,15 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
     const { growthConnections: connections, growthRequests: amount } = ctx.settings;
     await ctx.waitForQuiet(service);
-    const read = {
-      method: 'GET' as const,
-      path: `/skus/${encodeURIComponent(sku)}`,
-      title: `${label} · GET /skus/:sku`,
-      connections,
-      amount,
-    };
-    const skuRead = await orderRound(ctx, service, sku, read)(200);
-    const orders = await orderRound(ctx, service, sku, { title: `${label} · POST /orders`, connections, amount })();
+    const path = `/skus/${encodeURIComponent(sku)}`;
+    const skuRead = await orderRound(
+      ctx,
+      service,
+      { title: `${label} · GET /skus/:sku`, method: 'GET', path, connections, amount },
+      200,
+    );
+    const body = { sku, quantity: 1 };
+    const orders = await orderRound(ctx, service, { title: `${label} · POST /orders`, body, connections, amount });
     await settle(service, ctx.settings.timeoutSeconds);
     const after = await api.sku(sku);
     const booksOk =

@@ -57,22 +57,17 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const api = ctx.api(service);
   const connections = spec.connections ?? settings.connections;
   const quantity = settings.quantity;
+  const headers = spec.headers ?? api.adminHeaders;
   const round = (set: SkuSet, title: string, extra: Partial<RoundSpec>) =>
-    runRound(
-      {
-        title,
-        baseUrl: service.url,
-        path,
-        body: { sku: set.skus[0], quantity },
-        pickSku: set.pick,
-        headers: spec.headers ?? api.adminHeaders,
-        connections,
-        timeoutSeconds: settings.timeoutSeconds,
-        ...extra,
-      },
-      201,
-      ctx.progress,
-    );
+    orderRound(ctx, service, {
+      title,
+      path,
+      body: { sku: set.skus[0], quantity },
+      pickSku: set.pick,
+      headers,
+      connections,
+      ...extra,
+    });
 
   const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
   await ctx.waitForQuiet(service);
@@ -162,15 +157,8 @@ async function checkSetBooks(
     const answeredUnits =
       round.answeredBySku?.[sku] ?? (round.answeredBySku ? 0 : (round.statusCounts[201] ?? 0) * ctx.settings.quantity);
     const db = spec.auditInPostgres === false ? null : ctx.db;
-    all.push(
-      await checkBooks(ctx.api(spec.service), db, {
-        sku,
-        answeredUnits,
-        soldBefore: soldBefore?.[sku],
-        stockIn: spec.stockIn,
-        ...rest,
-      }),
-    );
+    const asked = { sku, answeredUnits, soldBefore: soldBefore?.[sku], stockIn: spec.stockIn, ...rest };
+    all.push(await checkBooks(ctx.api(spec.service), db, asked));
   }
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
@@ -193,61 +181,65 @@ async function checkSetBooks(
   };
 }
 
+type Titled = Partial<RoundSpec> & { title: string };
+
+/** A round against a service: the run's connections, timeout and quantity, the service's token, POST /orders. */
+export function orderRound(ctx: RunContext, service: ServiceTarget, spec: Titled, status = 201) {
+  const { connections, timeoutSeconds, quantity } = ctx.settings;
+  const headers = ctx.api(service).adminHeaders;
+  const base = { baseUrl: service.url, path: '/orders', body: { quantity }, headers, connections, timeoutSeconds };
+  return runRound({ ...base, ...spec }, status, ctx.progress);
+}
+
+/** A timed warm-up, then a measured round of as many requests as the warm-up's rate fills the measuring time with. */
+export async function warmThenMeasure(ctx: RunContext, service: ServiceTarget, spec: Titled, status: number) {
+  await ctx.waitForQuiet(service);
+  const warm = { ...spec, title: `${spec.title} · warm-up`, durationSeconds: ctx.settings.warmupSeconds };
+  const warmup = await orderRound(ctx, service, warm, status);
+  await settle(service, ctx.settings.timeoutSeconds);
+  const cpu = ctx.meterCpu(service);
+  // A reservation round sends two requests per order: a reservation and its confirmation.
+  const amount = measuredAmount(ctx, warmup, ctx.settings.connections, status) * (spec.confirmEach ? 2 : 1);
+  const measured = await orderRound(ctx, service, { ...spec, amount }, status);
+  return { warmup, measured, cpu: cpu() };
+}
+
 /**
  * A freshly started process runs its first seconds unoptimised (JIT) and with cold pools: orders through the whole
  * HTTP stack before any measurement, on a throwaway SKU, so the first case is not the one that pays.
  */
 export async function primeService(ctx: RunContext, service: ServiceTarget): Promise<void> {
-  const api = ctx.api(service);
   const sku = ctx.skuName('prime');
-  await api.createSku(sku, WARMUP_STOCK, 4);
-  const { connections, warmupSeconds: durationSeconds, timeoutSeconds, quantity } = ctx.settings;
-  const spec = { title: `priming ${service.label}`, baseUrl: service.url, path: '/orders', headers: api.adminHeaders };
-  await runRound({ ...spec, body: { sku, quantity }, connections, durationSeconds, timeoutSeconds }, 201, ctx.progress);
-  await settle(service, timeoutSeconds);
+  await ctx.api(service).createSku(sku, WARMUP_STOCK, 4);
+  const body = { sku, quantity: ctx.settings.quantity };
+  const durationSeconds = ctx.settings.warmupSeconds;
+  await orderRound(ctx, service, { title: `priming ${service.label}`, body, durationSeconds });
+  await settle(service, ctx.settings.timeoutSeconds);
 }
 
 /**
  * The HTTP ceiling: the same stack answering POST /bench/echo with the order's body (200); or, with `path` and
  * `status`, another echo (the bare express app's POST /orders, 201).
  */
-export async function measureCeiling(
-  ctx: RunContext,
-  spec: { id: string; label: string; service: ServiceTarget; instances: number; path?: string; status?: number },
-) {
-  const { settings } = ctx;
-  const status = spec.status ?? 200;
-  const round = (title: string, extra: Partial<RoundSpec>) =>
-    runRound(
-      {
-        title,
-        baseUrl: spec.service.url,
-        path: spec.path ?? '/bench/echo',
-        body: { sku: 'ceiling', quantity: settings.quantity },
-        connections: settings.connections,
-        timeoutSeconds: settings.timeoutSeconds,
-        ...extra,
-      },
-      status,
-      ctx.progress,
-    );
-  await ctx.waitForQuiet(spec.service);
-  const warmup = await round(`${spec.label} · warm-up`, { durationSeconds: settings.warmupSeconds });
-  await settle(spec.service, settings.timeoutSeconds);
-  const cpu = ctx.meterCpu(spec.service);
-  const measured = await round(spec.label, { amount: measuredAmount(ctx, warmup, settings.connections, status) });
-  const { id, label, instances, path } = spec;
-  return {
-    id,
-    label,
-    instances,
-    warmup,
-    measured,
-    perSecond: measured.ratePerSecond[status] ?? 0,
-    cpu: cpu(),
-    ...(path && { path }),
+export async function measureCeiling(ctx: RunContext, spec: CeilingSpec) {
+  const { id, label, service, instances, path, status = 200 } = spec;
+  const round = {
+    title: label,
+    path: path ?? '/bench/echo',
+    body: { sku: 'ceiling', quantity: ctx.settings.quantity },
   };
+  const { warmup, measured, cpu } = await warmThenMeasure(ctx, service, round, status);
+  const perSecond = measured.ratePerSecond[status] ?? 0;
+  return { id, label, instances, warmup, measured, perSecond, cpu, ...(path && { path }) };
 }
+type CeilingSpec = {
+  id: string;
+  label: string;
+  service: ServiceTarget;
+  instances: number;
+  path?: string;
+  status?: number;
+};
 
 /**
  * Waits until the service has finished every order: a warm-up round stops on time, and orders it left in flight
