@@ -8,22 +8,18 @@ import { expectedSafe } from './targets.js';
 
 const WIDTH = 520;
 const config = { font: 'Helvetica, Arial, sans-serif', view: { stroke: null }, axis: { grid: true, gridOpacity: 0.4 } };
-const log2 = { type: 'log', base: 2 } as const;
-const legend = { title: null, legend: { orient: 'top-left', labelLimit: 320 } } as const;
-const segmentsAxis = (values: number[]) => ({
-  scale: log2,
-  axis: { values: [...new Set(values)] },
-  title: 'segments (N)',
-});
+const log2 = { type: 'log', base: 2 };
+const quantitative = (field: string, more: object = {}) => ({ field, type: 'quantitative', ...more });
+const nominal = (field: string, more: object = {}) => ({ field, type: 'nominal', title: null, ...more });
+const legend = { legend: { orient: 'top-left', labelLimit: 320 } };
+const labels = { sort: null, axis: { labelLimit: 320 } };
 
 /** Renders the report's charts to SVG with vega-lite into `dir`; answers each chart's name, title and file. */
-export async function renderCharts(
-  run: RunResults,
-  dir: string,
-): Promise<{ name: string; title: string; file: string }[]> {
+export async function renderCharts(run: RunResults, dir: string) {
   const f = new RunFigures(run);
+  const { businessStepMs, connections } = run.meta.settings;
   const profileName = (p: string) =>
-    p === 'real' ? 'real critical section' : `${run.meta.settings.businessStepMs} ms business step, combining off`;
+    p === 'real' ? 'real critical section' : `${businessStepMs} ms business step, combining off`;
   const sales = [...f.profile('real'), ...f.profile('business-step')];
   const points = sales.map((c) => ({
     segments: c.segments,
@@ -31,7 +27,17 @@ export async function renderCharts(
     profile: profileName(c.profile),
     speedup: f.speedup(c),
   }));
-  const segments = points.map((p) => p.segments);
+  const segments = quantitative('segments', {
+    scale: log2,
+    axis: { values: [...new Set(points.map((p) => p.segments))] },
+    title: 'segments (N)',
+  });
+  /** One line per profile over the segment counts. */
+  const byProfile = (values: object[], y: object) => ({
+    data: { values },
+    mark: { type: 'line', point: true },
+    encoding: { x: segments, y, color: nominal('profile', legend) },
+  });
   const ceiling = Number.isFinite(f.ceiling)
     ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
     : [];
@@ -41,33 +47,25 @@ export async function renderCharts(
       'throughput-vs-segments',
       'Successful orders per second vs segment count',
       {
-        title: { text: 'Orders/s vs segment count', subtitle: `${run.meta.settings.connections} connections, one run` },
+        title: { text: 'Orders/s vs segment count', subtitle: `${connections} connections, one run` },
         width: WIDTH,
         height: 300,
         layer: [
-          {
-            data: { values: points },
-            mark: { type: 'line', point: true },
-            encoding: {
-              x: { field: 'segments', type: 'quantitative', ...segmentsAxis(segments) },
-              y: { field: 'ordersPerSecond', type: 'quantitative', title: 'successful orders / s' },
-              color: { field: 'profile', type: 'nominal', ...legend },
-            },
-          },
+          byProfile(points, quantitative('ordersPerSecond', { title: 'successful orders / s' })),
           {
             data: { values: ceiling },
             mark: { type: 'rule', strokeDash: [6, 4], color: '#888' },
-            encoding: { y: { field: 'ceiling', type: 'quantitative' } },
+            encoding: { y: quantitative('ceiling') },
           },
           {
             data: { values: ceiling },
             mark: { type: 'text', align: 'right', dy: -6, x: WIDTH, color: '#666' },
-            encoding: { y: { field: 'ceiling', type: 'quantitative' }, text: { field: 'label', type: 'nominal' } },
+            encoding: { y: quantitative('ceiling'), text: { field: 'label', type: 'nominal' } },
           },
         ],
       },
     ]);
-    const ideal = [...new Set(segments)].flatMap((n) => [
+    const ideal = [...new Set(sales.map((c) => c.segments))].flatMap((n) => [
       { segments: n, speedup: n, line: 'ideal: N' },
       { segments: n, speedup: 0.9 * n, line: 'target: 0.9 × N' },
     ]);
@@ -86,31 +84,21 @@ export async function renderCharts(
             data: { values: ideal },
             mark: { type: 'line', strokeDash: [4, 4], color: '#aaa' },
             encoding: {
-              x: { field: 'segments', type: 'quantitative', scale: log2 },
-              y: { field: 'speedup', type: 'quantitative', scale: log2 },
+              x: quantitative('segments', { scale: log2 }),
+              y: quantitative('speedup', { scale: log2 }),
               detail: { field: 'line' },
             },
           },
-          {
-            data: { values: points.filter((p) => Number.isFinite(p.speedup)) },
-            mark: { type: 'line', point: true },
-            encoding: {
-              x: { field: 'segments', type: 'quantitative', ...segmentsAxis(segments) },
-              y: {
-                field: 'speedup',
-                type: 'quantitative',
-                scale: log2,
-                title: 'speed-up (×, log scale; dashed: N and 0.9 × N)',
-              },
-              color: { field: 'profile', type: 'nominal', ...legend },
-            },
-          },
+          byProfile(
+            points.filter((p) => Number.isFinite(p.speedup)),
+            quantitative('speedup', { scale: log2, title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' }),
+          ),
         ],
       },
     ]);
     const percentiles = sales.flatMap((c) =>
       (['p50', 'p97_5', 'p99', 'max'] as const).map((p) => ({
-        order: c.segments,
+        segments: c.segments,
         percentile: p.replace('_', '.'),
         ms: Math.max(c.measured.latencyMs[p], 0.1),
         profile: profileName(c.profile),
@@ -122,15 +110,15 @@ export async function renderCharts(
       {
         title: { text: 'Order latency percentiles', subtitle: 'all answers of the measured round, log scale' },
         data: { values: percentiles },
-        facet: { row: { field: 'profile', type: 'nominal', title: null } },
+        facet: { row: nominal('profile') },
         spec: {
           width: WIDTH,
           height: 180,
           mark: { type: 'line', point: true },
           encoding: {
-            x: { field: 'order', type: 'quantitative', ...segmentsAxis(segments) },
-            y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'latency (ms, log scale)' },
-            color: { field: 'percentile', type: 'nominal', sort: ['p50', 'p97.5', 'p99', 'max'], title: null },
+            x: segments,
+            y: quantitative('ms', { scale: { type: 'log' }, title: 'latency (ms, log scale)' }),
+            color: nominal('percentile', { sort: ['p50', 'p97.5', 'p99', 'max'] }),
           },
         },
       },
@@ -158,9 +146,9 @@ export async function renderCharts(
         data: { values: comparisons },
         mark: 'bar',
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
-          x: { field: 'perSecond', type: 'quantitative', title: 'answers / s' },
-          color: { field: 'kind', type: 'nominal', title: null, legend: { orient: 'bottom' } },
+          y: nominal('label', labels),
+          x: quantitative('perSecond', { title: 'answers / s' }),
+          color: nominal('kind', { legend: { orient: 'bottom' } }),
         },
       },
     ]);
@@ -173,6 +161,10 @@ export async function renderCharts(
       oversold: c.books.oversold,
       guard: guards[Number(expectedSafe(c))],
     }));
+    const colours = {
+      scale: { range: ['#d62728', '#2ca02c'], domain: guards },
+      legend: { orient: 'bottom', labelLimit: 320 },
+    };
     charts.push([
       'oversell',
       'Units oversold in the oversell demonstration',
@@ -181,26 +173,12 @@ export async function renderCharts(
         width: WIDTH,
         data: { values },
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
-          x: { field: 'oversold', type: 'quantitative', title: 'units sold beyond the stock' },
+          y: nominal('label', labels),
+          x: quantitative('oversold', { title: 'units sold beyond the stock' }),
         },
         layer: [
-          {
-            mark: 'bar',
-            encoding: {
-              color: {
-                field: 'guard',
-                type: 'nominal',
-                title: null,
-                scale: { range: ['#d62728', '#2ca02c'], domain: guards },
-                legend: { orient: 'bottom', labelLimit: 320 },
-              },
-            },
-          },
-          {
-            mark: { type: 'text', align: 'left', dx: 4 },
-            encoding: { text: { field: 'oversold', type: 'quantitative' } },
-          },
+          { mark: 'bar', encoding: { color: nominal('guard', colours) } },
+          { mark: { type: 'text', align: 'left', dx: 4 }, encoding: { text: quantitative('oversold') } },
         ],
       },
     ]);

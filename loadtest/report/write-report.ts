@@ -6,7 +6,7 @@ import type { RunResults } from '../results.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { CeilingCase, SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
-import { RunFigures } from './figures.js';
+import { RunFigures, serviceMsPerAnswer } from './figures.js';
 import { int, mib, ms, num, pct, statuses, table, times } from './format.js';
 import { expectedSafe, isOurs, targetsTable } from './targets.js';
 
@@ -61,6 +61,8 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
   const clusterRows = run.cluster.flatMap((c) => [c, ...sale(f.at('real', c.segments)).map((r) => r.sale!)]);
   const perOrder = run.perOrder.filter((c) => c.serverCost);
+  const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
+  const noCredential = run.auth.find((x) => x.auth === 'none')?.ordersPerSecond ?? NaN;
   const settings = Object.entries(meta.settings).map(([name, v]) => [
     name,
     Number.isInteger(v) ? int(v as number) : String(v),
@@ -140,17 +142,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Units sold (ledger)', (c) => int(c.books.sold)],
       ['Left', (c) => int(c.books.available)],
       ['Oversold', (c) => `**${int(c.books.oversold)}**`],
-      [
-        'Books',
-        (c) =>
-          expectedSafe(c)
-            ? c.books.ok
-              ? 'balanced'
-              : 'FAILED'
-            : c.books.oversold > 0
-              ? 'oversold, as expected without a shared lock'
-              : 'no oversell this time',
-      ],
+      ['Books', (c) => (expectedSafe(c) ? (c.books.ok ? 'balanced' : 'FAILED') : oversoldAsExpected(c.books.oversold))],
     ]),
     soldOutTable: table(run.soldOut, [
       ['Case', (c) => c.label],
@@ -181,12 +173,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ],
     ),
     ...perOrderTables(perOrder),
-    lockFreeTable: run.lockFree.length
-      ? salesTable(
-          [...sale(f.at('real', 1)), ...sale(f.at('real'))].map((r) => r.sale!).concat(run.alternative, run.lockFree),
-          f,
-        )
-      : undefined,
+    lockFreeTable: run.lockFree.length ? salesTable([...product, ...run.alternative, ...run.lockFree], f) : undefined,
     memoryTable: table(run.memory, [
       ['Case', (c) => c.label],
       ['Orders/s', (c) => int(c.ordersPerSecond)],
@@ -221,33 +208,17 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
     authTable: table(run.auth, [
       ['Credential', (c) => c.label],
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      [
-        '× no credential',
-        (c) => times(c.ordersPerSecond / (run.auth.find((x) => x.auth === 'none')?.ordersPerSecond ?? NaN)),
-      ],
+      ['× no credential', (c) => times(c.ordersPerSecond / noCredential)],
       ...latency((c: SalesCase) => c.measured, 'p50', 'p99'),
       ['Statuses', (c) => statuses(c.measured.statusCounts)],
-      ['Service ms / order', (c) => ms(c.cpu ? (c.cpu.cores.service / c.ordersPerSecond) * 1000 : NaN)],
+      ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
     ]),
     locksTable: table(run.locks, [
       ['K', (r) => r.keys],
       ['H (ms)', (r) => r.holdMs],
       ['Lock', (r) => r.contender],
       ['Sections/s', (r) => int(r.sectionsPerSecond)],
-      // Against the better peer library of the same cell; comparing backends, against the Redis backend.
-      [
-        '× baseline',
-        (r) => {
-          const cell = run.locks.filter((x) => x.keys === r.keys && x.holdMs === r.holdMs);
-          const peer = cell
-            .filter((x) => !isOurs(x.contender))
-            .sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond)[0];
-          return num(
-            r.sectionsPerSecond /
-              ((peer ?? cell.find((x) => x.contender === 'backend:redis'))?.sectionsPerSecond ?? NaN),
-          );
-        },
-      ],
+      ['× baseline', (r) => num(r.sectionsPerSecond / lockBaseline(run.locks, r))],
       ['Max wait ms', (r) => int(r.maxWaitMs)],
       ['p99 wait ms', (r) => int(r.p99WaitMs)],
       ['Mean hold ms', (r) => num(r.meanHoldMs)],
@@ -312,6 +283,15 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
 }
 
 const capitalise = (word: string) => word[0]!.toUpperCase() + word.slice(1);
+const oversoldAsExpected = (units: number) =>
+  units > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
+
+/** What a lock cell is compared with: the better peer library of its cell; comparing backends, the Redis backend. */
+function lockBaseline(cells: RunResults['locks'], r: RunResults['locks'][number]): number {
+  const cell = cells.filter((x) => x.keys === r.keys && x.holdMs === r.holdMs);
+  const peers = cell.filter((x) => !isOurs(x.contender)).sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond);
+  return (peers[0] ?? cell.find((x) => x.contender === 'backend:redis'))?.sectionsPerSecond ?? NaN;
+}
 
 /**
  * What an order costs each server, counted by the servers: the same cases on one Redis and on a Redis Cluster, with
