@@ -62,7 +62,7 @@ const settingOptions: [string, string, (value: string) => unknown, ...(keyof Run
   [
     '--quiet-cores <cores>',
     'wait (≤ 20 s) until others use ≤ this many cores (default 0.2, quick 0)',
-    Number,
+    number((n) => n >= 0, 'a number of cores'),
     'quietCores',
   ],
   [
