@@ -1,7 +1,7 @@
 /**
- * `npm run loadtest [-- options]`: single lock vs segmented stock on this machine, with the HTTP ceiling, the
- * oversell demonstration, the sold-out path and lock-free baselines. Writes loadtest/results/<timestamp>.json and
- * the markdown report with its charts.
+ * `npm run loadtest [-- options]`: every scenario of scenarios/plan.ts against services this run starts (or one at
+ * `--url`). Writes loadtest/results/<timestamp>.json and the markdown report with its charts; exits 1 when a locked
+ * case's books do not balance or an unguarded demonstration failed to show the oversell.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -10,178 +10,125 @@ import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
-import { LocalService, RemoteService, type ServiceTarget } from './infra/service-process.js';
+import { remoteService } from './infra/service-process.js';
 import { expectedSafe } from './report/targets.js';
 import { writeReport } from './report/write-report.js';
-import type { RunResults, RunSettings } from './results.js';
+import type { RunResults } from './results.js';
 import { RunProgress } from './runner/progress.js';
-import { RunContext } from './scenarios/context.js';
-import { runAll, type ScenarioName, scenarioNames, type Targets } from './scenarios/run-all.js';
+import { presets, RunContext, type RunSettings } from './scenarios/context.js';
+import { contenderNames } from './scenarios/locks.js';
+import { dashboardUrl, namedOnly, runPlan, type ScenarioName, scenarioNames } from './scenarios/plan.js';
 
 /** What `--redis-cluster` runs unless told otherwise: the cases whose orders take segment locks. */
 const SEGMENTED_SCENARIOS: ScenarioName[] = ['segments', 'business-step', 'cluster'];
 
-/** COMBINE_MAX_BATCH=1: every order is written by its own statement under its own lock hold. */
-const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
-
-const presets: Record<'full' | 'quick', RunSettings> = {
-  full: {
-    connections: 64,
-    segmentCounts: [1, 2, 4, 8, 16, 20, 32],
-    warmupSeconds: 3,
-    measureSeconds: 10,
-    businessStepMs: 20,
-    clusterInstances: 2,
-    clusterSegmentCounts: [1, 20],
-    memoryConnections: 256,
-    quantity: 1,
-    timeoutSeconds: 10,
-    maxRequestsPerRound: 200_000,
-    quietCores: 0.2,
-    quietMaxWaitSeconds: 30,
-    spreadSkus: 400,
-    mixedHotShare: 0.2,
-    dashboardWatchers: 20,
-    oversellStock: 500,
-    growthLedgerRows: [0, 5_000_000],
-    growthConnections: 4,
-    growthRequests: 4_000,
-    disturbedCores: 0.2,
-  },
-  quick: {
-    connections: 64,
-    segmentCounts: [1, 20],
-    warmupSeconds: 1,
-    measureSeconds: 1.5,
-    businessStepMs: 20,
-    clusterInstances: 2,
-    clusterSegmentCounts: [20],
-    memoryConnections: 256,
-    quantity: 1,
-    timeoutSeconds: 10,
-    maxRequestsPerRound: 40_000,
-    quietCores: 0,
-    quietMaxWaitSeconds: 0,
-    spreadSkus: 400,
-    mixedHotShare: 0.2,
-    dashboardWatchers: 20,
-    oversellStock: 100,
-    growthLedgerRows: [0, 100_000],
-    growthConnections: 4,
-    growthRequests: 1_000,
-    disturbedCores: 0.2,
-  },
-};
-
-interface CliOptions {
-  quick?: boolean;
-  url?: string;
-  adminToken?: string;
-  databaseUrl?: string;
-  segments?: number[];
-  connections?: number;
-  warmup?: number;
-  duration?: number;
-  businessStep?: number;
-  instances?: number;
-  scenarios?: ScenarioName[];
-  cpuProfDir?: string;
-  quietCores?: number;
-  redisCluster?: boolean;
-  resultsDir: string;
-  report: string | boolean;
-}
-
-const positiveInt = (value: string) => {
+const number = (check: (n: number) => boolean, expected: string) => (value: string) => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  if (!check(n)) throw new InvalidArgumentError(`expected ${expected}`);
   return n;
 };
-const positiveNumber = (value: string) => {
-  const n = Number(value);
-  if (!(n > 0)) throw new InvalidArgumentError('expected a positive number');
-  return n;
+const positiveInt = number((n) => Number.isInteger(n) && n > 0, 'a positive integer');
+const positive = number((n) => n > 0, 'a positive number');
+const list =
+  <T>(parse: (part: string) => T) =>
+  (value: string) =>
+    value.split(',').map((part) => parse(part.trim()));
+const sortedCounts = (value: string) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b);
+const loopback = (url: string) => {
+  if (/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) return url;
+  throw new InvalidArgumentError('expected a loopback redis:// URL');
 };
-const intList = (value: string) => value.split(',').map((part) => positiveInt(part.trim()));
-const scenarioList = (value: string) =>
-  value.split(',').map((part) => {
-    const name = part.trim() as ScenarioName;
-    if (!scenarioNames.includes(name))
-      throw new InvalidArgumentError(`unknown scenario '${part}'; one of ${scenarioNames.join(', ')}`);
-    return name;
+/** The key commander stores an option under: `--lock-wait-ms` → lockWaitMs. */
+const camelCase = (flags: string) =>
+  flags
+    .replace(/^(-\w, )?--/, '')
+    .split(' ')[0]!
+    .replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+const backends = ['redis', 'redlock', 'postgres', 'zookeeper'] as const;
+const oneOf = <T extends string>(names: readonly T[]) =>
+  list((part) => {
+    if (!names.includes(part as T)) throw new InvalidArgumentError(`unknown '${part}'; one of ${names.join(', ')}`);
+    return part as T;
   });
+
+/** The options that change a setting of the run: flags, help, parser, and the settings they set. */
+const settingOptions: [string, string, (value: string) => unknown, ...(keyof RunSettings)[]][] = [
+  ['--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', sortedCounts, 'segmentCounts'],
+  ['-c, --connections <n>', 'concurrent connections (default 64)', positiveInt, 'connections'],
+  ['--warmup <seconds>', 'warm-up round length', positive, 'warmupSeconds', 'lockWarmupSeconds'],
+  ['--duration <seconds>', 'target length of a measured round', positive, 'measureSeconds', 'lockMeasureSeconds'],
+  ['--business-step <ms>', 'business step in the lock, second profile (default 20)', positiveInt, 'businessStepMs'],
+  ['--instances <n>', 'instances behind one port in the cluster scenario (default 2)', positiveInt, 'clusterInstances'],
+  [
+    '--quiet-cores <cores>',
+    'wait (≤ 20 s) until others use ≤ this many cores (default 0.2, quick 0)',
+    number((n) => n >= 0, 'a number of cores'),
+    'quietCores',
+  ],
+  [
+    '--workers <n>',
+    'lock benchmark: workers, and the order flow’s connections (default 50)',
+    positiveInt,
+    'lockWorkers',
+  ],
+  ['--keys <list>', 'lock benchmark: numbers of keys K (default 1,20)', list(positiveInt), 'lockKeys'],
+  ['--holds <list>', 'lock benchmark: hold times H in ms (default 0,20)', list(Number), 'lockHoldsMs'],
+  ['--locks <list>', `lock benchmark: ${contenderNames.join(', ')}`, oneOf(contenderNames), 'lockContenders'],
+  ['--backends <list>', `lock-backends, lock-order-flow: ${backends.join(', ')}`, oneOf(backends), 'lockBackends'],
+  ['--lock-wait-ms <ms>', 'lock-order-flow: LOCK_WAIT_MS of the services (default 10000)', positiveInt, 'lockWaitMs'],
+  ['--dead-lock-node', 'lock-order-flow: Redlock again with one of its three nodes killed', Boolean, 'deadLockNode'],
+  ['--lock-redis-url <url>', 'lock benchmark: a loopback Redis instead of a private one', loopback, 'lockRedisUrl'],
+];
 
 const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
-  .option('--quick', 'short smoke run (under 90 s): segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
-  .option(
-    '--url <url>',
-    'measure a running service (started by loadtest/bench/bench-main.js for the ceiling and baselines)',
-  )
+  .option('--quick', 'short smoke run: segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
+  .option('--only <list>', `run only these: ${scenarioNames.join(', ')}`, oneOf(scenarioNames))
+  .option('--url <url>', 'measure a running service (started by loadtest/bench/bench-main.js)')
   .option('--admin-token <token>', 'admin token of the --url service')
   .option('--database-url <url>', 'Postgres of the --url service, to audit the books directly (default: API only)')
-  .option('--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', intList)
-  .option('-c, --connections <n>', 'concurrent connections (default 64)', positiveInt)
-  .option('--warmup <seconds>', 'warm-up round length', positiveNumber)
-  .option('--duration <seconds>', 'target length of a measured round', positiveNumber)
-  .option(
-    '--business-step <ms>',
-    'simulated business step inside the lock for the second profile (default 20)',
-    positiveInt,
-  )
-  .option('--instances <n>', 'service instances behind one port in the cluster scenario (default 2)', positiveInt)
-  .option('--scenarios <list>', `run only these: ${scenarioNames.join(', ')}`, scenarioList)
-  .option(
-    '--quiet-cores <cores>',
-    'before each measured round wait (≤ 20 s) until other processes use at most this many cores; 0 = never (default 0.2, quick 0)',
-    Number,
-  )
-  .option(
-    '--redis-cluster',
-    'run on a local Redis Cluster (3 primaries, 3 replicas) started by this run; default scenarios: the segmented ones',
-  )
+  .option('--redis-cluster', 'run on a local Redis Cluster started by this run; default scenarios: the segmented ones')
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option(
     '--report <file>',
-    'markdown report to write (default: docs/benchmarks.md for a full local run of every scenario on one Redis, else beside the results)',
+    'markdown report (default: docs/benchmarks.md for a full local run, else beside the results)',
   )
   .option('--no-report', 'write the results json only')
   .addHelpText(
     'after',
-    '\nWithout --url the run starts its own Redis and Postgres (or uses REDIS_URL / DATABASE_URL) and its own service processes.',
+    '\nWithout --url the run starts its own Redis and Postgres (or uses REDIS_URL / DATABASE_URL).',
   );
+for (const [flags, help, parse] of settingOptions) {
+  if (flags.includes('<')) program.option(flags, help, parse);
+  else program.option(flags, help);
+}
 
 async function main(): Promise<void> {
-  program.parse();
-  const cli = program.opts<CliOptions>();
+  const cli = program.parse().opts();
   const mode = cli.quick ? 'quick' : 'full';
-  const settings: RunSettings = {
-    ...presets[mode],
-    ...(cli.segments && { segmentCounts: [...new Set(cli.segments)].sort((a, b) => a - b) }),
-    ...(cli.connections && { connections: cli.connections }),
-    ...(cli.warmup && { warmupSeconds: cli.warmup }),
-    ...(cli.duration && { measureSeconds: cli.duration }),
-    ...(cli.businessStep && { businessStepMs: cli.businessStep }),
-    ...(cli.instances && { clusterInstances: cli.instances }),
-    ...(cli.quietCores !== undefined &&
-      Number.isFinite(cli.quietCores) && { quietCores: cli.quietCores, quietMaxWaitSeconds: 20 }),
-  };
+  const settings = { ...presets[mode] } as Record<keyof RunSettings, unknown>;
+  for (const [flags, , , ...names] of settingOptions) {
+    const value = cli[camelCase(flags)] as unknown;
+    if (value !== undefined) for (const name of names) settings[name] = value;
+  }
+  // Waiting for quiet, when asked for, waits 20 s at most.
+  if (cli.quietCores !== undefined) settings.quietMaxWaitSeconds = 20;
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
-  const selected = new Set<ScenarioName>(cli.scenarios ?? (cli.redisCluster ? SEGMENTED_SCENARIOS : scenarioNames));
+  const named = cli.only as ScenarioName[] | undefined;
+  const defaults = cli.redisCluster ? SEGMENTED_SCENARIOS : scenarioNames.filter((name) => !namedOnly.includes(name));
   const progress = new RunProgress();
   const startedAt = new Date();
 
-  let backing: BackingServices | undefined;
+  let backing: BackingServices | null = null;
   let db: Db | null = null;
-  const running = new Set<ServiceTarget>();
+  let ctx: RunContext | undefined;
+  let interrupted = false;
   const stopEverything = async () => {
-    await Promise.allSettled([...running].map((s) => s.stop()));
-    running.clear();
+    await Promise.allSettled([...(ctx?.started ?? [])].map((service) => service.stop()));
     await db?.destroy().catch(() => {});
     await backing?.stop();
   };
-  let interrupted = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       interrupted = true;
@@ -189,99 +136,20 @@ async function main(): Promise<void> {
       void stopEverything().finally(() => process.exit(130));
     });
   }
-
   try {
-    let targets: Targets;
-    if (cli.url) {
-      const remote = new RemoteService('target', cli.url.replace(/\/$/, ''), cli.adminToken);
-      db = cli.databaseUrl ? createDatabase(cli.databaseUrl, 4) : null;
+    const url = (cli.url as string | undefined)?.replace(/\/$/, '');
+    const remote = url ? remoteService(url, cli.adminToken as string | undefined) : null;
+    if (remote) {
+      db = cli.databaseUrl ? createDatabase(cli.databaseUrl as string, 4) : null;
       progress.note(`target: dashboard ${dashboardUrl(remote)}`);
-      targets = {
-        start: {
-          real: async () => remote,
-          realUncombined: null,
-          businessStep: null,
-          businessStepCombined: null,
-          cluster: null,
-          alternative: null,
-          bareEcho: null,
-          realOnRedisCluster: null,
-          realUncombinedOnRedisCluster: null,
-        },
-        redisNodes: null,
-        stop: async () => {},
-        ownsDatabase: false,
-        describe: `the running service at ${remote.url}${db ? ' (books also audited in Postgres)' : ' (books audited through the API only)'}`,
-      };
     } else {
       progress.note('starting Redis and Postgres…');
-      backing = await startBackingServices(process.env, { redisCluster: cli.redisCluster });
+      backing = await startBackingServices(process.env, { redisCluster: Boolean(cli.redisCluster) });
       db = createDatabase(backing.databaseUrl, 4);
-      const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir)}`] : [];
-      const start = async (description: string, options: Parameters<typeof LocalService.start>[1]) => {
-        progress.note(`starting ${description}…`);
-        const service = await LocalService.start(backing!, { ...options, nodeArgs });
-        running.add(service);
-        // Watch a round live: the page lists the run's SKUs (the alternative has no dashboard).
-        if (!options.program) progress.note(`${description}: dashboard ${dashboardUrl(service)}`);
-        return service;
-      };
-      const instances = settings.clusterInstances;
-      const onRedisCluster = async (description: string, options: Parameters<typeof LocalService.start>[1]) =>
-        start(`${description} on a Redis Cluster`, {
-          ...options,
-          env: { ...options.env, ...(await backing!.redisCluster()).redisEnv },
-        });
-      targets = {
-        start: {
-          real: () => start('service (real critical section)', { label: 'real' }),
-          realUncombined: () =>
-            start('service (real critical section, combining off)', { label: 'real-uncombined', env: COMBINING_OFF }),
-          businessStep: () =>
-            start(`service (${settings.businessStepMs} ms business step, combining off)`, {
-              label: 'business-step',
-              env: { CRITICAL_SECTION_DELAY_MS: String(settings.businessStepMs), ...COMBINING_OFF },
-            }),
-          businessStepCombined: () =>
-            start(`service (${settings.businessStepMs} ms business step)`, {
-              label: 'business-step-combined',
-              env: { CRITICAL_SECTION_DELAY_MS: String(settings.businessStepMs) },
-            }),
-          cluster: () => start(`${instances} instances behind one port`, { label: 'cluster', instances }),
-          alternative: () =>
-            start('the alternative (express + pg, one conditional UPDATE)', {
-              label: 'alternative',
-              program: 'alternative',
-            }),
-          bareEcho: () => start('a bare express JSON echo', { label: 'bare-echo', program: 'echo' }),
-          // A run on a Redis Cluster has no one Redis to compare it with.
-          realOnRedisCluster: cli.redisCluster
-            ? null
-            : () => onRedisCluster('service (real critical section)', { label: 'real-redis-cluster' }),
-          realUncombinedOnRedisCluster: cli.redisCluster
-            ? null
-            : () =>
-                onRedisCluster('service (real critical section, combining off)', {
-                  label: 'real-uncombined-redis-cluster',
-                  env: COMBINING_OFF,
-                }),
-        },
-        redisNodes: async (role) =>
-          role === 'realOnRedisCluster' || role === 'realUncombinedOnRedisCluster'
-            ? (await backing!.redisCluster()).redisNodes
-            : backing!.redisNodes,
-        stop: async (service) => {
-          running.delete(service);
-          await service.stop();
-        },
-        ownsDatabase: true,
-        describe:
-          'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
-      };
     }
-
-    const ctx = new RunContext(settings, progress, db, backing?.processMarkers ?? null);
-    const results = await runAll(ctx, targets, selected);
+    const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
+    ctx = new RunContext(settings as RunSettings, progress, db, backing);
+    const cases = await runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
     const run: RunResults = {
       meta: {
         startedAt: startedAt.toISOString(),
@@ -293,74 +161,69 @@ async function main(): Promise<void> {
         os: `${os.type()} ${os.release()} ${os.arch()}`,
         cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
         memoryBytes: os.totalmem(),
-        target: targets.describe,
+        target: remote
+          ? `the running service at ${remote.url}${db ? ' (books also audited in Postgres)' : ' (books audited through the API only)'}`
+          : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
         backing: backing?.description ?? 'the target’s own',
-        settings,
+        settings: settings as RunSettings,
       },
-      ...results,
+      ...cases,
     };
     await stopEverything();
 
     const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
-    const resultsDir = path.resolve(cli.resultsDir);
-    mkdirSync(resultsDir, { recursive: true });
-    const resultsFile = path.join(resultsDir, `${stamp}.json`);
+    const resultsFile = path.resolve(cli.resultsDir as string, `${stamp}.json`);
+    mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(resultsFile, `${JSON.stringify(run, null, 2)}\n`);
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
-
     if (cli.report !== false) {
-      const defaultReport =
-        // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
-        mode === 'full' && !cli.url && !cli.redisCluster && !cli.scenarios
-          ? 'docs/benchmarks.md'
-          : path.join(cli.resultsDir, `${stamp}.md`);
-      const reportFile = path.resolve(typeof cli.report === 'string' ? cli.report : defaultReport);
+      // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
+      const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
+      const reportFile = path.resolve(
+        typeof cli.report === 'string'
+          ? cli.report
+          : whole
+            ? 'docs/benchmarks.md'
+            : path.join(cli.resultsDir as string, `${stamp}.md`),
+      );
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }
-
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
     process.exitCode = failures.length > 0 ? 1 : 0;
   } catch (error) {
-    if (!interrupted) {
-      for (const service of running) progress.note(service.diagnostics());
-      await stopEverything();
-      throw error;
-    }
+    if (interrupted) return;
+    for (const service of ctx?.started ?? []) progress.note(service.diagnostics());
+    await stopEverything();
+    throw error;
   }
 }
 
 /** Locked cases whose books do not add up, and unguarded demonstrations that failed to show the oversell. */
 function bookFailures(run: RunResults): string[] {
-  const failures: string[] = [];
-  for (const c of [
+  const failed = (books: { checks: { ok: boolean; name: string; detail: string }[] }) =>
+    books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
+  const sales = [
     ...run.segments,
     ...run.cluster,
     ...run.lockFree,
     ...run.alternative,
-    ...(run.spread ?? []),
+    ...run.spread,
     ...run.memory,
-  ]) {
-    for (const [books, round] of [
-      [c.books, 'measured'],
-      [c.warmupBooks, 'warm-up'],
-    ] as const) {
-      for (const check of books.checks.filter((k) => !k.ok))
-        failures.push(`${c.label} (${round}): ${check.name}: ${check.detail}`);
-    }
-  }
-  for (const c of run.growth) if (!c.booksOk) failures.push(`${c.label}: the books do not add up after its rounds`);
-  for (const c of run.oversell) {
-    if (expectedSafe(c) && !c.books.ok)
-      failures.push(
-        `${c.label}: ${c.books.checks
-          .filter((k) => !k.ok)
-          .map((k) => `${k.name}: ${k.detail}`)
-          .join('; ')}`,
-      );
-  }
-  return failures;
+    ...run.auth,
+    ...run.lockOrderFlow,
+  ];
+  return [
+    ...sales.flatMap((c) => [
+      ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
+      ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
+    ]),
+    ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
+    ...run.oversell
+      .filter((c) => expectedSafe(c) && !c.books.ok)
+      .map((c) => `${c.label}: ${failed(c.books).join('; ')}`),
+  ];
 }
 
 /** The commit measured; marked when the service's sources differ from it (the build used the working tree). */
@@ -379,8 +242,3 @@ main().catch((error: unknown) => {
   console.error(error instanceof Error ? (error.stack ?? error.message) : error);
   process.exit(1);
 });
-
-/** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
-function dashboardUrl(service: { url: string; adminToken: string | undefined }): string {
-  return `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
-}

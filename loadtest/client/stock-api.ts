@@ -1,14 +1,6 @@
 import type { SkuView } from '../../src/inventory/stock-admin.js';
 
 /** The service's HTTP API, as much of it as the load test needs. */
-
-export type { SkuView };
-
-export interface ApiAnswer<T = unknown> {
-  status: number;
-  body: T;
-}
-
 export class StockApi {
   constructor(
     readonly baseUrl: string,
@@ -20,55 +12,43 @@ export class StockApi {
     return this.adminToken ? { authorization: `Bearer ${this.adminToken}` } : {};
   }
 
-  async createSku(sku: string, stock: number, segments: number): Promise<SkuView> {
-    return this.expect(201, await this.call<SkuView>('POST', '/skus', { sku, stock, segments }, this.adminHeaders));
+  createSku(sku: string, stock: number, segments: number): Promise<SkuView> {
+    return this.expect(201, 'POST', '/skus', { sku, stock, segments });
   }
 
-  async sku(sku: string): Promise<SkuView> {
-    return this.expect(200, await this.call<SkuView>('GET', `/skus/${encodeURIComponent(sku)}`));
+  sku(sku: string): Promise<SkuView> {
+    return this.expect(200, 'GET', `/skus/${encodeURIComponent(sku)}`);
   }
 
-  async restock(sku: string, quantity: number): Promise<SkuView> {
-    const path = `/skus/${encodeURIComponent(sku)}/restock`;
-    return this.expect(200, await this.call<SkuView>('POST', path, { quantity }, this.adminHeaders));
-  }
-
-  order(sku: string, quantity: number): Promise<ApiAnswer> {
-    return this.call('POST', '/orders', { sku, quantity });
+  restock(sku: string, quantity: number): Promise<SkuView> {
+    return this.expect(200, 'POST', `/skus/${encodeURIComponent(sku)}/restock`, { quantity });
   }
 
   /** The lock-free Redis baseline's stock counter; null before its first sale. */
   async redisCounter(sku: string): Promise<number | null> {
     const path = `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`;
-    return this.expect(200, await this.call<{ available: number | null }>('GET', path, undefined, this.adminHeaders))
-      .available;
+    return (await this.expect<{ available: number | null }>(200, 'GET', path)).available;
   }
 
-  async call<T = unknown>(
-    method: string,
-    path: string,
-    body?: unknown,
-    headers: Record<string, string> = {},
-  ): Promise<ApiAnswer<T>> {
-    const response = await fetch(this.baseUrl + path, {
+  async order(sku: string, quantity: number): Promise<{ status: number; text: string }> {
+    const response = await this.send('POST', '/orders', { sku, quantity });
+    return { status: response.status, text: await response.text() };
+  }
+
+  private send(method: string, path: string, body?: unknown): Promise<Response> {
+    const json: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+    return fetch(this.baseUrl + path, {
       method,
-      headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+      headers: { ...json, ...this.adminHeaders },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const text = await response.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      // Not JSON: keep the text for the error message.
-    }
-    return { status: response.status, body: parsed as T };
   }
 
-  private expect<T>(status: number, answer: ApiAnswer<T>): T {
-    if (answer.status !== status) {
-      throw new Error(`expected ${status}, got ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`);
-    }
-    return answer.body;
+  private async expect<T = SkuView>(status: number, method: string, path: string, body?: unknown): Promise<T> {
+    const response = await this.send(method, path, body);
+    const text = await response.text();
+    if (response.status !== status)
+      throw new Error(`${method} ${path}: expected ${status}, got ${response.status}: ${text.slice(0, 300)}`);
+    return JSON.parse(text) as T;
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Runs CLUSTER_WORKERS copies of the service (dist/src/main.js) with Node's cluster module, all listening on PORT:
- * several instances behind one port, sharing Redis and Postgres. Serves the workers' aggregated metrics on
- * CLUSTER_METRICS_PORT, and prints one JSON line `{"ready":true,"workers":[pid,…]}` once every worker listens.
+ * Runs CLUSTER_WORKERS copies of the service with the benchmark routes (bench-main.js) with Node's cluster module, all
+ * listening on PORT and sharing Redis and Postgres. Serves the workers' aggregated metrics on CLUSTER_METRICS_PORT,
+ * and prints one JSON line `{"ready":true,"workers":[pid,…]}` once every worker listens.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
@@ -10,9 +10,6 @@ import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry } from 'prom-client';
 
 const workerCount = Number(process.env.CLUSTER_WORKERS ?? 2);
-const metricsPort = Number(process.env.CLUSTER_METRICS_PORT ?? 0);
-if (!Number.isInteger(workerCount) || workerCount < 1) throw new Error('CLUSTER_WORKERS must be a positive integer');
-
 cluster.setupPrimary({
   exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)),
   execArgv: JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[],
@@ -24,9 +21,8 @@ let stopping = false;
 
 cluster.on('listening', (worker) => {
   listening.add(worker.id);
-  if (listening.size === workerCount) {
+  if (listening.size === workerCount)
     console.log(JSON.stringify({ ready: true, workers: workers.map((w) => w.process.pid) }));
-  }
 });
 cluster.on('exit', (worker, code, signal) => {
   if (stopping) return;
@@ -35,17 +31,13 @@ cluster.on('exit', (worker, code, signal) => {
 });
 
 const metricsServer = createServer((req, res) => {
-  if (req.url !== '/metrics') {
-    res.writeHead(404).end();
-    return;
-  }
+  if (req.url !== '/metrics') return void res.writeHead(404).end();
   aggregator.clusterMetrics().then(
     (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
     (error: Error) => res.writeHead(500).end(error.message),
   );
 });
-metricsServer.listen(metricsPort, '127.0.0.1');
-
+metricsServer.listen(Number(process.env.CLUSTER_METRICS_PORT ?? 0), '127.0.0.1');
 for (let i = 0; i < workerCount; i++) workers.push(cluster.fork());
 
 async function stop(exitCode: number): Promise<void> {
@@ -53,15 +45,8 @@ async function stop(exitCode: number): Promise<void> {
   stopping = true;
   metricsServer.close();
   // Each worker drains and releases its locks on SIGTERM, as a lone service does.
-  await Promise.all(
-    workers
-      .filter((w) => !w.isDead())
-      .map(async (w) => {
-        const exited = once(w, 'exit');
-        w.process.kill('SIGTERM');
-        await exited;
-      }),
-  );
+  const alive = workers.filter((w) => !w.isDead());
+  await Promise.all(alive.map((w) => (w.process.kill('SIGTERM'), once(w, 'exit'))));
   process.exit(exitCode);
 }
 process.on('SIGTERM', () => void stop(0));

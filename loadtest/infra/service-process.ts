@@ -10,8 +10,8 @@ const programs = {
   echo: fileURLToPath(new URL('../alternative/echo.js', import.meta.url)),
 };
 const clusterPrimary = fileURLToPath(new URL('./cluster-primary.js', import.meta.url));
-const KEPT_OUTPUT_LINES = 200;
 
+/** A service under test: one this run started (`LocalService`), or one someone else runs (`--url`). */
 export interface ServiceTarget {
   label: string;
   url: string;
@@ -29,36 +29,27 @@ export interface ServiceTarget {
 
 export interface LocalServiceOptions {
   label: string;
-  /** Extra environment for the service, e.g. CRITICAL_SECTION_DELAY_MS. */
+  /** Extra environment for the service, e.g. CRITICAL_SECTION_DELAY_MS; its ADMIN_TOKEN is the target's. */
   env?: Record<string, string>;
   /** More than 1: that many instances behind one port (Node cluster). */
   instances?: number;
   /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
   nodeArgs?: SpawnOptions['nodeArgs'];
-  /**
-   * Which program: the service (default), the alternative a user would write instead (loadtest/alternative), or a
-   * bare express JSON echo (the limit of any express order service).
-   */
+  /** The service with the benchmark routes (default), the alternative a user would write instead, or a bare echo. */
   program?: keyof typeof programs;
 }
 
-/**
- * A service this run starts itself: the service with the benchmark routes (`node dist/loadtest/bench/bench-main.js`,
- * or a cluster of them), the alternative or the bare echo, against the run's Redis and Postgres; spawned by the
- * tests' spawner (test/support/service-process.ts).
- */
+/** A service this run starts, on the run's Redis and Postgres, spawned by the tests' spawner. */
 export class LocalService implements ServiceTarget {
-  readonly adminToken = undefined;
-
   private constructor(
     readonly label: string,
     private readonly spawned: SpawnedService,
     readonly metricsUrl: string,
     private readonly instancePids: number[],
+    readonly adminToken: string | undefined,
   ) {}
 
   static async start(backing: BackingServices, options: LocalServiceOptions): Promise<LocalService> {
-    const instances = options.instances ?? 1;
     const env = {
       ...backing.redisEnv,
       DATABASE_URL: backing.databaseUrl,
@@ -66,9 +57,11 @@ export class LocalService implements ServiceTarget {
       LOG_LEVEL: 'warn',
       ...options.env,
     };
+    const token = env.ADMIN_TOKEN || undefined;
+    const instances = options.instances ?? 1;
     if (instances === 1) {
       const child = await SpawnedService.start(programs[options.program ?? 'service'], env, options);
-      return new LocalService(options.label, child, `${child.url}/metrics`, [child.pid]);
+      return new LocalService(options.label, child, `${child.url}/metrics`, [child.pid], token);
     }
     const metricsPort = await freePort();
     const primary = await SpawnedService.start(
@@ -81,87 +74,56 @@ export class LocalService implements ServiceTarget {
       },
       { readyLine: /^\{"ready"/ },
     );
-    const ready = primary.output.find((line) => line.startsWith('{"ready"'))!;
-    const workers = (JSON.parse(ready) as { workers: number[] }).workers;
-    return new LocalService(options.label, primary, `http://127.0.0.1:${metricsPort}/metrics`, workers);
+    const ready = JSON.parse(primary.output.find((line) => line.startsWith('{"ready"'))!) as { workers: number[] };
+    return new LocalService(options.label, primary, `http://127.0.0.1:${metricsPort}/metrics`, ready.workers, token);
   }
 
   get url(): string {
     return this.spawned.url;
   }
-
   pids(): number[] {
     return this.instancePids;
   }
-
   allPids(): number[] {
     return [...new Set([this.spawned.pid, ...this.instancePids])];
   }
-
   alive(): boolean {
     return this.spawned.alive();
   }
-
   /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
   diagnostics(): string {
-    const lines = this.spawned.output.slice(-KEPT_OUTPUT_LINES).join('\n');
+    const lines = this.spawned.output.slice(-200).join('\n');
     return `${this.label}: ${this.spawned.ended() ?? 'still running'}\nlast output:\n${lines}`;
   }
-
   async stop(): Promise<void> {
     await this.spawned.stop('SIGTERM', 20_000);
   }
 }
 
 /** A service someone else runs (`--url`): the run measures it as it is configured. */
-export class RemoteService implements ServiceTarget {
-  constructor(
-    readonly label: string,
-    readonly url: string,
-    readonly adminToken: string | undefined,
-  ) {}
-
-  get metricsUrl(): string {
-    return `${this.url}/metrics`;
-  }
-
-  pids(): number[] {
-    return [];
-  }
-
-  allPids(): number[] {
-    return [];
-  }
-
-  alive(): boolean {
-    return true;
-  }
-
-  diagnostics(): string {
-    return `${this.label}: a service this run does not control (${this.url})`;
-  }
-
-  async stop(): Promise<void> {}
+export function remoteService(url: string, adminToken: string | undefined): ServiceTarget {
+  return {
+    label: 'target',
+    url,
+    metricsUrl: `${url}/metrics`,
+    adminToken,
+    pids: () => [],
+    allPids: () => [],
+    alive: () => true,
+    diagnostics: () => `target: a service this run does not control (${url})`,
+    stop: async () => {},
+  };
 }
 
-export interface MemorySample {
-  pid: number;
-  rssBytes: number;
-  /** Peak RSS since the process started. */
-  peakRssBytes: number;
-}
-
-/** Resident memory of local processes, from /proc (Linux). */
-export function readMemory(pids: number[]): MemorySample[] {
-  const samples: MemorySample[] = [];
-  for (const pid of pids) {
+/** Resident memory of local processes, from /proc (Linux): now, and the peak since each started (VmHWM). */
+export function readMemory(pids: number[]): { rssBytes: number; peakRssBytes: number }[] {
+  return pids.flatMap((pid) => {
     try {
       const status = readFileSync(`/proc/${pid}/status`, 'utf8');
       const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-      samples.push({ pid, rssBytes: kib('VmRSS'), peakRssBytes: kib('VmHWM') });
+      return [{ rssBytes: kib('VmRSS'), peakRssBytes: kib('VmHWM') }];
     } catch {
-      // The process is gone or /proc is unavailable: no sample.
+      return []; // The process is gone or /proc is unavailable: no sample.
     }
-  }
-  return samples;
+  });
 }

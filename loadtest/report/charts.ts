@@ -6,276 +6,190 @@ import type { RunResults } from '../results.js';
 import { RunFigures } from './figures.js';
 import { expectedSafe } from './targets.js';
 
-export interface Chart {
-  file: string;
-  title: string;
-}
-
 const WIDTH = 520;
-const HEIGHT = 300;
 const config = { font: 'Helvetica, Arial, sans-serif', view: { stroke: null }, axis: { grid: true, gridOpacity: 0.4 } };
+const log2 = { type: 'log', base: 2 };
+const quantitative = (field: string, more: object = {}) => ({ field, type: 'quantitative', ...more });
+const nominal = (field: string, more: object = {}) => ({ field, type: 'nominal', title: null, ...more });
+const legend = { legend: { orient: 'top-left', labelLimit: 320 } };
+const labels = { sort: null, axis: { labelLimit: 320 } };
 
-/** Renders the report's charts to SVG with vega-lite; returns them with paths relative to `dir`'s parent doc. */
-export async function renderCharts(run: RunResults, dir: string): Promise<Chart[]> {
+/** Renders the report's charts to SVG with vega-lite into `dir`; answers each chart's name, title and file. */
+export async function renderCharts(run: RunResults, dir: string) {
   const f = new RunFigures(run);
-  const stepLabel = `${run.meta.settings.businessStepMs} ms business step, combining off`;
-  const profileName = (p: string) => (p === 'real' ? 'real critical section' : stepLabel);
-  const charts: { name: string; title: string; spec: TopLevelSpec }[] = [];
-
+  const { businessStepMs, connections } = run.meta.settings;
+  const profileName = (p: string) =>
+    p === 'real' ? 'real critical section' : `${businessStepMs} ms business step, combining off`;
   const sales = [...f.profile('real'), ...f.profile('business-step')];
+  const points = sales.map((c) => ({
+    segments: c.segments,
+    ordersPerSecond: c.ordersPerSecond,
+    profile: profileName(c.profile),
+    speedup: f.speedup(c),
+  }));
+  const segments = quantitative('segments', {
+    scale: log2,
+    axis: { values: [...new Set(points.map((p) => p.segments))] },
+    title: 'segments (N)',
+  });
+  /** One line per profile over the segment counts. */
+  const byProfile = (values: object[], y: object) => ({
+    data: { values },
+    mark: { type: 'line', point: true },
+    encoding: { x: segments, y, color: nominal('profile', legend) },
+  });
+  const ceiling = Number.isFinite(f.ceiling)
+    ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
+    : [];
+  const charts: [name: string, title: string, spec: object][] = [];
   if (sales.length) {
-    const points = sales.map((c) => ({
-      segments: c.segments,
-      ordersPerSecond: c.ordersPerSecond,
-      profile: profileName(c.profile),
-      speedup: f.speedup(c),
-    }));
-    const ceiling = Number.isFinite(f.ceiling)
-      ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
-      : [];
-    charts.push({
-      name: 'throughput-vs-segments',
-      title: 'Successful orders per second vs segment count',
-      spec: {
-        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-        title: { text: 'Orders/s vs segment count', subtitle: `${run.meta.settings.connections} connections, one run` },
+    charts.push([
+      'throughput-vs-segments',
+      'Successful orders per second vs segment count',
+      {
+        title: { text: 'Orders/s vs segment count', subtitle: `${connections} connections, one run` },
         width: WIDTH,
-        height: HEIGHT,
-        config,
+        height: 300,
         layer: [
+          byProfile(points, quantitative('ordersPerSecond', { title: 'successful orders / s' })),
           {
-            data: { values: points },
-            mark: { type: 'line', point: true },
-            encoding: {
-              x: {
-                field: 'segments',
-                type: 'quantitative',
-                scale: { type: 'log', base: 2 },
-                axis: { values: [...new Set(points.map((p) => p.segments))] },
-                title: 'segments (N)',
-              },
-              y: { field: 'ordersPerSecond', type: 'quantitative', title: 'successful orders / s' },
-              color: {
-                field: 'profile',
-                type: 'nominal',
-                title: null,
-                legend: { orient: 'top-left', labelLimit: 320 },
-              },
-            },
+            data: { values: ceiling },
+            mark: { type: 'rule', strokeDash: [6, 4], color: '#888' },
+            encoding: { y: quantitative('ceiling') },
           },
-          ...(ceiling.length
-            ? [
-                {
-                  data: { values: ceiling },
-                  mark: { type: 'rule' as const, strokeDash: [6, 4], color: '#888' },
-                  encoding: { y: { field: 'ceiling', type: 'quantitative' as const } },
-                },
-                {
-                  data: { values: ceiling },
-                  mark: { type: 'text' as const, align: 'right' as const, dy: -6, x: WIDTH, color: '#666' },
-                  encoding: {
-                    y: { field: 'ceiling', type: 'quantitative' as const },
-                    text: { field: 'label', type: 'nominal' as const },
-                  },
-                },
-              ]
-            : []),
+          {
+            data: { values: ceiling },
+            mark: { type: 'text', align: 'right', dy: -6, x: WIDTH, color: '#666' },
+            encoding: { y: quantitative('ceiling'), text: { field: 'label', type: 'nominal' } },
+          },
         ],
       },
-    });
-
-    const ideal = [...new Set(points.map((p) => p.segments))].flatMap((segments) => [
-      { segments, speedup: segments, line: 'ideal: N' },
-      { segments, speedup: 0.9 * segments, line: 'target: 0.9 × N' },
     ]);
-    charts.push({
-      name: 'speedup-vs-segments',
-      title: 'Speed-up over the single lock vs segment count',
-      spec: {
-        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    const ideal = [...new Set(sales.map((c) => c.segments))].flatMap((n) => [
+      { segments: n, speedup: n, line: 'ideal: N' },
+      { segments: n, speedup: 0.9 * n, line: 'target: 0.9 × N' },
+    ]);
+    charts.push([
+      'speedup-vs-segments',
+      'Speed-up over the single lock vs segment count',
+      {
         title: {
           text: 'Speed-up over the single lock',
           subtitle: 'orders/s at N segments ÷ orders/s with 1 segment, same profile',
         },
         width: WIDTH,
-        height: HEIGHT,
-        config,
+        height: 300,
         layer: [
           {
             data: { values: ideal },
             mark: { type: 'line', strokeDash: [4, 4], color: '#aaa' },
             encoding: {
-              x: { field: 'segments', type: 'quantitative', scale: { type: 'log', base: 2 } },
-              y: { field: 'speedup', type: 'quantitative', scale: { type: 'log', base: 2 } },
-              detail: { field: 'line', type: 'nominal' },
+              x: quantitative('segments', { scale: log2 }),
+              y: quantitative('speedup', { scale: log2 }),
+              detail: { field: 'line' },
             },
           },
-          {
-            data: { values: points.filter((p) => Number.isFinite(p.speedup)) },
-            mark: { type: 'line', point: true },
-            encoding: {
-              x: {
-                field: 'segments',
-                type: 'quantitative',
-                scale: { type: 'log', base: 2 },
-                axis: { values: [...new Set(points.map((p) => p.segments))] },
-                title: 'segments (N)',
-              },
-              y: {
-                field: 'speedup',
-                type: 'quantitative',
-                scale: { type: 'log', base: 2 },
-                title: 'speed-up (×, log scale; dashed: N and 0.9 × N)',
-              },
-              color: {
-                field: 'profile',
-                type: 'nominal',
-                title: null,
-                legend: { orient: 'top-left', labelLimit: 320 },
-              },
-            },
-          },
+          byProfile(
+            points.filter((p) => Number.isFinite(p.speedup)),
+            quantitative('speedup', { scale: log2, title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' }),
+          ),
         ],
       },
-    });
-
+    ]);
     const percentiles = sales.flatMap((c) =>
-      (
-        [
-          ['p50', c.measured.latencyMs.p50],
-          ['p97.5', c.measured.latencyMs.p97_5],
-          ['p99', c.measured.latencyMs.p99],
-          ['max', c.measured.latencyMs.max],
-        ] as const
-      ).map(([percentile, value]) => ({
-        segments: `N=${c.segments}`,
-        order: c.segments,
-        percentile,
-        ms: Math.max(value, 0.1),
+      (['p50', 'p97_5', 'p99', 'max'] as const).map((p) => ({
+        segments: c.segments,
+        percentile: p.replace('_', '.'),
+        ms: Math.max(c.measured.latencyMs[p], 0.1),
         profile: profileName(c.profile),
       })),
     );
-    charts.push({
-      name: 'latency-percentiles',
-      title: 'Order latency percentiles by segment count',
-      spec: {
-        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    charts.push([
+      'latency-percentiles',
+      'Order latency percentiles by segment count',
+      {
         title: { text: 'Order latency percentiles', subtitle: 'all answers of the measured round, log scale' },
-        config,
         data: { values: percentiles },
-        facet: { row: { field: 'profile', type: 'nominal', title: null } },
+        facet: { row: nominal('profile') },
         spec: {
           width: WIDTH,
           height: 180,
           mark: { type: 'line', point: true },
           encoding: {
-            x: {
-              field: 'order',
-              type: 'quantitative',
-              scale: { type: 'log', base: 2 },
-              axis: { values: [...new Set(percentiles.map((p) => p.order))] },
-              title: 'segments (N)',
-            },
-            y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'latency (ms, log scale)' },
-            color: { field: 'percentile', type: 'nominal', sort: ['p50', 'p97.5', 'p99', 'max'], title: null },
+            x: segments,
+            y: quantitative('ms', { scale: { type: 'log' }, title: 'latency (ms, log scale)' }),
+            color: nominal('percentile', { sort: ['p50', 'p97.5', 'p99', 'max'] }),
           },
         },
       },
-    });
+    ]);
   }
-
+  const bar = (label: string, perSecond: number, kind: string) => ({ label, perSecond, kind });
   const comparisons = [
-    ...(Number.isFinite(f.ceiling) ? [{ label: 'HTTP ceiling', perSecond: f.ceiling, kind: 'ceiling' }] : []),
-    ...[f.singleLock('real'), f.headline('real')]
-      .filter((c) => c !== undefined)
-      .map((c) => ({
-        label: `product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`,
-        perSecond: c.ordersPerSecond,
-        kind: 'product',
-      })),
-    ...run.alternative
-      .filter((c) => !c.traffic)
-      .map((c) => ({ label: 'the alternative', perSecond: c.ordersPerSecond, kind: 'alternative' })),
-    ...run.lockFree.map((c) => ({
-      label: c.label.replace(/^lock-free · /, ''),
-      perSecond: c.ordersPerSecond,
-      kind: 'lock-free baseline',
-    })),
-    ...run.soldOut.map((c) => ({ label: `sold out: 409 answers`, perSecond: c.refusalsPerSecond, kind: 'product' })),
+    ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
+    ...[f.at('real', 1), f.at('real')].flatMap((c) =>
+      c
+        ? [bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.ordersPerSecond, 'product')]
+        : [],
+    ),
+    ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.ordersPerSecond, 'alternative')),
+    ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.ordersPerSecond, 'lock-free baseline')),
+    ...run.soldOut.map((c) => bar('sold out: 409 answers', c.refusalsPerSecond, 'product')),
   ];
   if (comparisons.length > 1) {
-    charts.push({
-      name: 'baselines',
-      title: 'The product against the HTTP ceiling and lock-free baselines',
-      spec: {
-        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    charts.push([
+      'baselines',
+      'The product against the HTTP ceiling and lock-free baselines',
+      {
         title: { text: 'Answers per second, real critical section', subtitle: 'same machine, same run' },
         width: WIDTH,
-        config,
         data: { values: comparisons },
         mark: 'bar',
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
-          x: { field: 'perSecond', type: 'quantitative', title: 'answers / s' },
-          color: { field: 'kind', type: 'nominal', title: null, legend: { orient: 'bottom' } },
+          y: nominal('label', labels),
+          x: quantitative('perSecond', { title: 'answers / s' }),
+          color: nominal('kind', { legend: { orient: 'bottom' } }),
         },
       },
-    });
+    ]);
   }
-
-  if (run.oversell.length) {
-    charts.push({
-      name: 'oversell',
-      title: 'Units oversold in the oversell demonstration',
-      spec: {
-        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-        title: {
-          text: 'Units oversold',
-          subtitle: `stock ${run.oversell[0]!.stock}, ${run.oversell[0]!.requests} one-unit orders at once`,
-        },
+  const first = run.oversell[0];
+  if (first) {
+    const guards = ['no shared lock', 'lock shared by every caller'];
+    const values = run.oversell.map((c) => ({
+      label: c.label.replace(/^oversell · /, ''),
+      oversold: c.books.oversold,
+      guard: guards[Number(expectedSafe(c))],
+    }));
+    const colours = {
+      scale: { range: ['#d62728', '#2ca02c'], domain: guards },
+      legend: { orient: 'bottom', labelLimit: 320 },
+    };
+    charts.push([
+      'oversell',
+      'Units oversold in the oversell demonstration',
+      {
+        title: { text: 'Units oversold', subtitle: `stock ${first.stock}, ${first.requests} one-unit orders at once` },
         width: WIDTH,
-        config,
-        data: {
-          values: run.oversell.map((c) => ({
-            label: c.label.replace(/^oversell · /, ''),
-            oversold: c.books.oversold,
-            guard: expectedSafe(c) ? 'lock shared by every caller' : 'no shared lock',
-          })),
-        },
+        data: { values },
         encoding: {
-          y: { field: 'label', type: 'nominal', sort: null, title: null, axis: { labelLimit: 320 } },
-          x: { field: 'oversold', type: 'quantitative', title: 'units sold beyond the stock' },
+          y: nominal('label', labels),
+          x: quantitative('oversold', { title: 'units sold beyond the stock' }),
         },
         layer: [
-          {
-            mark: 'bar',
-            encoding: {
-              color: {
-                field: 'guard',
-                type: 'nominal',
-                title: null,
-                scale: { range: ['#d62728', '#2ca02c'], domain: ['no shared lock', 'lock shared by every caller'] },
-                legend: { orient: 'bottom', labelLimit: 320 },
-              },
-            },
-          },
-          {
-            mark: { type: 'text', align: 'left', dx: 4 },
-            encoding: { text: { field: 'oversold', type: 'quantitative' } },
-          },
+          { mark: 'bar', encoding: { color: nominal('guard', colours) } },
+          { mark: { type: 'text', align: 'left', dx: 4 }, encoding: { text: quantitative('oversold') } },
         ],
       },
-    });
+    ]);
   }
-
-  const out: Chart[] = [];
-  for (const chart of charts) {
-    const view = new vega.View(vega.parse(compile(chart.spec).spec), { renderer: 'none' });
-    const svg = await view.toSVG();
-    view.finalize();
-    const file = path.join(dir, `${chart.name}.svg`);
-    writeFileSync(file, svg);
-    out.push({ file, title: chart.title });
-  }
-  return out;
+  return Promise.all(
+    charts.map(async ([name, title, spec]) => {
+      const view = new vega.View(vega.parse(compile({ ...spec, config } as TopLevelSpec).spec), { renderer: 'none' });
+      const file = path.join(dir, `${name}.svg`);
+      writeFileSync(file, await view.toSVG());
+      view.finalize();
+      return { name, title, file };
+    }),
+  );
 }

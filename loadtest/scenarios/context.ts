@@ -1,35 +1,99 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../../src/db/database.js';
+import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { StockApi } from '../client/stock-api.js';
+import type { BackingServices } from '../infra/backing-services.js';
 import { CpuMeter, type CpuUsage } from '../infra/cpu-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
-import type { RunSettings } from '../results.js';
 import type { RunProgress } from '../runner/progress.js';
 
-/** What every scenario gets: the settings, progress output, and the database for the books (when reachable). */
+const full = {
+  connections: 64,
+  segmentCounts: [1, 2, 4, 8, 16, 20, 32],
+  warmupSeconds: 3,
+  measureSeconds: 10,
+  businessStepMs: 20,
+  clusterInstances: 2,
+  clusterSegmentCounts: [1, 20],
+  memoryConnections: 256,
+  quantity: 1,
+  timeoutSeconds: 10,
+  /** Upper bound on a measured round's requests, whatever the warm-up rate. */
+  maxRequestsPerRound: 200_000,
+  /** Before a measured round, wait until other processes use at most this many cores (0: never), this long at most. */
+  quietCores: 0.2,
+  quietMaxWaitSeconds: 30,
+  /** SKUs of the spread and mixed scenarios (a random one per request), and the mixed one's share to one hot SKU. */
+  spreadSkus: 400,
+  mixedHotShare: 0.2,
+  dashboardWatchers: 20,
+  /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
+  oversellStock: 500,
+  /** Ledger sizes of the growth scenario (0 = empty), and each of its rounds (SKU view, then orders). */
+  growthLedgerRows: [0, 5_000_000],
+  growthConnections: 4,
+  growthRequests: 4_000,
+  /** A round whose other processes used more than this many cores is marked disturbed in the report. */
+  disturbedCores: 0.2,
+  /** The lock benchmark: workers on K keys holding H ms, each cell a warm-up and a measured window. */
+  lockWorkers: 50,
+  lockKeys: [1, 20],
+  lockHoldsMs: [0, 20],
+  lockWarmupSeconds: 1,
+  lockMeasureSeconds: 6,
+  lockContenders: ['this-lock', 'this-lock-fair', 'redlock', 'redis-semaphore'],
+  lockBackends: ['redis', 'redlock', 'postgres', 'zookeeper'] as LockBackendKind[],
+  /** The order flow on each backend: its LOCK_WAIT_MS, and a second Redlock case with one of its nodes killed. */
+  lockWaitMs: 10_000,
+  deadLockNode: false,
+  /** A loopback Redis for the lock benchmark instead of a private one ('': a private one). */
+  lockRedisUrl: '',
+};
+export type RunSettings = typeof full;
+
+export const presets: Record<'full' | 'quick', RunSettings> = {
+  full,
+  quick: {
+    ...full,
+    segmentCounts: [1, 20],
+    warmupSeconds: 1,
+    measureSeconds: 1.5,
+    clusterSegmentCounts: [20],
+    maxRequestsPerRound: 40_000,
+    quietCores: 0,
+    quietMaxWaitSeconds: 0,
+    oversellStock: 100,
+    growthLedgerRows: [0, 100_000],
+    growthRequests: 1_000,
+    lockWarmupSeconds: 0.5,
+    lockMeasureSeconds: 1,
+  },
+};
+
+/** What every scenario gets: the settings, progress output, the database for the books (when reachable), servers. */
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
   /** Seconds the current case waited for quiet before its warm-up. */
   private lastQuietWait = 0;
+  /** Services this run started and has not stopped yet: stopped when the run ends early. */
+  readonly started = new Set<ServiceTarget>();
 
   constructor(
     readonly settings: RunSettings,
     readonly progress: RunProgress,
     /** Postgres of the target, to audit the books directly; null when only the API can be checked. */
     readonly db: Db | null,
-    /** How to recognise the run's own Redis and Postgres processes; null when they are not on this machine's /proc. */
-    private readonly processMarkers: { postgres?: string; redis?: string[] } | null,
+    /** The run's own servers; null when it measures a service someone else runs. */
+    readonly backing: BackingServices | null,
   ) {}
 
   /** Starts CPU accounting for a measured round on a local service; the returned function ends it. */
   meterCpu(service: ServiceTarget): () => CpuUsage | null {
-    const meter = this.cpuMeter(service);
-    if (!meter) return () => null;
-    const end = meter.start();
+    const end = this.cpuMeter(service)?.start();
     const waited = this.lastQuietWait;
-    return () => ({ ...end(), waitedForQuietSeconds: waited });
+    return () => (end ? { ...end(), waitedForQuietSeconds: waited } : null);
   }
 
   /**
@@ -42,25 +106,20 @@ export class RunContext {
     const { quietCores, quietMaxWaitSeconds } = this.settings;
     if (!meter || quietCores <= 0) return;
     const started = performance.now();
-    let announced = false;
-    for (;;) {
+    for (let announced = false; ; announced = true) {
       const end = meter.start();
       await sleep(1000);
       const others = end().cores.others;
       this.lastQuietWait = (performance.now() - started) / 1000;
       if (others <= quietCores || this.lastQuietWait >= quietMaxWaitSeconds) return;
-      if (!announced) {
-        this.progress.note(
-          `other processes use ${others.toFixed(2)} cores; waiting up to ${quietMaxWaitSeconds} s for them to drop to ${quietCores}…`,
-        );
-        announced = true;
-      }
+      if (!announced)
+        this.progress.note(`other processes use ${others.toFixed(2)} cores; waiting up to ${quietMaxWaitSeconds} s…`);
     }
   }
 
   private cpuMeter(service: ServiceTarget): CpuMeter | null {
-    if (!this.processMarkers || service.allPids().length === 0 || !CpuMeter.available()) return null;
-    return new CpuMeter(() => service.allPids(), this.processMarkers);
+    if (!this.backing || service.allPids().length === 0 || !CpuMeter.available()) return null;
+    return new CpuMeter(() => service.allPids(), this.backing.processMarkers);
   }
 
   api(service: ServiceTarget): StockApi {

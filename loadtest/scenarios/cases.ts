@@ -1,0 +1,241 @@
+/** The cases that are not one warm-up and one measured round of orders (sales.ts): each its own sequence. */
+import { sql } from 'kysely';
+import type { Db } from '../../src/db/database.js';
+import { MetricsSnapshot } from '../client/prometheus.js';
+import type { ServiceTarget } from '../infra/service-process.js';
+import type { RoundSpec } from '../runner/round.js';
+import { checkBooks } from './books.js';
+import type { RunContext } from './context.js';
+import { orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
+
+export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
+export type SoldOutCase = Awaited<ReturnType<typeof runSoldOut>>;
+export type LifecycleCase = Awaited<ReturnType<typeof runLifecycle>>;
+export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
+export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
+
+/** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
+export const guards = {
+  none: { id: 'none', label: 'no lock', guard: 'none', path: '/bench/oversell/none' },
+  localMutex: {
+    id: 'local-mutex',
+    label: 'process-local mutex',
+    guard: 'local-mutex',
+    path: '/bench/oversell/local-mutex',
+  },
+  redisLock: { id: 'redis-lock', label: 'Redis segment lock', guard: 'redis-lock', path: '/bench/oversell/redis-lock' },
+  product: { id: 'product', label: 'the product, POST /orders', guard: 'redis-lock', path: '/orders' },
+};
+
+/**
+ * Reference article 000's experiment: a single-segment SKU, three times as many one-unit orders as it has stock, all
+ * at once; then the books. Without a lock shared by every instance the ledger holds more than the stock went down by.
+ */
+export async function runOversell(
+  ctx: RunContext,
+  service: ServiceTarget,
+  instances: number,
+  guard: (typeof guards)['none'],
+) {
+  const api = ctx.api(service);
+  const stock = ctx.settings.oversellStock;
+  const requests = stock * 3;
+  const sku = ctx.skuName(`oversell-${guard.id}-${instances}`);
+  await api.createSku(sku, stock, 1);
+  const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
+  const connections = Math.min(ctx.settings.connections, requests);
+  const body = { sku, quantity: 1 };
+  const round = await orderRound(ctx, service, { title: label, path: guard.path, body, connections, amount: requests });
+  const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
+  return {
+    id: `oversell-${guard.id}-${instances}`,
+    label,
+    guard: guard.guard,
+    path: guard.path,
+    instances,
+    stock,
+    requests,
+    round,
+    books,
+  };
+}
+
+/**
+ * Orders for a SKU that sold out (one order per segment, so the instance saw every segment empty), each of which
+ * should be refused at once with 409, without a lock; then a restock, after which the very next order must succeed.
+ */
+export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segments: number) {
+  const api = ctx.api(service);
+  const sku = ctx.skuName(`sold-out-${segments}`);
+  const unitsPerSegment = 50;
+  await api.createSku(sku, segments * unitsPerSegment, segments);
+  for (let i = 0; i < segments; i++) {
+    const answer = await api.order(sku, unitsPerSegment);
+    if (answer.status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${answer.status}`);
+  }
+  const label = `sold out · ${segments} segments`;
+  const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
+  const before = await scrape();
+  const { warmup, measured, cpu } = await warmThenMeasure(
+    ctx,
+    service,
+    { title: label, body: { sku, quantity: 1 } },
+    409,
+  );
+  // The warm-up's attempts count too: there should be none at all.
+  const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
+  const restock = 100;
+  const restocked = await api.restock(sku, restock);
+  const started = performance.now();
+  const first = await api.order(sku, 1);
+  return {
+    id: `sold-out-${segments}`,
+    label,
+    segments,
+    warmup,
+    measured,
+    refusalsPerSecond: measured.ratePerSecond[409] ?? 0,
+    lockAttemptsPerRequest: measured.responses > 0 ? attempts / (measured.responses + warmup.responses) : null,
+    cpu,
+    restock: {
+      quantity: restock,
+      firstOrderStatus: first.status,
+      firstOrderMs: performance.now() - started,
+      availableAfter: restocked.available,
+    },
+  };
+}
+
+/**
+ * What the lifecycle costs a shop: one-unit orders placed confirmed at once, against one-unit reservations each
+ * confirmed by the next request of the same connection. Both rates count orders that ended confirmed.
+ */
+export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segments: number) {
+  const measure = async (kind: string, title: string, spec: Partial<RoundSpec>, status: number) => {
+    const sku = ctx.skuName(`lifecycle-${kind}-${segments}`);
+    await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+    const body = { sku, quantity: 1, ...(spec.confirmEach && { holdSeconds: 600 }) };
+    return warmThenMeasure(ctx, service, { ...spec, body, title: `${title} · ${segments} segments` }, status);
+  };
+  const direct = await measure('direct', 'place directly', {}, 201);
+  const reserved = await measure('reserve', 'reserve then confirm', { confirmEach: true }, 200);
+  return {
+    id: `lifecycle-${segments}`,
+    label: `${segments} segments`,
+    segments,
+    direct: direct.measured,
+    reserveThenConfirm: reserved.measured,
+    directPerSecond: direct.measured.ratePerSecond[201] ?? 0,
+    confirmedPerSecond: reserved.measured.ratePerSecond[200] ?? 0,
+    cpuDirect: direct.cpu,
+    cpuReserveThenConfirm: reserved.cpu,
+  };
+}
+
+/**
+ * What open dashboards cost the order path: the same measured round of one-unit orders on one SKU with no dashboard
+ * watching, then with `watchers` event streams open on that SKU, then without again.
+ */
+export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, segments: number, watchers: number) {
+  const sku = ctx.skuName('dashboard');
+  const { adminHeaders: headers } = ctx.api(service);
+  await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+  const body = { sku, quantity: ctx.settings.quantity };
+  const { measured: unwatched } = await warmThenMeasure(
+    ctx,
+    service,
+    { title: 'dashboard cost · no dashboard', body },
+    201,
+  );
+  const round = async (label: string) => {
+    await settle(service, ctx.settings.timeoutSeconds);
+    return {
+      label,
+      round: await orderRound(ctx, service, { title: `dashboard cost · ${label}`, body, amount: unwatched.responses }),
+    };
+  };
+  const streams = Array.from({ length: watchers }, () => new AbortController());
+  const events = streams.map(() => 0);
+  await Promise.all(
+    streams.map(async (controller, i) => {
+      const response = await fetch(`${service.url}/dashboard/events?sku=${sku}`, {
+        headers,
+        signal: controller.signal,
+      });
+      void (async () => {
+        for await (const _chunk of response.body!) events[i]!++;
+      })().catch(() => {}); // Aborted at the end of the round.
+    }),
+  );
+  const watched = await round(`${watchers} dashboards watching`);
+  for (const controller of streams) controller.abort();
+  const again = await round('no dashboard again');
+  return {
+    watchers,
+    rounds: [{ label: 'no dashboard', round: unwatched }, watched, again],
+    minEventsPerWatcher: Math.min(...events),
+  };
+}
+
+/**
+ * Cost as the ledger grows: the SKU view and one-unit orders on a SKU with an empty ledger and on ones whose ledger
+ * holds `ledgerRows` sales, seeded in bulk through SQL that keeps the running totals consistent, so the books audit.
+ */
+export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget, segments: number) {
+  const api = ctx.api(service);
+  const cases = [];
+  for (const rows of ctx.settings.growthLedgerRows) {
+    const sku = ctx.skuName(`growth-${rows}`);
+    await api.createSku(sku, rows + 100_000 * segments, segments);
+    const started = performance.now();
+    await seedLedger(ctx, db, sku, rows, segments);
+    const seedSeconds = (performance.now() - started) / 1000;
+    if ((await api.sku(sku)).sold !== rows) throw new Error(`seeding ${sku}: the SKU view disagrees with ${rows} sold`);
+    const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
+    const { growthConnections: connections, growthRequests: amount } = ctx.settings;
+    await ctx.waitForQuiet(service);
+    const path = `/skus/${encodeURIComponent(sku)}`;
+    const skuRead = await orderRound(
+      ctx,
+      service,
+      { title: `${label} · GET /skus/:sku`, method: 'GET', path, connections, amount },
+      200,
+    );
+    const body = { sku, quantity: 1 };
+    const orders = await orderRound(ctx, service, { title: `${label} · POST /orders`, body, connections, amount });
+    await settle(service, ctx.settings.timeoutSeconds);
+    const after = await api.sku(sku);
+    const booksOk =
+      after.sold === rows + (orders.statusCounts[201] ?? 0) && after.available + after.sold === after.stock;
+    cases.push({ id: `growth-${rows}`, label, ledgerRows: rows, seedSeconds, skuRead, orders, booksOk });
+  }
+  return cases;
+}
+
+/** `rows` one-unit sales, spread over the SKU's segments, with their orders, ledger rows and totals; in chunks that
+ * finish well within the query timeout. */
+async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, segments: number): Promise<void> {
+  const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+  const chunkRows = 100_000;
+  for (let done = 0; done < rows; done += chunkRows) {
+    const chunk = Math.min(chunkRows, rows - done);
+    ctx.progress.note(
+      `seeding ${sku}: ${(done + chunk).toLocaleString('en-US')} of ${rows.toLocaleString('en-US')} ledger rows…`,
+    );
+    await sql`
+      with placed as (
+        insert into orders (id, sku_id, quantity, created_at)
+        select gen_random_uuid(), ${id}, 1, now() from generate_series(1, ${chunk})
+        returning id
+      ), ledger as (
+        insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+        select id, ${id}, (row_number() over ()) % ${segments}, 1, 1, 0 from placed
+        returning segment
+      )
+      update stock_segments s
+         set available = s.available - c.sold, sold = s.sold + c.sold
+        from (select segment, count(*) as sold from ledger group by segment) c
+       where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(db);
+  }
+  await sql`analyze orders, stock_deductions`.execute(db);
+}

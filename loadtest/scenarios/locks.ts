@@ -1,0 +1,152 @@
+/**
+ * The lock alone, no HTTP and no database in the way: `workers` loops of acquire → hold H ms → release on K keys,
+ * this lock (both modes) against redlock and redis-semaphore on one private Redis, or this lock on each backend.
+ */
+import { setMaxListeners } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { Mutex } from 'redis-semaphore';
+import Redlock from 'redlock';
+import { PostgresLock } from '../../src/lock/backends/postgres.js';
+import { RedisLock } from '../../src/lock/backends/redis.js';
+import { RedlockLock } from '../../src/lock/backends/redlock.js';
+import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
+import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
+import type { BackingServices } from '../infra/backing-services.js';
+
+/** Long enough that no section here outlives its lease, as in the libraries' own examples. */
+const LEASE_MS = 10_000;
+/** Nobody gives up waiting: waiting is what is measured. */
+const WAIT_MS = 600_000;
+
+/** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
+interface Contender {
+  name: string;
+  acquire(key: string, stop: AbortSignal): Promise<() => Promise<unknown>>;
+  close(): Promise<unknown>;
+}
+
+export const contenderNames = ['this-lock', 'this-lock-fair', 'redlock', 'redis-semaphore'];
+export type LockCell = Awaited<ReturnType<typeof runCell>>;
+
+/** Each contender with connections of its own to the same Redis, and each library's default way of waiting. */
+export function libraryContender(name: string, redisUrl: string, runId: string): Contender {
+  const redis = new Redis(redisUrl);
+  const key = (k: string) => `bench:${runId}:${name}:${k}`;
+  if (name === 'redlock') {
+    // Retries every 200 ms ± 200 ms, its default; but never gives up.
+    const redlock = new Redlock([redis], { retryCount: -1 });
+    redlock.on('error', () => {});
+    const acquire = async (k: string) => {
+      const lock = await redlock.acquire([key(k)], LEASE_MS);
+      return () => lock.release();
+    };
+    return { name, acquire, close: () => redlock.quit() };
+  }
+  if (name === 'redis-semaphore') {
+    // Retries every 10 ms, its default.
+    const acquire = async (k: string, stop: AbortSignal) => {
+      const mutex = new Mutex(redis, key(k), { lockTimeout: LEASE_MS, acquireTimeout: WAIT_MS });
+      await mutex.acquire(stop);
+      return () => mutex.release();
+    };
+    return { name, acquire, close: () => redis.quit() };
+  }
+  return lockContender(
+    name,
+    new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true }),
+    key,
+    name === 'this-lock-fair',
+  );
+}
+
+/** This lock on one backend, with the service's defaults (10 s lease, watchdog on), on the run's lock stores. */
+export async function backendContender(
+  kind: LockBackendKind,
+  backing: BackingServices,
+  runId: string,
+): Promise<Contender> {
+  const urls = async () => Promise.all(backing.redlockNodes.map(async (node) => (await node()).url));
+  const locks: Record<LockBackendKind, () => Promise<DistributedLock>> = {
+    redis: async () => new RedisLock({ redis: new Redis((await backing.lockRedis()).url), ownsConnection: true }),
+    redlock: async () => new RedlockLock({ urls: await urls() }),
+    postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
+    zookeeper: async () =>
+      new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
+  };
+  return lockContender(`backend:${kind}`, await locks[kind](), (k) => `${runId}/${k}`, false);
+}
+
+function lockContender(name: string, lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender {
+  return {
+    name,
+    async acquire(k, signal) {
+      const lease = await lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal });
+      return () => lock.release(lease);
+    },
+    close: () => lock.close(),
+  };
+}
+
+/**
+ * One cell: worker w takes key (w + i) mod K on its i-th round, so after a release it waits on another key, and a key
+ * stays busy only if the lock wakes its waiters promptly (a random key per round caps any lock near 82 % of
+ * K × 1000 / H; a fixed key per worker lets the releaser take its own key again and hides the wake-up latency).
+ */
+export async function runCell(
+  contender: Contender,
+  spec: { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number },
+) {
+  const stop = new AbortController();
+  setMaxListeners(spec.workers * 2, stop.signal); // Every waiting worker listens to it.
+  const windowStart = performance.now() + spec.warmupMs;
+  const windowEnd = windowStart + spec.durationMs;
+  const waits: number[] = [];
+  const openWaits = new Set<number>();
+  let sections = 0;
+  let errors = 0;
+  let holdTotal = 0;
+  let holds = 0;
+  const worker = async (w: number) => {
+    for (let round = 0; performance.now() < windowEnd; round++) {
+      const askedAt = performance.now();
+      openWaits.add(askedAt);
+      const release = await contender.acquire(`k${(w + round) % spec.keys}`, stop.signal).catch(() => undefined);
+      openWaits.delete(askedAt);
+      if (!release) {
+        if (stop.signal.aborted) return;
+        errors++;
+        continue;
+      }
+      const gotAt = performance.now();
+      if (askedAt >= windowStart && askedAt < windowEnd) waits.push(gotAt - askedAt);
+      if (spec.holdMs > 0) await sleep(spec.holdMs);
+      holdTotal += performance.now() - gotAt;
+      holds++;
+      await release().catch(() => errors++);
+      if (performance.now() >= windowStart && performance.now() < windowEnd) sections++;
+    }
+  };
+  const running = Promise.all(Array.from({ length: spec.workers }, (_, w) => worker(w)));
+  await sleep(windowEnd - performance.now());
+  // Waits still open at the end count as long as they have lasted: starvation must not hide.
+  for (const askedAt of openWaits) if (askedAt >= windowStart) waits.push(performance.now() - askedAt);
+  stop.abort(new Error('run over'));
+  await Promise.race([running, sleep(30_000)]);
+  await contender.close().catch(() => {});
+  waits.sort((a, b) => a - b);
+  return {
+    contender: contender.name,
+    workers: spec.workers,
+    keys: spec.keys,
+    holdMs: spec.holdMs,
+    /** Critical sections completed in the measured window, per second. */
+    sectionsPerSecond: sections / (spec.durationMs / 1000),
+    maxWaitMs: waits.at(-1) ?? 0,
+    p99WaitMs: waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] ?? 0,
+    /** Time actually spent in a hold (a timer of H ms fires late): the real ceiling is K × 1000 / this. */
+    meanHoldMs: holds ? holdTotal / holds : 0,
+    /** Acquisitions that failed for another reason than the end of the run. */
+    errors,
+  };
+}
