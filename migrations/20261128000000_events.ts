@@ -13,7 +13,8 @@ import { type Kysely, sql } from 'kysely';
  *   with the SKU's totals after the event.
  * - `event_sku_state`: per SKU, the last sequence given and the totals after it; seeded here from the books of the
  *   SKUs that exist already, so their first event carries the right totals.
- * - `event_sequencer`: one row holding the last position given; whoever holds its row lock is the sequencer.
+ * - `event_sequencer`: one row holding the last position given and the last outbox row moved; whoever holds its row
+ *   lock is the sequencer.
  * - `webhooks`, `webhook_deliveries`: registered endpoints with their place in the feed, and every delivery attempt.
  */
 export async function up(db: Kysely<any>): Promise<void> {
@@ -75,6 +76,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     .createTable('event_sequencer')
     .addColumn('id', 'smallint', (c) => c.primaryKey().check(sql`id = 1`))
     .addColumn('last_position', 'bigint', (c) => c.notNull())
+    // The (xid, id) of the last outbox row moved: the next run reads on from there, not through the deleted ones.
+    .addColumn('last_xid', sql`xid8`, (c) => c.notNull().defaultTo(sql`'0'::xid8`))
+    .addColumn('last_id', 'bigint', (c) => c.notNull().defaultTo(0))
     .execute();
   await sql`insert into event_sequencer (id, last_position) values (1, 0)`.execute(db);
 

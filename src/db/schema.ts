@@ -165,6 +165,9 @@ export interface EventSkuStateTable {
 export interface EventSequencerTable {
   id: number;
   last_position: Int8;
+  /** The (xid, id) of the last outbox row moved (xid8, read as text). */
+  last_xid: string;
+  last_id: Int8;
 }
 
 export interface WebhookTable {

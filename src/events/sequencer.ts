@@ -49,7 +49,9 @@ interface SequencedEvent {
  * smaller id (or xid) may commit after one with a larger, and a reader taking "everything after the last one I saw"
  * would skip it for good. Every transaction whose xid is below the snapshot's xmin has ended, so the set of committed
  * rows below it can no longer grow: taking them in (xid, id) order, and nothing at or above xmin, never passes over a
- * row that commits later. The order is consistent with each segment's history: two changes of one segment run one
+ * row that commits later. Nor can a row come after the last one moved and sort before it (its transaction got its xid
+ * after that run's snapshot, so above its xmin): each run reads on from the last (xid, id) it moved. The order is
+ * consistent with each segment's history: two changes of one segment run one
  * after the other under its lock, the second starting (and taking its xid) after the first committed; changes of
  * different segments commute, so each SKU's running totals are exact after every event.
  *
@@ -102,13 +104,19 @@ export class EventSequencer {
 
   private sequence(): Promise<{ moved: number; sequenced: SequencedEvent[] }> {
     return this.db.transaction().execute(async (trx) => {
-      const { rows: head } = await sql<{ last_position: number }>`
-        select last_position from event_sequencer where id = 1 for update skip locked`.execute(trx);
+      const { rows: head } = await sql<{ last_position: number; last_xid: string; last_id: number }>`
+        select last_position, last_xid::text, last_id from event_sequencer where id = 1 for update skip locked`.execute(
+        trx,
+      );
       if (head.length === 0) return { moved: 0, sequenced: [] };
-      const { rows } = await sql<OutboxRow>`
-        select o.id, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
+      // Read on after the last row moved: every row before it is gone, and scanning from the index's start would
+      // walk over all of them until vacuum removes them — a cost that grows with how much went through the outbox.
+      const { last_xid: lastXid, last_id: lastId } = head[0]!;
+      const { rows } = await sql<OutboxRow & { xid: string }>`
+        select o.id, o.xid::text, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
           from event_outbox o join skus k on k.id = o.sku_id
-         where o.xid < pg_snapshot_xmin(pg_current_snapshot())
+         where (o.xid, o.id) > (${lastXid}::xid8, ${lastId}::bigint)
+           and o.xid < pg_snapshot_xmin(pg_current_snapshot())
          order by o.xid, o.id
          limit ${BATCH}`.execute(trx);
       if (rows.length === 0) return { moved: 0, sequenced: [] };
@@ -191,7 +199,9 @@ export class EventSequencer {
           rows.map((r) => r.id),
         )
         .execute();
-      await trx.updateTable('event_sequencer').set({ last_position: position }).where('id', '=', 1).execute();
+      const last = rows.at(-1)!;
+      await sql`update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8,
+                  last_id = ${last.id} where id = 1`.execute(trx);
       return { moved: rows.length, sequenced: events };
     });
   }
