@@ -12,8 +12,13 @@ export class StockApi {
     return this.adminToken ? { authorization: `Bearer ${this.adminToken}` } : {};
   }
 
-  createSku(sku: string, stock: number, segments: number): Promise<SkuView> {
-    return this.expect(201, 'POST', '/skus', { sku, stock, segments });
+  /** `settings`: more of the SKU's fields (a sale window, a limit). */
+  createSku(sku: string, stock: number, segments: number, settings: Record<string, unknown> = {}): Promise<SkuView> {
+    return this.expect(201, 'POST', '/skus', { sku, stock, segments, ...settings });
+  }
+
+  updateSku(sku: string, changes: Record<string, unknown>): Promise<SkuView> {
+    return this.expect(200, 'PATCH', `/skus/${encodeURIComponent(sku)}`, changes);
   }
 
   sku(sku: string): Promise<SkuView> {

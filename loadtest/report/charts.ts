@@ -134,7 +134,7 @@ export async function renderCharts(run: RunResults, dir: string) {
     ),
     ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.ordersPerSecond, 'alternative')),
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.ordersPerSecond, 'lock-free baseline')),
-    ...run.soldOut.map((c) => bar('sold out: 409 answers', c.refusalsPerSecond, 'product')),
+    ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.refusalsPerSecond, 'product')),
   ];
   if (comparisons.length > 1) {
     charts.push([

@@ -94,17 +94,28 @@ export function targetsTable(run: RunResults): string | undefined {
     ]);
   }
 
-  const soldOut = run.soldOut[0];
-  const restock = soldOut?.restock;
-  targets.push([
-    'after sell-out: ≥ 90 % of the HTTP ceiling, no lock taken; a restock re-opens sales at once',
-    soldOut &&
-      `${int(soldOut.refusalsPerSecond)} × 409/s = ${pct(soldOut.refusalsPerSecond / f.ceiling)} of the ceiling; ${num(soldOut.lockAttemptsPerRequest ?? NaN, 3)} lock attempts per request; first order after restock: ${restock!.firstOrderStatus} in ${ms(restock!.firstOrderMs)} ms${cpuView(soldOut.refusalsPerSecond, soldOut.cpu)}`,
-    soldOut &&
-      soldOut.refusalsPerSecond >= 0.9 * f.ceiling &&
-      restock!.firstOrderStatus === 201 &&
-      !soldOut.lockAttemptsPerRequest,
-  ]);
+  for (const [why, target] of [
+    ['sold-out', 'after sell-out: ≥ 90 % of the HTTP ceiling, no lock taken; a restock re-opens sales at once'],
+    ['not-on-sale', 'before a sale window opens: ≥ 90 % of the HTTP ceiling, no lock taken; the opening sells at once'],
+  ] as const) {
+    const c = run.soldOut.find((x) => (x.why ?? 'sold-out') === why);
+    const r = c?.reopen;
+    targets.push([
+      target,
+      c &&
+        `${int(c.refusalsPerSecond)} × 409/s = ${pct(c.refusalsPerSecond / f.ceiling)} of the ceiling; ${num(c.lockAttemptsPerRequest ?? NaN, 3)} lock attempts per request; first order after ${r!.how}: ${r!.firstOrderStatus} in ${ms(r!.firstOrderMs)} ms${cpuView(c.refusalsPerSecond, c.cpu)}`,
+      c && c.refusalsPerSecond >= 0.9 * f.ceiling && r!.firstOrderStatus === 201 && !c.lockAttemptsPerRequest,
+    ]);
+  }
+  const eventsOff = run.events?.find((c) => c.events === 'off');
+  for (const c of (run.events ?? []).filter((x) => x.events !== 'off')) {
+    const share = eventsOff ? c.ordersPerSecond / eventsOff.ordersPerSecond : NaN;
+    targets.push([
+      `hot SKU with ${c.label.split(' · ').at(-1)}: ≥ 90 % of the rate with events off`,
+      eventsOff && `${int(c.ordersPerSecond)} vs ${int(eventsOff.ordersPerSecond)} orders/s = ${pct(share)}`,
+      share >= 0.9,
+    ]);
+  }
   const holdBound = 1.1 * stepMs + 2;
   const holds = f.allOf('business-step').filter((c) => c.lock && (c.segments === 1 || c.segments === n));
   targets.push([

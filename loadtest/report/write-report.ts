@@ -63,6 +63,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
   const perOrder = run.perOrder.filter((c) => c.serverCost);
   const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
   const noCredential = run.auth.find((x) => x.auth === 'none')?.ordersPerSecond ?? NaN;
+  const eventsOff = run.events?.find((x) => x.events === 'off')?.ordersPerSecond ?? NaN;
   const settings = Object.entries(meta.settings).map(([name, v]) => [
     name,
     Number.isInteger(v) ? int(v as number) : String(v),
@@ -151,7 +152,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ...latency((c: (typeof run.soldOut)[number]) => c.measured, 'p50', 'p99', 'max'),
       ['Lock attempts / request', (c) => num(c.lockAttemptsPerRequest ?? NaN, 3)],
       ['Statuses', (c) => statuses(c.measured.statusCounts)],
-      ['Restock: next order', ({ restock: r }) => `+${r.quantity} → ${r.firstOrderStatus} in ${ms(r.firstOrderMs)} ms`],
+      ['Then: next order', ({ reopen: r }) => `${r.how} → ${r.firstOrderStatus} in ${ms(r.firstOrderMs)} ms`],
     ]),
     lifecycleTable: table(
       run.lifecycle.flatMap((c) => [
@@ -213,6 +214,26 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Statuses', (c) => statuses(c.measured.statusCounts)],
       ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
     ]),
+    eventsTable: table(run.events ?? [], [
+      ['Events', (c) => c.label],
+      ['Orders/s', (c) => int(c.ordersPerSecond)],
+      ['× events off', (c) => times(c.ordersPerSecond / eventsOff)],
+      ...latency((c: SalesCase) => c.measured, 'p50', 'p99'),
+      ['Statuses', (c) => statuses(c.measured.statusCounts)],
+      ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
+      ['Webhook deliveries', (c) => (c.delivered === undefined ? '—' : int(c.delivered))],
+      ['Outbox rows after', (c) => (c.outboxAfter === undefined ? '—' : int(c.outboxAfter))],
+    ]),
+    retentionTable: table(
+      (run.eventRetention ?? []).flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds }))),
+      [
+        ['Second', (x) => int(x.atSeconds)],
+        ['Orders/s', (x) => int(x.ordersPerSecond)],
+        ['Events kept', (x) => int(x.events)],
+        ['≈ retention × rate', (x) => int(x.keep * x.ordersPerSecond)],
+        ['Outbox rows', (x) => int(x.outbox)],
+      ],
+    ),
     locksTable: table(run.locks, [
       ['K', (r) => r.keys],
       ['H (ms)', (r) => r.holdMs],

@@ -9,10 +9,11 @@ import type { RunContext } from './context.js';
 import { orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
 
 export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
-export type SoldOutCase = Awaited<ReturnType<typeof runSoldOut>>;
+export type SoldOutCase = Awaited<ReturnType<typeof runRefusals>>;
 export type LifecycleCase = Awaited<ReturnType<typeof runLifecycle>>;
 export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
 export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
+export type RetentionCase = Awaited<ReturnType<typeof runEventRetention>>;
 
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
 export const guards = {
@@ -61,19 +62,31 @@ export async function runOversell(
 }
 
 /**
- * Orders for a SKU that sold out (one order per segment, so the instance saw every segment empty), each of which
- * should be refused at once with 409, without a lock; then a restock, after which the very next order must succeed.
+ * Orders for a SKU that refuses them at once with 409, before any lock or query: one that sold out (one order per
+ * segment, so the instance saw every segment empty), or one whose sale window opens tomorrow (`not_on_sale`, the
+ * flood before a drop). Then the SKU is opened again — restocked, or its window opened now — and the very next order
+ * must succeed.
  */
-export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segments: number) {
+export async function runRefusals(
+  ctx: RunContext,
+  service: ServiceTarget,
+  segments: number,
+  why: 'sold-out' | 'not-on-sale',
+) {
   const api = ctx.api(service);
-  const sku = ctx.skuName(`sold-out-${segments}`);
+  const sku = ctx.skuName(`${why}-${segments}`);
   const unitsPerSegment = 50;
-  await api.createSku(sku, segments * unitsPerSegment, segments);
-  for (let i = 0; i < segments; i++) {
-    const answer = await api.order(sku, unitsPerSegment);
-    if (answer.status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${answer.status}`);
+  if (why === 'sold-out') {
+    await api.createSku(sku, segments * unitsPerSegment, segments);
+    for (let i = 0; i < segments; i++) {
+      const answer = await api.order(sku, unitsPerSegment);
+      if (answer.status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${answer.status}`);
+    }
+  } else {
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+    await api.createSku(sku, segments * unitsPerSegment, segments, { saleStartsAt: tomorrow });
   }
-  const label = `sold out · ${segments} segments`;
+  const label = why === 'sold-out' ? `sold out · ${segments} segments` : `not on sale yet · ${segments} segments`;
   const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const before = await scrape();
   const { warmup, measured, cpu } = await warmThenMeasure(
@@ -84,24 +97,24 @@ export async function runSoldOut(ctx: RunContext, service: ServiceTarget, segmen
   );
   // The warm-up's attempts count too: there should be none at all.
   const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
-  const restock = 100;
-  const restocked = await api.restock(sku, restock);
+  const reopened = why === 'sold-out' ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
   const started = performance.now();
   const first = await api.order(sku, 1);
   return {
-    id: `sold-out-${segments}`,
+    id: `${why}-${segments}`,
     label,
+    why,
     segments,
     warmup,
     measured,
     refusalsPerSecond: measured.ratePerSecond[409] ?? 0,
     lockAttemptsPerRequest: measured.responses > 0 ? attempts / (measured.responses + warmup.responses) : null,
     cpu,
-    restock: {
-      quantity: restock,
+    reopen: {
+      how: why === 'sold-out' ? 'restock +100' : 'window opened',
       firstOrderStatus: first.status,
       firstOrderMs: performance.now() - started,
-      availableAfter: restocked.available,
+      availableAfter: reopened.available,
     },
   };
 }
@@ -238,4 +251,35 @@ async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, se
        where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(db);
   }
   await sql`analyze orders, stock_deductions`.execute(db);
+}
+
+/**
+ * Whether events stay bounded: hot-SKU orders at full speed for `retentionMinutes` on a service keeping events for
+ * `retentionSeconds`, the feed's and the outbox's rows counted every `retentionSampleSeconds`. Once the retention has
+ * passed, the feed should hold about one retention's worth of events and stay there.
+ */
+export async function runEventRetention(ctx: RunContext, db: Db, service: ServiceTarget, segments: number) {
+  const { retentionMinutes, retentionSeconds, retentionSampleSeconds } = ctx.settings;
+  const sku = ctx.skuName(`retention-${segments}`);
+  await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+  const count = async () => {
+    const { rows } = await sql<{ events: number; outbox: number }>`
+      select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`.execute(
+      db,
+    );
+    return rows[0]!;
+  };
+  const samples: { atSeconds: number; ordersPerSecond: number; events: number; outbox: number }[] = [];
+  const started = performance.now();
+  while (performance.now() - started < retentionMinutes * 60_000) {
+    const title = `events kept ${retentionSeconds} s · minute ${((performance.now() - started) / 60_000).toFixed(1)}`;
+    const body = { sku, quantity: 1 };
+    const round = await orderRound(ctx, service, { title, body, durationSeconds: retentionSampleSeconds });
+    samples.push({
+      atSeconds: Math.round((performance.now() - started) / 1000),
+      ordersPerSecond: round.ratePerSecond[201] ?? 0,
+      ...(await count()),
+    });
+  }
+  return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };
 }

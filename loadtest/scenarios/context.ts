@@ -47,6 +47,10 @@ const full = {
   /** The order flow on each backend: its LOCK_WAIT_MS, and a second Redlock case with one of its nodes killed. */
   lockWaitMs: 10_000,
   deadLockNode: false,
+  /** The event-retention scenario: its length, the retention the service runs with, and how often it samples. */
+  retentionMinutes: 10,
+  retentionSeconds: 60,
+  retentionSampleSeconds: 30,
   /** A loopback Redis for the lock benchmark instead of a private one ('': a private one). */
   lockRedisUrl: '',
 };
@@ -68,6 +72,9 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
     growthRequests: 1_000,
     lockWarmupSeconds: 0.5,
     lockMeasureSeconds: 1,
+    retentionMinutes: 1,
+    retentionSeconds: 20,
+    retentionSampleSeconds: 10,
   },
 };
 

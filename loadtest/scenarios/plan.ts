@@ -11,21 +11,33 @@ import { AUDIENCE, bearer, ISSUER, serviceKey, writeKeysFile } from '../../test/
 import { zookeeperMissing } from '../../test/support/servers/index.js';
 import { ServerStats } from '../infra/server-stats.js';
 import { LocalService, type LocalServiceOptions, type ServiceTarget } from '../infra/service-process.js';
-import type { DashboardCase, GrowthCase, LifecycleCase, OversellCase, SoldOutCase } from './cases.js';
-import { guards, runDashboardCost, runGrowth, runLifecycle, runOversell, runSoldOut } from './cases.js';
+import type { DashboardCase, GrowthCase, LifecycleCase, OversellCase, RetentionCase, SoldOutCase } from './cases.js';
+import {
+  guards,
+  runDashboardCost,
+  runEventRetention,
+  runGrowth,
+  runLifecycle,
+  runOversell,
+  runRefusals,
+} from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { backendContender, type LockCell, libraryContender, runCell } from './locks.js';
 import type { CeilingCase, SalesCase, SalesSpec } from './sales.js';
-import { measureCeiling, measureSales, primeService } from './sales.js';
+import { measureCeiling, measureSales, measureWithWebhook, primeService } from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
-  ...['sold-out', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth', 'locks'],
-  ...['lock-backends', 'lock-order-flow'],
+  ...['sold-out', 'sale-window', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth'],
+  ...['events', 'locks'],
+  ...['lock-backends', 'lock-order-flow', 'event-retention'],
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
-/** Run only when named: they start servers beyond the run's own (Redlock's three nodes, ZooKeeper). */
-export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow'];
+/**
+ * Run only when named: they start servers beyond the run's own (Redlock's three nodes, ZooKeeper), or take ten
+ * minutes (the event retention).
+ */
+export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention'];
 /** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
 export const HEADLINE_SEGMENTS = 20;
 
@@ -46,8 +58,12 @@ export const emptyCases = () => ({
   dashboard: [] as DashboardCase[],
   memory: [] as SalesCase[],
   growth: [] as GrowthCase[],
+  /** Whether the feed and the outbox stay bounded under a long load with a short retention. */
+  eventRetention: [] as RetentionCase[],
   /** The hot SKU's orders with no credential, a service key and a customer token. */
   auth: [] as SalesCase[],
+  /** The hot SKU's orders with events off, on, and on with a webhook endpoint receiving them. */
+  events: [] as (SalesCase & { delivered?: number; outboxAfter?: number })[],
   /** The lock alone: this lock against the libraries, and on each backend. */
   locks: [] as LockCell[],
   lockOrderFlow: [] as SalesCase[],
@@ -175,7 +191,8 @@ function plan(s: RunSettings): Row[] {
   for (const segments of s.segmentCounts) sweep('business-step', stepOff, true, false, segments);
   for (const segments of endpoints) sweep('business-step', stepOn, true, true, segments);
 
-  add('sold-out', 'soldOut', REAL, (c, service) => runSoldOut(c, service, n));
+  add('sold-out', 'soldOut', REAL, (c, service) => runRefusals(c, service, n, 'sold-out'));
+  add('sale-window', 'soldOut', REAL, (c, service) => runRefusals(c, service, n, 'not-on-sale'));
   add('lifecycle', 'lifecycle', REAL, (c, service) => runLifecycle(c, service, n));
   add('dashboard', 'dashboard', REAL, (c, service) => runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
@@ -245,6 +262,20 @@ function plan(s: RunSettings): Row[] {
     );
   }
 
+  // What events cost an order: the same hot-SKU load with events off, on, and on with a webhook endpoint receiving
+  // every event (a local receiver answering 204). The rows share the shipped service where events are on.
+  const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
+  for (const [id, name, service, hook] of [
+    ['off', 'events off', eventsOff, false],
+    ['on', 'events on', REAL, false],
+    ['webhook', 'events on, a webhook receiving them', REAL, true],
+  ] as const) {
+    const spec = { id: `events-${id}`, label: `real · ${lockName(n)} · ${name}`, segments: n, tags: { events: id } };
+    add('events', 'events', service, (c, target) =>
+      hook ? measureWithWebhook(c, target, spec) : measureSales(c, { ...spec, service: target }),
+    );
+  }
+
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
   const runId = Date.now().toString(36);
   const ownServers = (kind: string) => (c: RunContext) =>
@@ -304,6 +335,12 @@ function plan(s: RunSettings): Row[] {
     }
   }
   ceiling('ceiling-last', 'HTTP ceiling (last)');
+  // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
+  const shortRetention = {
+    label: `service keeping events ${s.retentionSeconds} s`,
+    env: { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) },
+  };
+  add('event-retention', 'eventRetention', shortRetention, (c, t) => runEventRetention(c, c.db!, t, n), ownDatabase);
   return rows;
 }
 

@@ -1,4 +1,9 @@
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import { EVENT_TYPES } from '../../src/events/event-types.js';
 import { waitFor } from '../../test/support/wait-for.js';
 import { histogramDelta, MetricsSnapshot } from '../client/prometheus.js';
 import type { ServerStats } from '../infra/server-stats.js';
@@ -42,7 +47,7 @@ export interface SalesSpec {
   /** Spread traffic: a random one of `skus` SKUs per request, `hotShare` of them to one hot SKU instead. */
   traffic?: { skus: number; hotShare: number };
   /** Told apart in the report: which Redis, lock backend or credential the case used. */
-  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string };
+  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string };
 }
 
 /**
@@ -301,4 +306,37 @@ function memorySampler(pids: number[]) {
     clearInterval(timer);
     return { maxRssBytes, peakRssBytes: Math.max(0, ...sample()) };
   };
+}
+
+/**
+ * `measureSales` with a webhook endpoint registered for every event type: a receiver in this process that answers
+ * 204 to each delivery. Afterwards: how many deliveries it got, and the outbox rows the sequencer had not moved yet.
+ */
+export async function measureWithWebhook(ctx: RunContext, service: ServiceTarget, spec: Omit<SalesSpec, 'service'>) {
+  let delivered = 0;
+  const receiver = createServer((req, res) => {
+    req.resume().on('end', () => {
+      delivered++;
+      res.writeHead(204).end();
+    });
+  });
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  const api = ctx.api(service);
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const hook = await fetch(`${service.url}/webhooks`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...api.adminHeaders },
+    body: JSON.stringify({ url, types: EVENT_TYPES }),
+  });
+  if (hook.status !== 201) throw new Error(`registering a webhook answered ${hook.status}: ${await hook.text()}`);
+  const { id } = (await hook.json()) as { id: string };
+  try {
+    const result = await measureSales(ctx, { ...spec, service });
+    const outbox = ctx.db && (await sql<{ n: number }>`select count(*)::int as n from event_outbox`.execute(ctx.db));
+    return { ...result, delivered, outboxAfter: outbox?.rows[0]?.n };
+  } finally {
+    await fetch(`${service.url}/webhooks/${id}`, { method: 'DELETE', headers: api.adminHeaders });
+    receiver.close();
+  }
 }
