@@ -3,8 +3,9 @@ import base from './vitest.config.ts';
 
 /**
  * `npm run test:quick`, for the edit-run loop (about a minute here): the suite without the fault, fuzz, checker and
- * browser files, and without the lock backends other than Redis (Postgres, ZooKeeper, Redlock) and the Redis Cluster
- * topology, which start servers of their own. `npm test`, which CI runs, is always the whole suite.
+ * browser files, and without the lock backends other than Redis (Postgres, ZooKeeper, Redlock), the Redis Cluster
+ * topology and the cross-process file (three service processes on one Redis and on a Redis Cluster), which start
+ * servers of their own. `npm test`, which CI runs, is always the whole suite.
  */
 export default mergeConfig(
   base,
@@ -17,7 +18,7 @@ export default mergeConfig(
         'test/checker/**',
         'test/browser/**',
         'test/lock/{postgres,zookeeper,redlock,order-flow-backends,cross-backend-fencing}.test.ts',
-        'test/integration/redis-cluster.test.ts',
+        'test/integration/{redis-cluster,cross-process}.test.ts',
       ],
     },
   }),
