@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
+import { PeriodicJob } from './periodic-job.js';
 
 /** Rows deleted per statement: small, so a delete holds few locks for a short time and never stalls orders. */
 const BATCH = 1000;
@@ -11,30 +12,28 @@ const BATCH = 1000;
  * never reads `events`, so its cost does not depend on how much is kept.
  */
 export class EventRetention {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly job: PeriodicJob;
 
   constructor(
     private readonly db: Db,
     private readonly retentionMs: number,
-    private readonly log: Logger,
-  ) {}
-
-  start(): void {
+    log: Logger,
+  ) {
     // Often enough that at most a tenth of the retention is overdue, at most once a minute.
-    const every = Math.max(1_000, Math.min(60_000, Math.floor(this.retentionMs / 10)));
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'event retention retried later'))
-        .finally(() => (this.running = undefined));
-    }, every);
-    this.timer.unref();
+    const every = Math.max(1_000, Math.min(60_000, Math.floor(retentionMs / 10)));
+    this.job = new PeriodicJob(
+      every,
+      () => this.sweep(),
+      (error) => log.warn({ err: error.message }, 'event retention retried later'),
+    );
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+  start(): void {
+    this.job.start();
+  }
+
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   /** Deletes everything past retention; answers how many events went. */

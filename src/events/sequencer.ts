@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { EventType, SkuTotals } from './event-types.js';
+import { PeriodicJob } from './periodic-job.js';
 
 /** Outbox rows moved per transaction: bounded, so one run never holds the sequencer lock for long. */
 const BATCH = 500;
@@ -61,31 +62,27 @@ interface SequencedEvent {
  * nothing. The position comes from that same row, so the feed's order is the sequencer's commit order.
  */
 export class EventSequencer {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly job: PeriodicJob;
 
   constructor(
     private readonly db: Db,
-    private readonly intervalMs: number,
-    private readonly log: Logger,
+    intervalMs: number,
+    log: Logger,
     private readonly onSequenced: (type: EventType, count: number) => void = () => {},
-  ) {}
+  ) {
+    this.job = new PeriodicJob(
+      intervalMs,
+      () => this.drain(),
+      (error) => log.warn({ err: error.message }, 'events not sequenced yet; retried'),
+    );
+  }
 
   start(): void {
-    this.timer = setInterval(() => this.nudge(), this.intervalMs);
-    this.timer.unref();
+    this.job.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
-  }
-
-  /** Sequences now, unless a run is under way. */
-  nudge(): void {
-    this.running ??= this.drain()
-      .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'events not sequenced yet; retried'))
-      .finally(() => (this.running = undefined));
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 
   /** Runs until the committed outbox is empty (or another instance sequences). */

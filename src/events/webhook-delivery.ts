@@ -4,6 +4,7 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { StockEvent } from './event-types.js';
 import type { EventMetrics } from './event-metrics.js';
+import { PeriodicJob } from './periodic-job.js';
 import { headPosition, readEvents } from './feed.repository.js';
 import { dueWebhooks, findWebhook, type Progress, recordProgress, type WebhookRow } from './webhook.repository.js';
 
@@ -37,8 +38,7 @@ const LOCK_NAMESPACE = 20;
  * stops before its next request. The order path never waits on any of this: deliveries read the feed, nothing else.
  */
 export class WebhookDelivery {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly job: PeriodicJob;
   private lockClient: pg.Client | undefined;
   private stopped = false;
 
@@ -48,21 +48,21 @@ export class WebhookDelivery {
     private readonly options: DeliveryOptions,
     private readonly metrics: EventMetrics,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.job = new PeriodicJob(
+      options.pollMs,
+      () => this.tick(),
+      (error) => log.warn({ err: error.message }, 'webhook deliveries paused'),
+    );
+  }
 
   start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.tick()
-        .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, 'webhook deliveries paused'))
-        .finally(() => (this.running = undefined));
-    }, this.options.pollMs);
-    this.timer.unref();
+    this.job.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
-    await this.running;
+    await this.job.stop();
     await this.lockClient?.end().catch(() => {});
   }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Scope } from '../../src/config.js';
+import { SCOPES, type Scope } from '../../src/config.js';
 import { auditSku, booksViolations } from '../support/invariants.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { bearer, serviceKey, type ServiceKey, TestIssuer, writeKeysFile } from './credentials.js';
@@ -9,15 +9,7 @@ import { bearer, serviceKey, type ServiceKey, TestIssuer, writeKeysFile } from '
  * nothing: the books of both SKUs and the order it aimed at are as they were.
  */
 
-const SINGLE_SCOPES: Scope[] = [
-  'orders:place',
-  'orders:read',
-  'orders:manage',
-  'stock:admin',
-  'metrics:read',
-  'events:read',
-  'webhooks:manage',
-];
+const SINGLE_SCOPES: Scope[] = [...SCOPES];
 const UNKNOWN_WEBHOOK = '00000000-0000-4000-8000-000000000001';
 const OWNER = 'matrix-owner';
 const OTHER = 'matrix-other';
