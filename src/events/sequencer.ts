@@ -99,52 +99,55 @@ export class EventSequencer {
     return events.moved;
   }
 
+  /**
+   * One transaction of four round trips whatever it moves: begin; read the head (locked), the rows after it and their
+   * SKUs' state in one query; write the events, the SKUs' new state, the head and the outbox deletion in one
+   * statement; commit. The rest of the instances find the head locked and skip their turn.
+   */
   private sequence(): Promise<{ moved: number; sequenced: SequencedEvent[] }> {
     return this.db.transaction().execute(async (trx) => {
-      const { rows: head } = await sql<{ last_position: number; last_xid: string; last_id: number }>`
-        select last_position, last_xid::text, last_id from event_sequencer where id = 1 for update skip locked`.execute(
-        trx,
-      );
-      if (head.length === 0) return { moved: 0, sequenced: [] };
       // Read on after the last row moved: every row before it is gone, and scanning from the index's start would
       // walk over all of them until vacuum removes them — a cost that grows with how much went through the outbox.
-      const { last_xid: lastXid, last_id: lastId } = head[0]!;
-      const { rows } = await sql<OutboxRow & { xid: string }>`
-        select o.id, o.xid::text, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
-          from event_outbox o join skus k on k.id = o.sku_id
-         where (o.xid, o.id) > (${lastXid}::xid8, ${lastId}::bigint)
-           and o.xid < pg_snapshot_xmin(pg_current_snapshot())
+      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet).
+      const { rows } = await sql<HeadRow & Partial<OutboxRow> & { xid?: string } & Partial<StateRow>>`
+        select h.last_position, h.last_xid::text as last_xid, h.last_id,
+               o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold,
+               o.occurred_at, st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
+          from event_sequencer h
+          left join lateral (
+            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
+              from event_outbox o join skus k on k.id = o.sku_id
+             where (o.xid, o.id) > (h.last_xid, h.last_id)
+               and o.xid < pg_snapshot_xmin(pg_current_snapshot())
+             order by o.xid, o.id
+             limit ${BATCH}) o on true
+          left join event_sku_state st on st.sku_id = o.sku_id
+         where h.id = 1
          order by o.xid, o.id
-         limit ${BATCH}`.execute(trx);
-      if (rows.length === 0) return { moved: 0, sequenced: [] };
+           for update of h skip locked`.execute(trx);
+      const head = rows[0];
+      if (!head || head.id === null || head.id === undefined) return { moved: 0, sequenced: [] };
 
-      const skuIds = [...new Set(rows.map((r) => r.sku_id))];
       const states = new Map<number, SkuState>();
-      for (const s of await trx.selectFrom('event_sku_state').selectAll().where('sku_id', 'in', skuIds).execute()) {
-        states.set(s.sku_id, {
-          lastSequence: s.last_sequence,
-          available: s.available,
-          reserved: s.reserved,
-          sold: s.sold,
-          lowStockThreshold: s.low_stock_threshold,
-        });
-      }
-      let position = Number(head[0]!.last_position);
+      let position = Number(head.last_position);
       const events: SequencedEvent[] = [];
-      for (const row of rows) {
-        const state = states.get(row.sku_id) ?? {
-          lastSequence: 0,
-          available: 0,
-          reserved: 0,
-          sold: 0,
-          lowStockThreshold: null,
-        };
+      for (const row of rows as (HeadRow & OutboxRow & { xid: string } & StateRow)[]) {
+        let state = states.get(row.sku_id);
+        if (!state) {
+          state = {
+            lastSequence: Number(row.last_sequence ?? 0),
+            available: Number(row.available ?? 0),
+            reserved: Number(row.reserved ?? 0),
+            sold: Number(row.sold ?? 0),
+            lowStockThreshold: row.low_stock_threshold === null ? null : Number(row.low_stock_threshold),
+          };
+          states.set(row.sku_id, state);
+        }
         const before = state.available;
         state.available += Number(row.d_available);
         state.reserved += Number(row.d_reserved);
         state.sold += Number(row.d_sold);
         state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
-        states.set(row.sku_id, state);
         const cause = { id: String(position + 1), type: row.type };
         const emit = (type: EventType, data: Record<string, unknown>) =>
           events.push({
@@ -162,46 +165,51 @@ export class EventSequencer {
         }
       }
 
-      await trx
-        .insertInto('events')
-        .values(events.map((e) => ({ ...e, data: sql`${JSON.stringify(e.data)}::jsonb` })))
-        .execute();
-      await trx
-        .insertInto('event_sku_state')
-        .values(
-          [...states].map(([skuId, s]) => ({
-            sku_id: skuId,
-            last_sequence: s.lastSequence,
-            available: s.available,
-            reserved: s.reserved,
-            sold: s.sold,
-            low_stock_threshold: s.lowStockThreshold,
-          })),
-        )
-        .onConflict((oc) =>
-          oc.column('sku_id').doUpdateSet((eb) => ({
-            last_sequence: eb.ref('excluded.last_sequence'),
-            available: eb.ref('excluded.available'),
-            reserved: eb.ref('excluded.reserved'),
-            sold: eb.ref('excluded.sold'),
-            low_stock_threshold: eb.ref('excluded.low_stock_threshold'),
-          })),
-        )
-        .execute();
-      await trx
-        .deleteFrom('event_outbox')
-        .where(
-          'id',
-          'in',
-          rows.map((r) => r.id),
-        )
-        .execute();
       const last = rows.at(-1)!;
-      await sql`update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8,
-                  last_id = ${last.id} where id = 1`.execute(trx);
+      const skuStates = [...states].map(([skuId, s]) => ({
+        sku_id: skuId,
+        last_sequence: s.lastSequence,
+        available: s.available,
+        reserved: s.reserved,
+        sold: s.sold,
+        low_stock_threshold: s.lowStockThreshold,
+      }));
+      await sql`
+        with moved_events as (
+          insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
+          select * from jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
+            as e(position bigint, sku_id int, sku text, type text, sequence bigint, occurred_at timestamptz, data jsonb)
+        ), sku_states as (
+          insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
+          select * from jsonb_to_recordset(${JSON.stringify(skuStates)}::jsonb)
+            as s(sku_id int, last_sequence bigint, available bigint, reserved bigint, sold bigint,
+                 low_stock_threshold bigint)
+          on conflict (sku_id) do update
+            set last_sequence = excluded.last_sequence, available = excluded.available,
+                reserved = excluded.reserved, sold = excluded.sold, low_stock_threshold = excluded.low_stock_threshold
+        ), moved_rows as (
+          delete from event_outbox where id = any(${rows.map((r) => r.id)}::bigint[])
+        )
+        update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8, last_id = ${last.id}
+         where id = 1`.execute(trx);
       return { moved: rows.length, sequenced: events };
     });
   }
+}
+
+interface HeadRow {
+  last_position: number;
+  last_xid: string;
+  last_id: number;
+}
+
+/** The SKU's state as the last run left it; all null for a SKU without events yet. */
+interface StateRow {
+  last_sequence: number | null;
+  available: number | null;
+  reserved: number | null;
+  sold: number | null;
+  low_stock_threshold: number | null;
 }
 
 /** The threshold in force after the row: set by the SKU's creation and by a threshold change. */
