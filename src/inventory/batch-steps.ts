@@ -37,6 +37,8 @@ export interface BatchHooks {
   onLockLost?(): void;
   /** A batch wrote `orders` orders in one statement. */
   onBatch?(orders: number): void;
+  /** A batch read `count` segment states from Postgres: those it could not recall. */
+  onSegmentsRead?(count: number): void;
 }
 
 /** An order the batcher carries until it ends. */
@@ -218,10 +220,11 @@ export class BatchSteps {
     const states = new Map<string, { available: number; fence: number }>();
     const unknown: PlannedSegment[] = [];
     for (const segment of held) {
-      const recalled = this.memory.recall(leaseOf.get(segment.key)!);
+      const recalled = this.memory.recall(leaseOf.get(segment.key)!, segment.entry, segment.ref.segment);
       if (recalled) states.set(segment.key, recalled);
       else unknown.push(segment);
     }
+    if (unknown.length > 0) this.hooks.onSegmentsRead?.(unknown.length);
     const read = await readSegmentStates(
       this.db,
       unknown.map((s) => ({ skuId: s.entry.id, layoutVersion: s.entry.layoutVersion, segment: s.ref.segment })),

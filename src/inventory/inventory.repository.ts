@@ -14,8 +14,21 @@ export interface SkuStock {
   sold: number;
 }
 
-export function findSku(db: Executor, sku: string): Promise<SkuRow | undefined> {
-  return db.selectFrom('skus').selectAll().where('sku', '=', sku).executeTakeFirst();
+/** The SKU's row with the state of its current layout's segments, `[segment, available, fence]` by segment. */
+export function findSkuWithSegments(
+  db: Executor,
+  sku: string,
+): Promise<(SkuRow & { segments: [number, number, number][] }) | undefined> {
+  return db
+    .selectFrom('skus as k')
+    .selectAll('k')
+    .select(
+      sql<[number, number, number][]>`(select coalesce(json_agg(json_build_array(s.segment, s.available, s.fence_token)
+              order by s.segment), '[]') from stock_segments s
+        where s.sku_id = k.id and s.layout_version = k.layout_version)`.as('segments'),
+    )
+    .where('k.sku', '=', sku)
+    .executeTakeFirst();
 }
 
 /** Locks the SKU row for the rest of the transaction, so configuration changes apply one at a time. */

@@ -17,10 +17,18 @@ const MAX_ENTRIES = 100_000;
 export class SegmentMemory {
   private readonly known = new Map<string, { fence: number; state: SegmentState; entry: SkuEntry }>();
 
-  /** The segment's state if nobody else held its lock since this process last saw it. */
-  recall(lease: LockLease): SegmentState | undefined {
-    const entry = this.known.get(lease.key);
-    return entry && lease.previousFence !== undefined && entry.fence === lease.previousFence ? entry.state : undefined;
+  /**
+   * The segment's state if nobody else held its lock since this process last saw it: under its own last hold, or
+   * when the SKU's `entry` was loaded (`loadedStates`; a row's token is its last writer's, so a lock whose previous
+   * token is the row's has not been held since that write).
+   */
+  recall(lease: LockLease, entry: SkuEntry, segment: number): SegmentState | undefined {
+    const previous = lease.previousFence;
+    if (previous === undefined) return undefined;
+    const known = this.known.get(lease.key);
+    if (known?.fence === previous) return known.state;
+    const loaded = entry.loadedStates[segment];
+    return loaded?.fence === previous ? loaded : undefined;
   }
 
   /** What this process last saw the segment (by `segmentKey`) hold, whoever held it since: a guess for planning, never for writing. */

@@ -2,7 +2,7 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
 import type { RedisConnections } from '../redis/connections.js';
-import { findSku } from './inventory.repository.js';
+import { findSkuWithSegments, type SegmentState } from './inventory.repository.js';
 import type { SaleWindow } from './sale-window.js';
 
 /** What an instance remembers about a SKU between orders. */
@@ -19,6 +19,11 @@ export interface SkuEntry extends SaleWindow {
    * then.
    */
   readonly emptySegments: Set<number>;
+  /**
+   * The segments' state as read with the entry, by segment: what a lock holder may use instead of reading the row
+   * under its lock, if nobody held that lock since (SegmentMemory.recall). Spares the first order of each segment a read.
+   */
+  readonly loadedStates: readonly SegmentState[];
   /** Set once a change notice or a failed read showed this layout is outdated. */
   stale: boolean;
 }
@@ -97,7 +102,7 @@ export class SkuDirectory {
 
   private async load(sku: string): Promise<SkuEntry> {
     const changeCountAtStart = this.changeCount;
-    const row = await findSku(this.db, sku);
+    const row = await findSkuWithSegments(this.db, sku);
     if (!row) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
     const entry: SkuEntry = {
       id: row.id,
@@ -108,6 +113,7 @@ export class SkuDirectory {
       saleStartsAt: row.sale_starts_at?.getTime() ?? null,
       saleEndsAt: row.sale_ends_at?.getTime() ?? null,
       emptySegments: new Set(),
+      loadedStates: row.segments.map(([segment, available, fence]) => ({ segment, available, fence })),
       stale: this.changeCount !== changeCountAtStart,
     };
     if (!entry.stale) this.entries.set(sku, entry);

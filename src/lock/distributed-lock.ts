@@ -36,8 +36,9 @@ export interface LockLease {
   /** Strictly increasing per key: pass it with every write the lock protects. */
   readonly fence: number;
   /**
-   * The token issued just before `fence` for this key, where the store can tell (the Redis segment lock does). If it
-   * is the caller's own previous token, nobody else held the key in between.
+   * The token issued just before `fence` for this key, where the store can tell (the Redis segment lock does); 0 when
+   * it remembers none (never issued, or forgotten). If it is the token of the key's last write the caller saw, nobody
+   * held the key since that write.
    */
   readonly previousFence?: number | undefined;
   /** The owner id stored with the lock. */

@@ -114,6 +114,14 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  private readonly segmentReads = new Counter({
+    name: 'stock_segment_reads_total',
+    help:
+      'Segment states an order batch read from Postgres under the lock. The others it already knew: from its own last ' +
+      'hold, or from its SKU lookup, with nobody holding the lock since.',
+    registers: [this.registry],
+  });
+
   /** Per SKU, since a flood before an opening is one SKU's; the label set is bounded by the SKUs that have windows. */
   private readonly notOnSale = new Counter({
     name: 'stock_not_on_sale_refusals_total',
@@ -183,6 +191,7 @@ export class ServiceMetrics {
     onWait: () => this.lockWaits.inc(),
     onFencedOut: () => this.fencedOut.inc(),
     onBatch: (orders) => this.batchOrders.observe(orders),
+    onSegmentsRead: (count) => this.segmentReads.inc(count),
     onLockLost: () => this.lockLost.inc(),
   };
 

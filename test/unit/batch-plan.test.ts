@@ -19,6 +19,7 @@ const sku = (segmentCount: number, name = `sku-${nextId}`): SkuEntry => ({
   saleStartsAt: null,
   saleEndsAt: null,
   emptySegments: new Set(),
+  loadedStates: [],
   stale: false,
 });
 const line = (entry: SkuEntry, quantity: number): BatchLine => ({ entry, quantity, wantsEvery: false });

@@ -155,7 +155,8 @@ export class RedisLock extends LockClient<string> {
     };
     const grant: StoreGrant<string> = {
       fence: code,
-      previousFence: previous || undefined,
+      // A new hold: the script says which token came before, 0 for none remembered.
+      previousFence: previous ?? 0,
       leaseMs: ttlMs,
       requestedAt,
       handle: owner,
