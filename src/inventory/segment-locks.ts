@@ -77,30 +77,8 @@ export class SegmentLocks {
    * (an uncontended release publishes nothing).
    */
   async tryAcquire(ref: SegmentRef, askStore = false): Promise<LockLease | null> {
-    const name = redisKeys.segmentLock(ref);
-    if ((!askStore && this.notices.isHeldElsewhere(name)) || !this.notices.markHeldHere(name)) return null;
-    const mark = this.notices.mark();
-    let lease: LockLease | null;
-    try {
-      lease = await this.backend.tryAcquire(name, {
-        ttlMs: this.options.ttlMs,
-        watchdog: this.options.watchdog,
-        reentrant: false,
-      });
-    } catch (error) {
-      this.notices.clearHeldHere(name);
-      throw error;
-    }
-    if (!lease) {
-      this.notices.clearHeldHere(name);
-      this.notices.markHeldElsewhere(name, mark);
-      return null;
-    }
-    this.held.set(lease, performance.now());
-    this.hooks.onAcquired?.();
-    return lease;
+    return (await this.attempt([ref], askStore))[0]!;
   }
-
   /**
    * Waits for the lock until `deadline` (epoch ms), in turn with this process's other waiters; null when out of time.
    * `ticket`: the caller's place in line, if it has been waiting already (an order covering from several segments
@@ -151,43 +129,81 @@ export class SegmentLocks {
   }
 
   /**
-   * `tryAcquire` on each at once: on Redis the attempts leave in one write per node (the connection pipelines what
-   * is sent in one tick). If any attempt fails outright, lets go of the others and rethrows.
+   * `tryAcquire` on each at once: on one Redis server in one script call, on a Cluster one call per lock (those for one
+   * node leave in one write). If any attempt fails outright, lets go of the others and rethrows.
    */
-  async tryAcquireAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
-    const tries = await Promise.allSettled(refs.map((ref) => this.tryAcquire(ref)));
-    const failed = tries.find((t) => t.status === 'rejected');
-    const leases = tries.map((t) => (t.status === 'fulfilled' ? t.value : null));
-    if (failed) {
-      await this.releaseAll(leases.filter((lease) => lease !== null));
-      throw failed.reason;
+  tryAcquireAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
+    return this.attempt(refs, false);
+  }
+
+  private async attempt(refs: readonly SegmentRef[], askStore: boolean): Promise<(LockLease | null)[]> {
+    const names = refs.map(redisKeys.segmentLock);
+    const asked = names.flatMap((name, i) =>
+      (!askStore && this.notices.isHeldElsewhere(name)) || !this.notices.markHeldHere(name) ? [] : [i],
+    );
+    const mark = this.notices.mark();
+    let leases: (LockLease | null)[];
+    try {
+      leases = await this.backend.tryAcquireMany(
+        asked.map((i) => names[i]!),
+        { ttlMs: this.options.ttlMs, watchdog: this.options.watchdog },
+      );
+    } catch (error) {
+      for (const i of asked) this.notices.clearHeldHere(names[i]!);
+      throw error;
     }
-    return leases;
+    const answers: (LockLease | null)[] = refs.map(() => null);
+    for (const [j, i] of asked.entries()) {
+      const lease = leases[j]!;
+      if (!lease) {
+        this.notices.clearHeldHere(names[i]!);
+        this.notices.markHeldElsewhere(names[i]!, mark);
+        continue;
+      }
+      this.held.set(lease, performance.now());
+      this.hooks.onAcquired?.();
+      answers[i] = lease;
+    }
+    return answers;
   }
 
   /** False when the lease had already expired or been taken over: nothing was released then. */
   async release(lease: LockLease): Promise<boolean> {
-    const grantedAt = this.held.get(lease);
-    this.held.delete(lease);
-    if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
-    const publishes = this.backend.capabilities.publishesReleaseNotices;
-    let released = false;
-    try {
-      released = await this.backend.tryRelease(lease);
-      if (released && !publishes) {
-        await this.publisher.spublish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0);
-      }
-      return released;
-    } finally {
-      // Whatever the store said, this process no longer holds the lock: the next local waiter may try at once. A
-      // lock that publishes its notices told them already (and another caller may hold the lock again by now).
-      if (!(released && publishes)) this.notices.notify(lease.key);
-    }
+    return (await this.releaseLeases([lease]))[0]!;
   }
 
   /** Releases quietly: for paths that are already failing, where a second error would hide the first. */
   async releaseAll(leases: Iterable<LockLease>): Promise<void> {
-    await Promise.all([...leases].map((lease) => this.release(lease).catch(() => false)));
+    await this.releaseLeases([...leases]).catch(() => []);
+  }
+
+  /** Every lease in one request where the backend can; rejects if the store failed for any. */
+  private async releaseLeases(leases: LockLease[]): Promise<boolean[]> {
+    if (leases.length === 0) return [];
+    for (const lease of leases) {
+      const grantedAt = this.held.get(lease);
+      this.held.delete(lease);
+      if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
+    }
+    const publishes = this.backend.capabilities.publishesReleaseNotices;
+    let released: boolean[] = leases.map(() => false);
+    try {
+      released = await this.backend.tryReleaseMany(leases);
+      if (!publishes) {
+        await Promise.all(
+          leases.map((lease, i) =>
+            released[i]
+              ? this.publisher.spublish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0)
+              : 0,
+          ),
+        );
+      }
+      return released;
+    } finally {
+      // Whatever the store said, this process no longer holds the locks: the next local waiter may try at once. A
+      // lock that publishes its notices told them already (and another caller may hold the lock again by now).
+      for (const [i, lease] of leases.entries()) if (!(released[i] && publishes)) this.notices.notify(lease.key);
+    }
   }
 
   /** Subscribes to the segments' release notices; call it before the attempt that may lead to a wait. */

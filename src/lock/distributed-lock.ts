@@ -70,6 +70,16 @@ export interface DistributedLock {
   tryAcquire(key: string, options?: Omit<AcquireOptions, 'waitMs' | 'signal'>): Promise<LockLease | null>;
 
   /**
+   * One attempt at each key, as `tryAcquire` without re-entry (each lease its own owner): leases or nulls in the keys'
+   * order. A store that can take several locks in one request does (the Redis lock on one Redis server). If any
+   * attempt fails outright, lets go of those taken and rejects.
+   */
+  tryAcquireMany(
+    keys: readonly string[],
+    options?: Omit<AcquireOptions, 'waitMs' | 'signal' | 'reentrant'>,
+  ): Promise<(LockLease | null)[]>;
+
+  /**
    * Drops one hold. Rejects with NotLockOwnerError, changing nothing, when the caller is not the owner: a lease taken
    * in another owner scope, a lease already released, or a lock that expired and was taken over.
    */
@@ -77,6 +87,12 @@ export interface DistributedLock {
 
   /** Drops one hold, like `release`, but answers false instead of rejecting when the lock expired or was taken over. */
   tryRelease(lease: LockLease): Promise<boolean>;
+
+  /**
+   * `tryRelease` on each lease, in one request where the store can: true or false per lease. Rejects, after trying
+   * every one, if the store failed for any (those leases are no longer counted as held here; they expire).
+   */
+  tryReleaseMany(leases: readonly LockLease[]): Promise<boolean[]>;
 
   /** Renews the lease (to `ttlMs`, default its TTL). Rejects with LockLostError when the lock is gone. */
   extend(lease: LockLease, ttlMs?: number): Promise<void>;

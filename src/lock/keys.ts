@@ -4,8 +4,9 @@
  * A lock's keys and channels share one `{hashtag}`, the lock's name, so one script can touch them all and, on a
  * Redis Cluster, they live in one slot: the scripts publish their notices (SPUBLISH) on shard channels of that slot.
  * Each segment of a SKU (and layout) is a lock of its own, with a hash tag of its own, so a hot SKU's segments spread
- * over the shards. Nothing spans two segments in one call: work over several segments takes their locks one call
- * each, in ascending segment order. SKU names cannot contain braces.
+ * over the shards. On a Cluster, nothing spans two segments in one call: work over several segments takes their
+ * locks one call each, in ascending segment order. On one Redis server, where slots do not matter, an order batch's
+ * attempts and releases each go in one script call (lockTryMany, lockReleaseMany). SKU names cannot contain braces.
  */
 export const redisKeys = {
   /** The lock's hash {owner, count, fence}. */

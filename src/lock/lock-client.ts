@@ -132,6 +132,20 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   protected abstract reenterStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   /** Drops one hold (`final`: the owner's last one, as this process counts). */
   protected abstract releaseStore(hold: Hold<H>, final: boolean): Promise<StoreRelease>;
+  /** One attempt at each key (never fair); stores that can ask for several locks in one request override it. */
+  protected tryStoreMany(
+    keys: readonly string[],
+    owners: readonly string[],
+    ttlMs: number,
+  ): Promise<PromiseSettledResult<StoreGrant<H> | null>[]> {
+    return Promise.allSettled(keys.map((key, i) => this.tryStore(key, owners[i]!, ttlMs, false)));
+  }
+  /** Drops each hold; stores that can release several locks in one request override it. */
+  protected releaseStoreMany(
+    releases: readonly { hold: Hold<H>; final: boolean }[],
+  ): Promise<PromiseSettledResult<StoreRelease>[]> {
+    return Promise.allSettled(releases.map(({ hold, final }) => this.releaseStore(hold, final)));
+  }
   /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   protected abstract closeStore(): Promise<void>;
@@ -167,31 +181,70 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     return grant ? this.hold(key, owner, scoped, grant, options) : null;
   }
 
+  async tryAcquireMany(
+    keys: readonly string[],
+    options: Omit<AcquireOptions, 'waitMs' | 'signal' | 'reentrant'> = {},
+  ): Promise<(LockLease | null)[]> {
+    for (const key of keys) this.checkOptions(key, options);
+    const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
+    const owners = keys.map(() => this.ownerFor({ reentrant: false }).owner);
+    const tries = await this.tryStoreMany(keys, owners, ttlMs);
+    const leases = tries.map((t, i) =>
+      t.status === 'fulfilled' && t.value ? this.hold(keys[i]!, owners[i]!, false, t.value, options) : null,
+    );
+    const failed = tries.find((t) => t.status === 'rejected');
+    if (failed) {
+      await this.tryReleaseMany(leases.filter((lease) => lease !== null)).catch(() => []);
+      throw failed.reason;
+    }
+    return leases;
+  }
+
   async release(lease: LockLease): Promise<void> {
     if (!(await this.tryRelease(lease))) throw new NotLockOwnerError(lease.key, 'it expired or was taken over');
   }
 
   async tryRelease(lease: LockLease): Promise<boolean> {
+    return (await this.tryReleaseMany([lease]))[0]!;
+  }
+
+  async tryReleaseMany(leases: readonly LockLease[]): Promise<boolean[]> {
+    // Every lease is checked before any is released: a wrong one changes nothing.
+    const held = leases.map((lease) => this.leaseToRelease(lease));
+    const releases = held.map((lease) => {
+      const hold = lease.hold;
+      lease.released = true;
+      const final = hold.depth <= 1;
+      hold.depth--;
+      if (final) this.retire(hold);
+      return { hold, final };
+    });
+    const outcomes = await this.releaseStoreMany(releases);
+    const answers = outcomes.map((outcome, i) => {
+      const { hold, final } = releases[i]!;
+      if (outcome.status === 'rejected') return false;
+      if (outcome.value === 'not-owner') {
+        this.lose(hold, 'it expired or was taken over before the release');
+        return false;
+      }
+      if (outcome.value === 'released' && !final) this.lose(hold, 'the store released it with holds still open');
+      return true;
+    });
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
+    return answers;
+  }
+
+  private leaseToRelease(lease: LockLease): Lease<H> {
     if (!(lease instanceof Lease) || lease.client !== this) {
       throw new NotLockOwnerError(lease.key, 'the lease was not issued by this client');
     }
     const held = lease as Lease<H>;
-    const hold = held.hold;
-    if (held.released) throw new NotLockOwnerError(hold.key, 'this lease was already released');
-    if (hold.scoped && `${this.clientId}:${currentLockOwner()}` !== hold.owner) {
-      throw new NotLockOwnerError(hold.key, 'it was taken by another owner scope');
+    if (held.released) throw new NotLockOwnerError(held.key, 'this lease was already released');
+    if (held.hold.scoped && `${this.clientId}:${currentLockOwner()}` !== held.hold.owner) {
+      throw new NotLockOwnerError(held.key, 'it was taken by another owner scope');
     }
-    held.released = true;
-    const final = hold.depth <= 1;
-    hold.depth--;
-    if (final) this.retire(hold);
-    const outcome = await this.releaseStore(hold, final);
-    if (outcome === 'not-owner') {
-      this.lose(hold, 'it expired or was taken over before the release');
-      return false;
-    }
-    if (outcome === 'released' && !final) this.lose(hold, 'the store released it with holds still open');
-    return true;
+    return held;
   }
 
   async extend(lease: LockLease, ttlMs?: number): Promise<void> {

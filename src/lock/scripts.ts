@@ -10,14 +10,17 @@ export enum LockCode {
   Held = -1,
   /** The caller does not own the lock (expired, taken over, never held): nothing was changed. */
   NotOwner = -2,
+  /** The many-locks scripts: this lock needs the single-lock script's full path (a fair queue, a contended hold). */
+  AskAlone = -3,
 }
 
-export type ScriptOutcome = 'done' | 'held' | 'not-owner';
+export type ScriptOutcome = 'done' | 'held' | 'not-owner' | 'ask-alone';
 
 /** The one place a script's leading code becomes an outcome: any other number (a token, a count, 0, 1) is 'done'. */
 export function outcomeOf(code: number): ScriptOutcome {
   if (code === LockCode.Held) return 'held';
   if (code === LockCode.NotOwner) return 'not-owner';
+  if (code === LockCode.AskAlone) return 'ask-alone';
   return 'done';
 }
 
@@ -48,6 +51,10 @@ declare module 'ioredis' {
       dropAll: '0' | '1',
       lastTokenUsed?: number,
     ): Result<[number] | [number, number] | [number, string, number], Context>;
+    /** `lockTryMany-N.lua`: numkeys first, then 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
+    lockTryMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
+    /** `lockReleaseMany-N.lua`: numkeys first, then 2 keys per lock, an owner per lock. One number per lock. */
+    lockReleaseMany(numberOfKeys: number, ...keysThenArgs: string[]): Result<number[], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
     lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
   }
@@ -60,20 +67,21 @@ function withIncludes(lua: string): string {
   );
 }
 
+// `-N`: the caller passes the number of keys first (a script over any number of locks).
 const scripts = readdirSync(luaFolder).flatMap((file) => {
-  const match = /^(\w+)-(\d+)\.lua$/.exec(file);
+  const match = /^(\w+)-(\d+|N)\.lua$/.exec(file);
   if (!match) return [];
   return [
     {
       name: match[1]!,
-      numberOfKeys: Number(match[2]),
+      numberOfKeys: match[2] === 'N' ? undefined : Number(match[2]),
       lua: withIncludes(readFileSync(new URL(file, luaFolder), 'utf8')),
     },
   ];
 });
 
 /**
- * Registers every `<name>-<numberOfKeys>.lua` script as a command on the connection, once. ioredis sends EVALSHA and
+ * Registers every `<name>-<numberOfKeys | N>.lua` script as a command on the connection, once. ioredis sends EVALSHA and
  * falls back to EVAL when a restarted Redis no longer has the script.
  */
 export function defineLockCommands(redis: RedisClient): void {

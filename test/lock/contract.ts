@@ -143,6 +143,34 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
       await rival.release(fresh);
     });
 
+    it('tries several keys at once and releases them together; a foreign lease among them changes nothing', async () => {
+      const [a, b, c] = ['many-a', 'many-b', 'many-c'].map(freshKey) as [string, string, string];
+      const taken = (await rival.tryAcquire(b))!;
+      const [leaseA, leaseB, leaseC] = await lock.tryAcquireMany([a, b, c]);
+      expect(leaseA?.key).toBe(a);
+      expect(leaseB).toBeNull();
+      expect(leaseC?.key).toBe(c);
+      expect(await rival.tryAcquire(a)).toBeNull();
+      expect(await rival.tryAcquire(c)).toBeNull();
+
+      await expect(lock.tryReleaseMany([leaseA!, taken])).rejects.toBeInstanceOf(NotLockOwnerError);
+      expect(await rival.tryAcquire(a)).toBeNull();
+      expect(await lock.tryReleaseMany([leaseA!, leaseC!])).toEqual([true, true]);
+
+      const again = await rival.tryAcquireMany([a, c]);
+      expect(again[0]!.fence).toBeGreaterThan(leaseA!.fence);
+      expect(again[1]!.fence).toBeGreaterThan(leaseC!.fence);
+      expect(await rival.tryReleaseMany([again[0]!, again[1]!, taken])).toEqual([true, true, true]);
+
+      // A lease lost meanwhile answers false; the others are released all the same.
+      const [lost, kept] = (await lock.tryAcquireMany([a, c], { watchdog: false })) as [LockLease, LockLease];
+      await harness.steal(a);
+      expect(await lock.tryReleaseMany([lost, kept])).toEqual([false, true]);
+      const free = await rival.tryAcquireMany([a, b, c]);
+      expect(free.every((lease) => lease !== null)).toBe(true);
+      await rival.tryReleaseMany(free as LockLease[]);
+    });
+
     it('keeps the lock past several leases with the watchdog, and stops renewing on release', async () => {
       const key = freshKey('watchdog');
       const lease = (await lock.tryAcquire(key))!;

@@ -3,7 +3,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisServer } from '../../src/dev/servers/index.js';
 import { RedisLock } from '../../src/lock/backends/redis.js';
+import type { LockLease } from '../../src/lock/distributed-lock.js';
 import { redisKeys } from '../../src/lock/keys.js';
+import { waitFor } from '../support/wait-for.js';
 import { describeLockContract } from './contract.js';
 
 describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
@@ -132,5 +134,46 @@ describe('redis lock: fair queue and waiting across clients', () => {
     expect(fences.indexOf(remoteFence)).toBe(5);
     expect(remoteFence).toBeGreaterThan(first.fence + 4);
     await Promise.all([local.close(), remote.close()]);
+  });
+
+  it('takes and releases many locks in one script call each; a contended or queued one is released alone', async () => {
+    const admin = new Redis(server.url);
+    const lock = new RedisLock({ redis: new Redis(server.url), ownsConnection: true });
+    const rival = client();
+    const scriptCalls = async () => {
+      const stats = await admin.info('commandstats');
+      const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+      return calls('evalsha') + calls('eval');
+    };
+    // Load the scripts once: a first call may need EVALSHA and then EVAL.
+    await lock.tryReleaseMany((await lock.tryAcquireMany([name(), name()])) as LockLease[]);
+
+    const keys = Array.from({ length: 5 }, name);
+    let before = await scriptCalls();
+    const leases = (await lock.tryAcquireMany(keys)) as LockLease[];
+    expect(leases.every((lease) => lease !== null)).toBe(true);
+    expect((await scriptCalls()) - before).toBe(1);
+    before = await scriptCalls();
+    expect(await lock.tryReleaseMany(leases)).toEqual([true, true, true, true, true]);
+    expect((await scriptCalls()) - before).toBe(1);
+
+    // Contended (another client tried it) and queued for (a fair waiter): each needs the single script's full path,
+    // which publishes the release notice and hands the lock to the queue's head.
+    const [contended, queued, plain] = (await lock.tryAcquireMany(keys.slice(0, 3))) as LockLease[];
+    expect(await rival.tryAcquire(contended!.key)).toBeNull();
+    const waiter = rival.acquire(queued!.key, { fair: true, waitMs: 10_000 });
+    const queueKey = redisKeys.scriptKeys(queued!.key)[2];
+    expect(await waitFor(async () => (await admin.exists(queueKey)) === 1, 10_000)).toBeLessThan(Infinity);
+    const notices = new Redis(server.url);
+    const heard = new Promise<string>((resolve) => notices.on('smessage', (channel: string) => resolve(channel)));
+    await notices.ssubscribe(redisKeys.releasedChannel(contended!.key));
+    expect(await lock.tryReleaseMany([contended!, queued!, plain!])).toEqual([true, true, true]);
+    expect(await heard).toBe(redisKeys.releasedChannel(contended!.key));
+    const handed = await waiter;
+    expect(handed.fence).toBeGreaterThan(queued!.fence);
+    await rival.release(handed);
+    notices.disconnect();
+    admin.disconnect();
+    await Promise.all([lock.close(), rival.close()]);
   });
 });

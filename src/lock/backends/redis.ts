@@ -137,6 +137,42 @@ export class RedisLock extends LockClient<string> {
   }
 
   /**
+   * On one Redis server, every attempt in one script call; a lock that needs more than the common case (a fair queue
+   * beside it) is asked alone. A Redis Cluster keeps each lock in a slot of its own, so there each is its own call
+   * (those for one node still leave in one write).
+   */
+  protected override async tryStoreMany(
+    keys: readonly string[],
+    owners: readonly string[],
+    ttlMs: number,
+  ): Promise<PromiseSettledResult<StoreGrant<string> | null>[]> {
+    // Another owner of this client holds it: Redis would only say so.
+    const asked = keys.flatMap((key, i) => (this.lines.get(key)?.holder === undefined ? [i] : []));
+    if (this.redis.isCluster || asked.length < 2) return super.tryStoreMany(keys, owners, ttlMs);
+    const requestedAt = Date.now();
+    let answers: number[];
+    try {
+      answers = await this.redis.lockTryMany(
+        asked.length * 3,
+        ...asked.flatMap((i) => redisKeys.scriptKeys(keys[i]!).slice(0, 3)),
+        ...asked.map((i) => owners[i]!),
+        ttlMs,
+      );
+    } catch (error) {
+      return keys.map(() => ({ status: 'rejected', reason: error }));
+    }
+    const results: Promise<StoreGrant<string> | null>[] = keys.map(() => Promise.resolve(null));
+    for (const [j, i] of asked.entries()) {
+      const [code, previous] = [answers[2 * j]!, answers[2 * j + 1]!];
+      const outcome = outcomeOf(code);
+      if (outcome === 'done') {
+        results[i] = Promise.resolve(this.newTenure(keys[i]!, owners[i]!, ttlMs, requestedAt, [code, previous, code]));
+      } else if (outcome === 'ask-alone') results[i] = this.tryStore(keys[i]!, owners[i]!, ttlMs);
+    }
+    return Promise.allSettled(results);
+  }
+
+  /**
    * One attempt at Redis; on success this client holds the lock with a block of tokens to pass on locally. Otherwise
    * the holder's lease left (`pttl`).
    */
@@ -144,24 +180,24 @@ export class RedisLock extends LockClient<string> {
     const requestedAt = Date.now();
     const [code, pttl, previous, lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', reserve);
     if (outcomeOf(code) !== 'done') return { grant: null, pttl };
+    return { grant: this.newTenure(key, owner, ttlMs, requestedAt, [code, previous ?? 0, lastFence ?? code]), pttl: 0 };
+  }
+
+  /**
+   * A new hold taken from Redis: this client holds the lock, with tokens `fence`..`lastFence` to pass on locally.
+   * `previous`: the token issued before `fence`, 0 for none remembered.
+   */
+  private newTenure(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    requestedAt: number,
+    [fence, previous, lastFence]: [number, number, number],
+  ): StoreGrant<string> {
     const line = this.line(key);
     line.holder = owner;
-    line.tenure = {
-      redisOwner: owner,
-      nextFence: code + 1,
-      lastFence: lastFence ?? code,
-      leaseMs: ttlMs,
-      confirmedAt: requestedAt,
-    };
-    const grant: StoreGrant<string> = {
-      fence: code,
-      // A new hold: the script says which token came before, 0 for none remembered.
-      previousFence: previous ?? 0,
-      leaseMs: ttlMs,
-      requestedAt,
-      handle: owner,
-    };
-    return { grant, pttl: 0 };
+    line.tenure = { redisOwner: owner, nextFence: fence + 1, lastFence, leaseMs: ttlMs, confirmedAt: requestedAt };
+    return { fence, previousFence: previous, leaseMs: ttlMs, requestedAt, handle: owner };
   }
 
   /**
@@ -330,6 +366,57 @@ export class RedisLock extends LockClient<string> {
       if (final) this.forgetHolder(hold);
       throw error;
     }
+  }
+
+  /**
+   * On one Redis server, the holds with nothing to pass on (no local waiter to hand over to, no reserved tokens to give
+   * back, held once) go in one script call, which deletes those nobody else tried to take meanwhile; the rest, and
+   * those, are released one call each, as on a Redis Cluster.
+   */
+  protected override async releaseStoreMany(
+    releases: readonly { hold: Hold<string>; final: boolean }[],
+  ): Promise<PromiseSettledResult<StoreRelease>[]> {
+    const plain = releases.flatMap(({ hold, final }, i) => (final && !this.passesOn(hold) ? [i] : []));
+    if (this.redis.isCluster || plain.length < 2) return super.releaseStoreMany(releases);
+    const results: Promise<StoreRelease>[] = releases.map(({ hold, final }, i) =>
+      plain.includes(i) ? Promise.resolve('released') : this.releaseStore(hold, final),
+    );
+    const holds = plain.map((i) => releases[i]!.hold);
+    const answers = await this.redis
+      .lockReleaseMany(
+        holds.length * 2,
+        ...holds.flatMap((hold) => [redisKeys.lock(hold.key), redisKeys.scriptKeys(hold.key)[2]]),
+        ...holds.map((hold) => hold.handle!),
+      )
+      .catch((error: unknown) => error as Error);
+    for (const [j, i] of plain.entries()) {
+      const hold = holds[j]!;
+      if (answers instanceof Error) {
+        // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
+        this.forgetHolder(hold);
+        results[i] = Promise.reject(answers);
+        continue;
+      }
+      const outcome = outcomeOf(answers[j]!);
+      if (outcome === 'ask-alone') results[i] = this.releaseStore(hold, true);
+      else if (outcome === 'not-owner') {
+        this.forgetHolder(hold);
+        results[i] = Promise.resolve('not-owner');
+      } else {
+        // This process's waiters hear of it at once; nobody elsewhere waited (no notice is published).
+        this.notices.notify(hold.key);
+        this.forgetHolder(hold);
+      }
+    }
+    return Promise.allSettled(results);
+  }
+
+  /** The hold's release would pass the lock to a local waiter, or give reserved tokens back. */
+  private passesOn(hold: Hold<string>): boolean {
+    const line = this.lines.get(hold.key);
+    const tenure = line?.tenure;
+    const ownTenure = !!tenure && line!.holder === hold.owner && tenure.redisOwner === hold.handle;
+    return this.closed || (ownTenure && tenure.nextFence <= tenure.lastFence);
   }
 
   protected override holdLost(hold: Hold<string>): void {
