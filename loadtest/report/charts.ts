@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { RunResults } from '../results.js';
+import type { RunResults } from '../cli.js';
 import { expectedSafe } from './targets.js';
 import { RunFigures } from './write-report.js';
 

@@ -1,4 +1,4 @@
-import type { RunResults } from '../results.js';
+import type { RunResults } from '../cli.js';
 import { HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { int, ms, num, pct, RunFigures, serviceMsPerAnswer, table, times } from './write-report.js';

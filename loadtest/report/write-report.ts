@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CpuUsage } from '../infra/cpu-usage.js';
 import type { RoundResult } from '../runner/round.js';
-import type { RunResults } from '../results.js';
+import type { RunResults } from '../cli.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { CeilingCase, Profile, SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
