@@ -4,9 +4,8 @@ import type { Db } from '../../src/db/database.js';
 import { MetricsSnapshot } from '../client/prometheus.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundSpec } from '../runner/round.js';
-import { checkBooks } from './books.js';
 import type { RunContext } from './context.js';
-import { orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
+import { checkBooks, orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
 
 export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
 export type SoldOutCase = Awaited<ReturnType<typeof runRefusals>>;
