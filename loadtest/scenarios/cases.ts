@@ -14,17 +14,13 @@ export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
 export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
 export type RetentionCase = Awaited<ReturnType<typeof runEventRetention>>;
 
+const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
 export const guards = {
-  none: { id: 'none', label: 'no lock', guard: 'none', path: '/bench/oversell/none' },
-  localMutex: {
-    id: 'local-mutex',
-    label: 'process-local mutex',
-    guard: 'local-mutex',
-    path: '/bench/oversell/local-mutex',
-  },
-  redisLock: { id: 'redis-lock', label: 'Redis segment lock', guard: 'redis-lock', path: '/bench/oversell/redis-lock' },
-  product: { id: 'product', label: 'the product, POST /orders', guard: 'redis-lock', path: '/orders' },
+  none: guarded('none', 'no lock'),
+  localMutex: guarded('local-mutex', 'process-local mutex'),
+  redisLock: guarded('redis-lock', 'Redis segment lock'),
+  product: guarded('product', 'the product, POST /orders', 'redis-lock', '/orders'),
 };
 
 /**
@@ -88,12 +84,8 @@ export async function runRefusals(
   const label = why === 'sold-out' ? `sold out · ${segments} segments` : `not on sale yet · ${segments} segments`;
   const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const before = await scrape();
-  const { warmup, measured, cpu } = await warmThenMeasure(
-    ctx,
-    service,
-    { title: label, body: { sku, quantity: 1 } },
-    409,
-  );
+  const refused = { title: label, body: { sku, quantity: 1 } };
+  const { warmup, measured, cpu } = await warmThenMeasure(ctx, service, refused, 409);
   // The warm-up's attempts count too: there should be none at all.
   const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
   const reopened = why === 'sold-out' ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
@@ -153,12 +145,8 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
   const { adminHeaders: headers } = ctx.api(service);
   await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
   const body = { sku, quantity: ctx.settings.quantity };
-  const { measured: unwatched } = await warmThenMeasure(
-    ctx,
-    service,
-    { title: 'dashboard cost · no dashboard', body },
-    201,
-  );
+  const first = { title: 'dashboard cost · no dashboard', body };
+  const { measured: unwatched } = await warmThenMeasure(ctx, service, first, 201);
   const round = async (label: string) => {
     await settle(service, ctx.settings.timeoutSeconds);
     return {
