@@ -75,19 +75,10 @@ export class UnguardedSales {
           available,
         });
       if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
-      const orderId = randomUUID();
-      if (
-        !(await writeDecidedSale(this.db, {
-          orderId,
-          ...segment,
-          quantity,
-          availableAfter: available - quantity,
-          fence,
-        }))
-      ) {
+      const sale = { orderId: randomUUID(), ...segment, quantity, availableAfter: available - quantity, fence };
+      if (!(await writeDecidedSale(this.db, sale)))
         throw new AppError('lock_busy', 'the segment lock was lost before the write; nothing was sold', {}, 1);
-      }
-      return { orderId, sku: sku.sku, quantity };
+      return { orderId: sale.orderId, sku: sku.sku, quantity };
     } finally {
       await release();
     }
@@ -98,13 +89,9 @@ export class UnguardedSales {
     const sku = await this.sku(skuName);
     const start = Math.floor(Math.random() * sku.segments);
     for (let i = 0; i < sku.segments; i++) {
-      const orderId = randomUUID();
-      const segment = (start + i) % sku.segments;
-      if (
-        await sellIfAvailable(this.db, { orderId, skuId: sku.id, layoutVersion: sku.layoutVersion, segment, quantity })
-      ) {
-        return { orderId, sku: sku.sku, quantity };
-      }
+      const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.layoutVersion, quantity };
+      if (await sellIfAvailable(this.db, { ...sale, segment: (start + i) % sku.segments }))
+        return { orderId: sale.orderId, sku: sku.sku, quantity };
     }
     throw outOfStock(sku.sku, quantity, await availableOfSku(this.db, sku.id));
   }
