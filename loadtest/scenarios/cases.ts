@@ -36,24 +36,15 @@ export async function runOversell(
   const api = ctx.api(service);
   const stock = ctx.settings.oversellStock;
   const requests = stock * 3;
-  const sku = ctx.skuName(`oversell-${guard.id}-${instances}`);
+  const id = `oversell-${guard.id}-${instances}`;
+  const sku = ctx.skuName(id);
   await api.createSku(sku, stock, 1);
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const connections = Math.min(ctx.settings.connections, requests);
   const body = { sku, quantity: 1 };
   const round = await orderRound(ctx, service, { title: label, path: guard.path, body, connections, amount: requests });
   const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
-  return {
-    id: `oversell-${guard.id}-${instances}`,
-    label,
-    guard: guard.guard,
-    path: guard.path,
-    instances,
-    stock,
-    requests,
-    round,
-    books,
-  };
+  return { id, label, guard: guard.guard, path: guard.path, instances, stock, requests, round, books };
 }
 
 /**

@@ -239,14 +239,7 @@ export async function measureCeiling(ctx: RunContext, spec: CeilingSpec) {
   const perSecond = measured.ratePerSecond[status] ?? 0;
   return { id, label, instances, warmup, measured, perSecond, cpu, ...(path && { path }) };
 }
-type CeilingSpec = {
-  id: string;
-  label: string;
-  service: ServiceTarget;
-  instances: number;
-  path?: string;
-  status?: number;
-};
+type CeilingSpec = Pick<SalesSpec, 'id' | 'label' | 'service' | 'path'> & { instances: number; status?: number };
 
 /**
  * Waits until the service has finished every order: a warm-up round stops on time, and orders it left in flight
