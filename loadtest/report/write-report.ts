@@ -174,6 +174,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
     name,
     Number.isInteger(v) ? int(v as number) : String(v),
   ]);
+  const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
   return {
     ...Object.fromEntries(settings),
@@ -360,13 +361,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Backend', (c) => c.lockBackend ?? '–'],
       ['Step ms', (c) => c.holdMs ?? 0],
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      [
-        '× redis',
-        (c) => {
-          const redis = run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
-          return num(c.ordersPerSecond / (redis?.ordersPerSecond ?? NaN));
-        },
-      ],
+      ['× redis', (c) => num(c.ordersPerSecond / (onRedis(c)?.ordersPerSecond ?? NaN))],
       ...latency(measured, 'p99', 'max'),
       ['Not placed', (c) => int(c.measured.responses - (c.measured.statusCounts[201] ?? 0))],
     ]),
