@@ -7,17 +7,19 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
-import { remoteService } from './infra/service-process.js';
+import { remoteService, type ServiceTarget } from './infra/service-process.js';
 import { expectedSafe } from './report/targets.js';
 import { writeReport } from './report/write-report.js';
-import type { RunResults } from './results.js';
-import { RunProgress } from './runner/progress.js';
+import { RunProgress } from './runner/round.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
 import { contenderNames } from './scenarios/locks.js';
-import { dashboardUrl, namedOnly, runPlan, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import { dashboardUrl, namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+
+/** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
+export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
 
 /** What `--redis-cluster` runs unless told otherwise: the cases whose orders take segment locks. */
 const SEGMENTED_SCENARIOS: ScenarioName[] = ['segments', 'business-step', 'cluster'];
@@ -33,27 +35,25 @@ const list =
   <T>(parse: (part: string) => T) =>
   (value: string) =>
     value.split(',').map((part) => parse(part.trim()));
-const sortedCounts = (value: string) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b);
-const loopback = (url: string) => {
-  if (/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) return url;
-  throw new InvalidArgumentError('expected a loopback redis:// URL');
-};
-/** The key commander stores an option under: `--lock-wait-ms` → lockWaitMs. */
-const camelCase = (flags: string) =>
-  flags
-    .replace(/^(-\w, )?--/, '')
-    .split(' ')[0]!
-    .replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
-const backends = ['redis', 'redlock', 'postgres', 'zookeeper'] as const;
 const oneOf = <T extends string>(names: readonly T[]) =>
   list((part) => {
     if (!names.includes(part as T)) throw new InvalidArgumentError(`unknown '${part}'; one of ${names.join(', ')}`);
     return part as T;
   });
+const loopback = (url: string) => {
+  if (/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) return url;
+  throw new InvalidArgumentError('expected a loopback redis:// URL');
+};
+const backends = ['redis', 'redlock', 'postgres', 'zookeeper'] as const;
 
-/** The options that change a setting of the run: flags, help, parser, and the settings they set. */
-const settingOptions: [string, string, (value: string) => unknown, ...(keyof RunSettings)[]][] = [
-  ['--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', sortedCounts, 'segmentCounts'],
+/** The options that change a setting of the run: flags, help, parser (none: a switch), and the settings they set. */
+const settingOptions: [string, string, ((value: string) => unknown) | null, ...(keyof RunSettings)[]][] = [
+  [
+    '--segments <list>',
+    'segment counts to compare, e.g. 1,2,4,8,16,20,32',
+    (value) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b),
+    'segmentCounts',
+  ],
   ['-c, --connections <n>', 'concurrent connections (default 64)', positiveInt, 'connections'],
   ['--warmup <seconds>', 'warm-up round length', positive, 'warmupSeconds', 'lockWarmupSeconds'],
   ['--duration <seconds>', 'target length of a measured round', positive, 'measureSeconds', 'lockMeasureSeconds'],
@@ -76,7 +76,7 @@ const settingOptions: [string, string, (value: string) => unknown, ...(keyof Run
   ['--locks <list>', `lock benchmark: ${contenderNames.join(', ')}`, oneOf(contenderNames), 'lockContenders'],
   ['--backends <list>', `lock-backends, lock-order-flow: ${backends.join(', ')}`, oneOf(backends), 'lockBackends'],
   ['--lock-wait-ms <ms>', 'lock-order-flow: LOCK_WAIT_MS of the services (default 10000)', positiveInt, 'lockWaitMs'],
-  ['--dead-lock-node', 'lock-order-flow: Redlock again with one of its three nodes killed', Boolean, 'deadLockNode'],
+  ['--dead-lock-node', 'lock-order-flow: Redlock again with one of its three nodes killed', null, 'deadLockNode'],
   ['--lock-redis-url <url>', 'lock benchmark: a loopback Redis instead of a private one', loopback, 'lockRedisUrl'],
 ];
 
@@ -99,19 +99,18 @@ const program = new Command('loadtest')
     'after',
     '\nWithout --url the run starts its own Redis and Postgres (or uses REDIS_URL / DATABASE_URL).',
   );
-for (const [flags, help, parse] of settingOptions) {
-  if (flags.includes('<')) program.option(flags, help, parse);
-  else program.option(flags, help);
-}
+const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
+  const option = new Option(flags, help);
+  program.addOption(parse ? option.argParser(parse) : option);
+  return { key: option.attributeName(), names };
+});
 
 async function main(): Promise<void> {
   const cli = program.parse().opts();
   const mode = cli.quick ? 'quick' : 'full';
-  const settings = { ...presets[mode] } as Record<keyof RunSettings, unknown>;
-  for (const [flags, , , ...names] of settingOptions) {
-    const value = cli[camelCase(flags)] as unknown;
-    if (value !== undefined) for (const name of names) settings[name] = value;
-  }
+  const settings: Record<string, unknown> = { ...presets[mode] };
+  for (const { key, names } of settingFlags)
+    if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
   // Waiting for quiet, when asked for, waits 20 s at most.
   if (cli.quietCores !== undefined) settings.quietMaxWaitSeconds = 20;
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
@@ -150,25 +149,7 @@ async function main(): Promise<void> {
     const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
     const cases = await runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
-    const run: RunResults = {
-      meta: {
-        startedAt: startedAt.toISOString(),
-        finishedAt: new Date().toISOString(),
-        mode,
-        command: ['npm run loadtest', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
-        gitCommit: gitCommit(),
-        node: process.version,
-        os: `${os.type()} ${os.release()} ${os.arch()}`,
-        cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
-        memoryBytes: os.totalmem(),
-        target: remote
-          ? `the running service at ${remote.url}${db ? ' (books also audited in Postgres)' : ' (books audited through the API only)'}`
-          : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
-        backing: backing?.description ?? 'the target’s own',
-        settings: settings as RunSettings,
-      },
-      ...cases,
-    };
+    const run: RunResults = { meta: describeRun(mode, startedAt, ctx, remote), ...cases };
     await stopEverything();
 
     const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
@@ -179,12 +160,9 @@ async function main(): Promise<void> {
     if (cli.report !== false) {
       // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
       const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
+      const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
       const reportFile = path.resolve(
-        typeof cli.report === 'string'
-          ? cli.report
-          : whole
-            ? 'docs/benchmarks.md'
-            : path.join(cli.resultsDir as string, `${stamp}.md`),
+        typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults,
       );
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
@@ -200,25 +178,39 @@ async function main(): Promise<void> {
   }
 }
 
+/** The run's machine, commit, command and settings: the report's "Machine and method". */
+function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext, remote: ServiceTarget | null) {
+  const audit = ctx.db ? ' (books also audited in Postgres)' : ' (books audited through the API only)';
+  return {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    mode,
+    command: ['npm run loadtest', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
+    gitCommit: gitCommit(),
+    node: process.version,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
+    memoryBytes: os.totalmem(),
+    target: remote
+      ? `the running service at ${remote.url}${audit}`
+      : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
+    backing: ctx.backing?.description ?? 'the target’s own',
+    settings: ctx.settings,
+  };
+}
+
 /** Locked cases whose books do not add up, and unguarded demonstrations that failed to show the oversell. */
 function bookFailures(run: RunResults): string[] {
   const failed = (books: { checks: { ok: boolean; name: string; detail: string }[] }) =>
     books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
-  const sales = [
-    ...run.segments,
-    ...run.cluster,
-    ...run.lockFree,
-    ...run.alternative,
-    ...run.spread,
-    ...run.memory,
-    ...run.auth,
-    ...run.lockOrderFlow,
-  ];
+  const { segments, cluster, lockFree, alternative, spread, memory, auth, lockOrderFlow } = run;
   return [
-    ...sales.flatMap((c) => [
-      ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
-      ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
-    ]),
+    ...[segments, cluster, lockFree, alternative, spread, memory, auth, lockOrderFlow]
+      .flat()
+      .flatMap((c) => [
+        ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
+        ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
+      ]),
     ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
     ...run.oversell
       .filter((c) => expectedSafe(c) && !c.books.ok)

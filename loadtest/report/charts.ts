@@ -2,29 +2,30 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { RunResults } from '../results.js';
-import { RunFigures } from './figures.js';
+import type { RunResults } from '../cli.js';
 import { expectedSafe } from './targets.js';
+import { RunFigures } from './write-report.js';
 
 const WIDTH = 520;
 const config = { font: 'Helvetica, Arial, sans-serif', view: { stroke: null }, axis: { grid: true, gridOpacity: 0.4 } };
 const log2 = { type: 'log', base: 2 };
 const quantitative = (field: string, more: object = {}) => ({ field, type: 'quantitative', ...more });
 const nominal = (field: string, more: object = {}) => ({ field, type: 'nominal', title: null, ...more });
-const legend = { legend: { orient: 'top-left', labelLimit: 320 } };
 const labels = { sort: null, axis: { labelLimit: 320 } };
+const title = (text: string, subtitle: string) => ({ title: { text, subtitle }, width: WIDTH });
 
 /** Renders the report's charts to SVG with vega-lite into `dir`; answers each chart's name, title and file. */
 export async function renderCharts(run: RunResults, dir: string) {
   const f = new RunFigures(run);
   const { businessStepMs, connections } = run.meta.settings;
-  const profileName = (p: string) =>
-    p === 'real' ? 'real critical section' : `${businessStepMs} ms business step, combining off`;
+  const charts: [name: string, title: string, spec: object][] = [];
   const sales = [...f.profile('real'), ...f.profile('business-step')];
+  const profile = (p: string) =>
+    p === 'real' ? 'real critical section' : `${businessStepMs} ms business step, combining off`;
   const points = sales.map((c) => ({
     segments: c.segments,
     ordersPerSecond: c.ordersPerSecond,
-    profile: profileName(c.profile),
+    profile: profile(c.profile),
     speedup: f.speedup(c),
   }));
   const segments = quantitative('segments', {
@@ -36,31 +37,26 @@ export async function renderCharts(run: RunResults, dir: string) {
   const byProfile = (values: object[], y: object) => ({
     data: { values },
     mark: { type: 'line', point: true },
-    encoding: { x: segments, y, color: nominal('profile', legend) },
+    encoding: { x: segments, y, color: nominal('profile', { legend: { orient: 'top-left', labelLimit: 320 } }) },
   });
   const ceiling = Number.isFinite(f.ceiling)
     ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
     : [];
-  const charts: [name: string, title: string, spec: object][] = [];
   if (sales.length) {
+    const ceilingLine = { data: { values: ceiling }, encoding: { y: quantitative('ceiling') } };
     charts.push([
       'throughput-vs-segments',
       'Successful orders per second vs segment count',
       {
-        title: { text: 'Orders/s vs segment count', subtitle: `${connections} connections, one run` },
-        width: WIDTH,
+        ...title('Orders/s vs segment count', `${connections} connections, one run`),
         height: 300,
         layer: [
           byProfile(points, quantitative('ordersPerSecond', { title: 'successful orders / s' })),
+          { ...ceilingLine, mark: { type: 'rule', strokeDash: [6, 4], color: '#888' } },
           {
-            data: { values: ceiling },
-            mark: { type: 'rule', strokeDash: [6, 4], color: '#888' },
-            encoding: { y: quantitative('ceiling') },
-          },
-          {
-            data: { values: ceiling },
+            ...ceilingLine,
             mark: { type: 'text', align: 'right', dy: -6, x: WIDTH, color: '#666' },
-            encoding: { y: quantitative('ceiling'), text: { field: 'label', type: 'nominal' } },
+            encoding: { ...ceilingLine.encoding, text: { field: 'label', type: 'nominal' } },
           },
         ],
       },
@@ -69,47 +65,42 @@ export async function renderCharts(run: RunResults, dir: string) {
       { segments: n, speedup: n, line: 'ideal: N' },
       { segments: n, speedup: 0.9 * n, line: 'target: 0.9 × N' },
     ]);
+    const speedup = (more: object = {}) => quantitative('speedup', { scale: log2, ...more });
     charts.push([
       'speedup-vs-segments',
       'Speed-up over the single lock vs segment count',
       {
-        title: {
-          text: 'Speed-up over the single lock',
-          subtitle: 'orders/s at N segments ÷ orders/s with 1 segment, same profile',
-        },
-        width: WIDTH,
+        ...title('Speed-up over the single lock', 'orders/s at N segments ÷ orders/s with 1 segment, same profile'),
         height: 300,
         layer: [
           {
             data: { values: ideal },
             mark: { type: 'line', strokeDash: [4, 4], color: '#aaa' },
-            encoding: {
-              x: quantitative('segments', { scale: log2 }),
-              y: quantitative('speedup', { scale: log2 }),
-              detail: { field: 'line' },
-            },
+            encoding: { x: quantitative('segments', { scale: log2 }), y: speedup(), detail: { field: 'line' } },
           },
           byProfile(
             points.filter((p) => Number.isFinite(p.speedup)),
-            quantitative('speedup', { scale: log2, title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' }),
+            speedup({ title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' }),
           ),
         ],
       },
     ]);
-    const percentiles = sales.flatMap((c) =>
-      (['p50', 'p97_5', 'p99', 'max'] as const).map((p) => ({
-        segments: c.segments,
-        percentile: p.replace('_', '.'),
-        ms: Math.max(c.measured.latencyMs[p], 0.1),
-        profile: profileName(c.profile),
-      })),
-    );
+    const percentiles = ['p50', 'p97_5', 'p99', 'max'] as const;
     charts.push([
       'latency-percentiles',
       'Order latency percentiles by segment count',
       {
         title: { text: 'Order latency percentiles', subtitle: 'all answers of the measured round, log scale' },
-        data: { values: percentiles },
+        data: {
+          values: sales.flatMap((c) =>
+            percentiles.map((p) => ({
+              segments: c.segments,
+              percentile: p.replace('_', '.'),
+              ms: Math.max(c.measured.latencyMs[p], 0.1),
+              profile: profile(c.profile),
+            })),
+          ),
+        },
         facet: { row: nominal('profile') },
         spec: {
           width: WIDTH,
@@ -118,19 +109,18 @@ export async function renderCharts(run: RunResults, dir: string) {
           encoding: {
             x: segments,
             y: quantitative('ms', { scale: { type: 'log' }, title: 'latency (ms, log scale)' }),
-            color: nominal('percentile', { sort: ['p50', 'p97.5', 'p99', 'max'] }),
+            color: nominal('percentile', { sort: percentiles.map((p) => p.replace('_', '.')) }),
           },
         },
       },
     ]);
   }
   const bar = (label: string, perSecond: number, kind: string) => ({ label, perSecond, kind });
+  const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
   const comparisons = [
     ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
-    ...[f.at('real', 1), f.at('real')].flatMap((c) =>
-      c
-        ? [bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.ordersPerSecond, 'product')]
-        : [],
+    ...product.map((c) =>
+      bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.ordersPerSecond, 'product'),
     ),
     ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.ordersPerSecond, 'alternative')),
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.ordersPerSecond, 'lock-free baseline')),
@@ -141,8 +131,7 @@ export async function renderCharts(run: RunResults, dir: string) {
       'baselines',
       'The product against the HTTP ceiling and lock-free baselines',
       {
-        title: { text: 'Answers per second, real critical section', subtitle: 'same machine, same run' },
-        width: WIDTH,
+        ...title('Answers per second, real critical section', 'same machine, same run'),
         data: { values: comparisons },
         mark: 'bar',
         encoding: {
@@ -156,11 +145,6 @@ export async function renderCharts(run: RunResults, dir: string) {
   const first = run.oversell[0];
   if (first) {
     const guards = ['no shared lock', 'lock shared by every caller'];
-    const values = run.oversell.map((c) => ({
-      label: c.label.replace(/^oversell · /, ''),
-      oversold: c.books.oversold,
-      guard: guards[Number(expectedSafe(c))],
-    }));
     const colours = {
       scale: { range: ['#d62728', '#2ca02c'], domain: guards },
       legend: { orient: 'bottom', labelLimit: 320 },
@@ -169,9 +153,14 @@ export async function renderCharts(run: RunResults, dir: string) {
       'oversell',
       'Units oversold in the oversell demonstration',
       {
-        title: { text: 'Units oversold', subtitle: `stock ${first.stock}, ${first.requests} one-unit orders at once` },
-        width: WIDTH,
-        data: { values },
+        ...title('Units oversold', `stock ${first.stock}, ${first.requests} one-unit orders at once`),
+        data: {
+          values: run.oversell.map((c) => ({
+            label: c.label.replace(/^oversell · /, ''),
+            oversold: c.books.oversold,
+            guard: guards[Number(expectedSafe(c))],
+          })),
+        },
         encoding: {
           y: nominal('label', labels),
           x: quantitative('oversold', { title: 'units sold beyond the stock' }),

@@ -2,25 +2,20 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CpuUsage } from '../infra/cpu-usage.js';
 import type { RoundResult } from '../runner/round.js';
-import type { RunResults } from '../results.js';
+import type { RunResults } from '../cli.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
-import type { CeilingCase, SalesCase } from '../scenarios/sales.js';
+import type { CeilingCase, Profile, SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
-import { RunFigures, serviceMsPerAnswer } from './figures.js';
-import { int, mib, ms, num, pct, statuses, table, times } from './format.js';
 import { expectedSafe, isOurs, targetsTable } from './targets.js';
 
 const TEMPLATE = new URL('../../../loadtest/report/benchmarks.template.md', import.meta.url);
 const ANALYSIS = /<!-- analysis:begin -->\n?([\s\S]*?)\n?<!-- analysis:end -->/;
 
-type Column<T> = [header: string, cell: (row: T) => string | number];
-/** Rows that read as answers per second of some round: the headline, CPU and the like. */
-type Answers = { label: string; perSecond: number; round: RoundResult; cpu: CpuUsage | null; sale?: SalesCase };
-
 /**
  * Writes the markdown report and its SVG charts (in `charts/` beside it). The prose is the template's
- * (benchmarks.template.md); this only fills its `{{name}}` slots with the run's tables, figures and charts. A
- * hand-written analysis between the analysis markers of an existing report is kept.
+ * (benchmarks.template.md); this only fills its `{{name}}` slots with the run's tables, figures and charts, or a
+ * slot's `{{name|text}}` fallback when the run has none. A hand-written analysis between the analysis markers of an
+ * existing report is kept.
  */
 export async function writeReport(run: RunResults, file: string, resultsPath: string): Promise<void> {
   const dir = path.dirname(file);
@@ -29,45 +24,158 @@ export async function writeReport(run: RunResults, file: string, resultsPath: st
   const slots = fill(run, resultsPath);
   for (const c of await renderCharts(run, chartDir))
     slots[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
-  const kept = existsSync(file) ? ANALYSIS.exec(readFileSync(file, 'utf8'))?.[1]?.trim() : undefined;
-  slots.analysis = kept || '_No analysis has been written for this run yet._';
-  const text = readFileSync(TEMPLATE, 'utf8').replace(/\{\{([\w:-]+)\}\}/g, (_, name: string) =>
-    name.startsWith('chart:') ? (slots[name] ?? '') : (slots[name] ?? '_Not measured in this run._'),
+  slots.analysis = existsSync(file) ? ANALYSIS.exec(readFileSync(file, 'utf8'))?.[1]?.trim() : undefined;
+  const text = readFileSync(TEMPLATE, 'utf8').replace(
+    /\{\{([\w:-]+)(?:\|([^}]*))?\}\}/g,
+    (_, name: string, fallback?: string) =>
+      slots[name] || (fallback ?? (name.startsWith('chart:') ? '' : '_Not measured in this run._')),
   );
   writeFileSync(file, text);
 }
 
-/** Every slot of the template, from the run; a slot left undefined reads "not measured in this run". */
+// Number formatting: fixed, locale-independent; '–' for what was not measured.
+const finite = (format: (n: number) => string) => (n: number) => (Number.isFinite(n) ? format(n) : '–');
+export const int = finite((n) => Math.round(n).toLocaleString('en-US'));
+export const ms = finite((n) => (n >= 100 ? int(n) : n.toFixed(n >= 10 ? 1 : 2)));
+export const pct = finite((n) => `${(n * 100).toFixed(n < 0.1 ? 1 : 0)} %`);
+export const times = finite((n) => `×${n.toFixed(n >= 10 ? 1 : 2)}`);
+export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n);
+const mib = (bytes: number) => (bytes > 0 ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : '–');
+const statuses = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([status, n]) => `${status}: ${int(n)}`)
+    .join(', ');
+
+type Column<T> = [header: string, cell: (row: T) => string | number];
+
+/** A markdown table from rows and one `[header, cell]` per column; undefined (not measured) when there are no rows. */
+export function table<T>(rows: T[], columns: Column<T>[], align = 'lr'): string | undefined {
+  if (!rows.length) return undefined;
+  const line = (cells: (string | number)[]) => `| ${cells.map((c) => String(c).replace(/\|/g, '\\|')).join(' | ')} |`;
+  const rule = columns.map((_, i) => ((align[i] ?? align.at(-1)) === 'r' ? '---:' : ':---'));
+  return [line(columns.map(([header]) => header)), `|${rule.join('|')}|`]
+    .concat(rows.map((r) => line(columns.map(([, cell]) => cell(r)))))
+    .join('\n');
+}
+
+// Columns most tables share: a round's latency percentiles and its statuses.
+type Percentile = keyof RoundResult['latencyMs'];
+const latency = <T>(round: (r: T) => RoundResult, ...keys: Percentile[]): Column<T>[] =>
+  keys.map((key) => [`${key.replace('_', '.')} ms`, (r) => ms(round(r).latencyMs[key])]);
+const statusColumn = <T>(round: (r: T) => RoundResult): Column<T> => [
+  'Statuses',
+  (r) => statuses(round(r).statusCounts),
+];
+const measured = (c: { measured: RoundResult }) => c.measured;
+const ofRound = (r: { round: RoundResult }) => r.round;
+const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
+const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
+
+export function serviceMsPerAnswer(perSecond: number, cpu: CpuUsage | null): number {
+  return cpu && perSecond > 0 ? (cpu.cores.service / perSecond) * 1000 : NaN;
+}
+
+/** The figures the targets, tables and charts are stated in, derived once from a run. */
+export class RunFigures {
+  /** Single-instance ceilings measured in this run (first and last). */
+  readonly ceilings: CeilingCase[];
+  /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
+  readonly ceiling: number;
+  /** Last ceiling / first ceiling: how much the machine drifted during the run. */
+  readonly ceilingDrift: number;
+  /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
+  readonly ceilingServiceMsPerAnswer: number;
+  /** Answers/s of the bare express JSON echo: the limit of any express order service here. */
+  readonly bareEcho: number;
+
+  constructor(readonly run: RunResults) {
+    const ceilings = (this.ceilings = run.ceiling.filter((c) => c.instances === 1));
+    this.ceiling = mean(ceilings.map((c) => c.perSecond));
+    this.ceilingDrift = ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN;
+    this.ceilingServiceMsPerAnswer = mean(
+      ceilings.map((c) => serviceMsPerAnswer(c.perSecond, c.cpu)).filter(Number.isFinite),
+    );
+    this.bareEcho = run.bareEcho[0]?.perSecond ?? NaN;
+  }
+
+  /** A profile's sweep: the real section as shipped (combining on), the business step with combining off. */
+  profile(profile: Profile): SalesCase[] {
+    const combining = profile === 'real';
+    return this.run.segments
+      .filter((c) => c.profile === profile && c.combining === combining)
+      .sort((a, b) => a.segments - b.segments);
+  }
+
+  at(profile: Profile, segments = HEADLINE_SEGMENTS): SalesCase | undefined {
+    return this.profile(profile).find((c) => c.segments === segments);
+  }
+
+  variant(profile: Profile, segments: number, combining: boolean): SalesCase | undefined {
+    return this.run.segments.find((c) => c.profile === profile && c.segments === segments && c.combining === combining);
+  }
+
+  /** Every case of the profile: the sweep, then the other combining mode's rows. */
+  allOf(profile: Profile): SalesCase[] {
+    const sweep = this.profile(profile);
+    return [...sweep, ...this.run.segments.filter((c) => c.profile === profile && !sweep.includes(c))];
+  }
+
+  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
+  alternativeFor(c: { traffic?: string }): SalesCase | undefined {
+    return this.run.alternative.find((a) => a.traffic === c.traffic);
+  }
+
+  traffic(traffic: 'spread' | 'mixed'): SalesCase | undefined {
+    return this.run.spread.find((c) => c.traffic === traffic);
+  }
+
+  overAlternative(c: SalesCase): number {
+    return c.ordersPerSecond / (this.alternativeFor(c)?.ordersPerSecond ?? NaN);
+  }
+
+  /** Orders/s relative to the single lock of the same profile and combining mode. */
+  speedup(c: SalesCase): number {
+    return c.ordersPerSecond / (this.variant(c.profile, 1, c.combining)?.ordersPerSecond ?? NaN);
+  }
+}
+
+/** Rows that read as answers per second of some round: the headline and CPU tables mix cases of every kind. */
+type Answers = { label: string; perSecond: number; round: RoundResult; cpu: CpuUsage | null; sale?: SalesCase };
+const sale = (c: SalesCase | undefined): Answers[] =>
+  c ? [{ label: c.label, perSecond: c.ordersPerSecond, round: c.measured, cpu: c.cpu, sale: c }] : [];
+const echo = (c: CeilingCase): Answers => ({ label: c.label, perSecond: c.perSecond, round: c.measured, cpu: c.cpu });
+
+/** Every slot of the template, from the run; a slot left undefined takes the template's fallback. */
 function fill(run: RunResults, resultsPath: string): Record<string, string | undefined> {
   const f = new RunFigures(run);
   const { meta } = run;
+  const { disturbedCores } = meta.settings;
   const ofCeiling = (perSecond: number) => pct(perSecond / f.ceiling);
-  const latency = <T>(round: (r: T) => RoundResult, ...keys: (keyof RoundResult['latencyMs'])[]): Column<T>[] =>
-    keys.map((key) => [`${key.replace('_', '.')} ms`, (r) => ms(round(r).latencyMs[key])]);
-  const answers = (
-    label: string,
-    perSecond: number,
-    round: RoundResult,
-    cpu: CpuUsage | null,
-    sale?: SalesCase,
-  ): Answers[] => [{ label, perSecond, round, cpu, sale }];
-  const sale = (c: SalesCase | undefined) => (c ? answers(c.label, c.ordersPerSecond, c.measured, c.cpu, c) : []);
-  const echo = (c: CeilingCase) => answers(c.label, c.perSecond, c.measured, c.cpu);
   const refusals = (suffix = '') =>
-    run.soldOut.flatMap((c) => answers(`${c.label}${suffix}`, c.refusalsPerSecond, c.measured, c.cpu));
-  const variants = (profile: 'real' | 'business-step') =>
+    run.soldOut.map<Answers>((c) => ({
+      label: c.label + suffix,
+      perSecond: c.refusalsPerSecond,
+      round: c.measured,
+      cpu: c.cpu,
+    }));
+  const variants = (profile: Profile) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => sale(f.variant(profile, n, on))));
   const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
   const clusterRows = run.cluster.flatMap((c) => [c, ...sale(f.at('real', c.segments)).map((r) => r.sale!)]);
-  const perOrder = run.perOrder.filter((c) => c.serverCost);
   const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
-  const noCredential = run.auth.find((x) => x.auth === 'none')?.ordersPerSecond ?? NaN;
-  const eventsOff = run.events?.find((x) => x.events === 'off')?.ordersPerSecond ?? NaN;
+  /** Orders/s against another case of the same table, found by a field's value. */
+  const ratioTo = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K]) => {
+    const base = cases.find((x) => x[key] === value)?.ordersPerSecond ?? NaN;
+    return (c: SalesCase) => times(c.ordersPerSecond / base);
+  };
+  const serviceMs: Column<SalesCase> = ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))];
   const settings = Object.entries(meta.settings).map(([name, v]) => [
     name,
     Number.isInteger(v) ? int(v as number) : String(v),
   ]);
+  const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
+  const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
   return {
     ...Object.fromEntries(settings),
     date: meta.startedAt.slice(0, 10),
@@ -85,7 +193,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
     period: `${meta.startedAt} – ${meta.finishedAt}`,
     target: meta.target,
     backing: meta.backing,
-    disturbedCores: num(meta.settings.disturbedCores),
+    disturbedCores: num(disturbedCores),
     mixedSpread: pct(1 - meta.settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
     exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
@@ -95,8 +203,8 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
     targetsTable: targetsTable(run),
     headlineTable: table(
       [
-        ...run.bareEcho.flatMap(echo),
-        ...f.ceilings.flatMap(echo),
+        ...run.bareEcho.map(echo),
+        ...f.ceilings.map(echo),
         ...run.alternative.flatMap(sale),
         ...variants('real'),
         ...sale(f.traffic('spread')),
@@ -105,30 +213,24 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
         ...variants('business-step'),
       ],
       [
-        ['Case', (r) => r.label],
+        label(),
         ['Answers/s', (r) => int(r.perSecond)],
         ['× the alternative (same traffic)', (r) => (r.sale ? times(f.overAlternative(r.sale)) : '–')],
         ['% of bare echo', (r) => pct(r.perSecond / f.bareEcho)],
         ['% of ceiling', (r) => ofCeiling(r.perSecond)],
-        ...latency((r: Answers) => r.round, 'p50', 'p99'),
-        ['Statuses', (r) => statuses(r.round.statusCounts)],
-        [
-          'Other processes',
-          (r) =>
-            r.cpu
-              ? `${num(r.cpu.cores.others)} cores${r.cpu.cores.others > meta.settings.disturbedCores ? ': **disturbed**' : ''}`
-              : '–',
-        ],
+        ...latency(ofRound, 'p50', 'p99'),
+        statusColumn(ofRound),
+        ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
       ],
     ),
     ceilingTable: table(
       [...run.ceiling, ...run.bareEcho],
       [
-        ['Case', (c) => c.label],
+        label(),
         ['Answers/s', (c) => int(c.perSecond)],
-        ...latency((c: CeilingCase) => c.measured, 'p50', 'p97_5', 'p99', 'max'),
+        ...latency(measured, 'p50', 'p97_5', 'p99', 'max'),
         ['Requests', (c) => int(c.measured.responses)],
-        ['Statuses', (c) => statuses(c.measured.statusCounts)],
+        statusColumn(measured),
       ],
     ),
     realTables: salesTables(f.allOf('real'), f),
@@ -143,15 +245,25 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Units sold (ledger)', (c) => int(c.books.sold)],
       ['Left', (c) => int(c.books.available)],
       ['Oversold', (c) => `**${int(c.books.oversold)}**`],
-      ['Books', (c) => (expectedSafe(c) ? (c.books.ok ? 'balanced' : 'FAILED') : oversoldAsExpected(c.books.oversold))],
+      [
+        'Books',
+        ({ books, ...c }) =>
+          expectedSafe(c)
+            ? books.ok
+              ? 'balanced'
+              : 'FAILED'
+            : books.oversold > 0
+              ? 'oversold, as expected without a shared lock'
+              : 'no oversell this time',
+      ],
     ]),
     soldOutTable: table(run.soldOut, [
-      ['Case', (c) => c.label],
+      label(),
       ['409/s', (c) => int(c.refusalsPerSecond)],
       ['% of ceiling', (c) => ofCeiling(c.refusalsPerSecond)],
-      ...latency((c: (typeof run.soldOut)[number]) => c.measured, 'p50', 'p99', 'max'),
+      ...latency(measured, 'p50', 'p99', 'max'),
       ['Lock attempts / request', (c) => num(c.lockAttemptsPerRequest ?? NaN, 3)],
-      ['Statuses', (c) => statuses(c.measured.statusCounts)],
+      statusColumn(measured),
       ['Then: next order', ({ reopen: r }) => `${r.how} → ${r.firstOrderStatus} in ${ms(r.firstOrderMs)} ms`],
     ]),
     lifecycleTable: table(
@@ -165,21 +277,21 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
         },
       ]),
       [
-        ['Case', (r) => r.label],
+        label(),
         ['Confirmed orders/s', (r) => int(r.perSecond)],
         ['vs placing directly', (r) => `×${num(r.ratio)}`],
         ['Requests/s', (r) => int(Object.values(r.round.ratePerSecond).reduce((a, b) => a + b, 0))],
-        ...latency((r: { round: RoundResult }) => r.round, 'p50', 'p99'),
-        ['Statuses', (r) => statuses(r.round.statusCounts)],
+        ...latency(ofRound, 'p50', 'p99'),
+        statusColumn(ofRound),
       ],
     ),
-    ...perOrderTables(perOrder),
+    ...perOrderTables(run.perOrder.filter((c) => c.serverCost)),
     lockFreeTable: run.lockFree.length ? salesTable([...product, ...run.alternative, ...run.lockFree], f) : undefined,
     memoryTable: table(run.memory, [
-      ['Case', (c) => c.label],
+      label(),
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      ...latency((c: SalesCase) => c.measured, 'p99', 'max'),
-      ['Statuses', (c) => statuses(c.measured.statusCounts)],
+      ...latency(measured, 'p99', 'max'),
+      statusColumn(measured),
       ['RSS max in round', (c) => mib(c.memory?.maxRssBytes ?? NaN)],
       ['Peak RSS', (c) => mib(c.memory?.peakRssBytes ?? NaN)],
     ]),
@@ -199,33 +311,33 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
         c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
       ),
       [
-        ['Round', (r) => r.label],
+        label('Round'),
         ['Orders/s', (r) => int(r.round.ratePerSecond[201] ?? 0)],
-        ...latency((r: { round: RoundResult }) => r.round, 'p50', 'p99'),
-        ['Statuses', (r) => statuses(r.round.statusCounts)],
+        ...latency(ofRound, 'p50', 'p99'),
+        statusColumn(ofRound),
         ['Stream chunks, least served watcher', (r) => r.events],
       ],
     ),
     authTable: table(run.auth, [
-      ['Credential', (c) => c.label],
+      label('Credential'),
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      ['× no credential', (c) => times(c.ordersPerSecond / noCredential)],
-      ...latency((c: SalesCase) => c.measured, 'p50', 'p99'),
-      ['Statuses', (c) => statuses(c.measured.statusCounts)],
-      ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
+      ['× no credential', ratioTo(run.auth, 'auth', 'none')],
+      ...latency(measured, 'p50', 'p99'),
+      statusColumn(measured),
+      serviceMs,
     ]),
-    eventsTable: table(run.events ?? [], [
-      ['Events', (c) => c.label],
+    eventsTable: table(run.events, [
+      label('Events'),
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      ['× events off', (c) => times(c.ordersPerSecond / eventsOff)],
-      ...latency((c: SalesCase) => c.measured, 'p50', 'p99'),
-      ['Statuses', (c) => statuses(c.measured.statusCounts)],
-      ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
+      ['× events off', ratioTo(run.events, 'events', 'off')],
+      ...latency(measured, 'p50', 'p99'),
+      statusColumn(measured),
+      serviceMs,
       ['Webhook deliveries', (c) => (c.delivered === undefined ? '—' : int(c.delivered))],
       ['Outbox rows after', (c) => (c.outboxAfter === undefined ? '—' : int(c.outboxAfter))],
     ]),
     retentionTable: table(
-      (run.eventRetention ?? []).flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds }))),
+      run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds }))),
       [
         ['Second', (x) => int(x.atSeconds)],
         ['Orders/s', (x) => int(x.ordersPerSecond)],
@@ -249,63 +361,56 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Backend', (c) => c.lockBackend ?? '–'],
       ['Step ms', (c) => c.holdMs ?? 0],
       ['Orders/s', (c) => int(c.ordersPerSecond)],
-      [
-        '× redis',
-        (c) =>
-          num(
-            c.ordersPerSecond /
-              (run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs)?.ordersPerSecond ??
-                NaN),
-          ),
-      ],
-      ...latency((c: SalesCase) => c.measured, 'p99', 'max'),
+      ['× redis', (c) => num(c.ordersPerSecond / (onRedis(c)?.ordersPerSecond ?? NaN))],
+      ...latency(measured, 'p99', 'max'),
       ['Not placed', (c) => int(c.measured.responses - (c.measured.statusCounts[201] ?? 0))],
     ]),
-    cpuTable: table(
+    cpuTable: cpuTable(
       [...run.ceiling, ...run.bareEcho]
-        .flatMap(echo)
+        .map(echo)
         .concat(
           [
             ...f.allOf('real'),
             ...f.allOf('business-step'),
-            ...run.alternative,
-            ...run.spread,
-            ...run.cluster,
-            ...run.lockFree,
-            ...run.perOrder,
-            ...run.memory,
-            ...run.auth,
+            ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth].flat(),
           ].flatMap(sale),
           refusals(),
-        )
-        .filter((r) => r.cpu),
-      [
-        ['Case', (r) => r.label],
-        ['Answers/s', (r) => int(r.perSecond)],
-        ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
-        ...(['service', 'postgres', 'redis', 'load generator', 'others'] as const).map((g): Column<Answers> => [
-          g === 'others' ? 'Other processes' : capitalise(g),
-          (r) => num(r.cpu!.cores[g]),
-        ]),
-        ...(['service', 'postgres', 'redis'] as const).map((g): Column<Answers> => [
-          `${capitalise(g)} ms / answer`,
-          (r) => ms((r.cpu!.cores[g] / r.perSecond) * 1000),
-        ]),
-        [
-          'Waited for quiet',
-          (r) => (r.cpu!.waitedForQuietSeconds ? `${r.cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
-        ],
-        ['Disturbed', (r) => (r.cpu!.cores.others > meta.settings.disturbedCores ? '**disturbed**' : 'no')],
-      ],
+        ),
+      disturbedCores,
     ),
-    skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n') || 'Every scenario selected ran.',
-    incidents: run.incidents.map((x) => `- ${x}`).join('\n') || 'None in this run.',
+    skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
+    incidents: run.incidents.map((x) => `- ${x}`).join('\n'),
   };
 }
 
-const capitalise = (word: string) => word[0]!.toUpperCase() + word.slice(1);
-const oversoldAsExpected = (units: number) =>
-  units > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
+/** Where each round's CPU went, by process group, and what the groups spent per answer. */
+function cpuTable(rows: Answers[], disturbedCores: number): string | undefined {
+  const capitalise = (word: string) => word[0]!.toUpperCase() + word.slice(1);
+  const groups = ['service', 'postgres', 'redis', 'load generator', 'others'] as const;
+  return table(
+    rows.filter((r) => r.cpu),
+    [
+      label(),
+      ['Answers/s', (r) => int(r.perSecond)],
+      ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
+      ...groups.map((g): Column<Answers> => [
+        g === 'others' ? 'Other processes' : capitalise(g),
+        (r) => num(r.cpu!.cores[g]),
+      ]),
+      ...groups
+        .slice(0, 3)
+        .map((g): Column<Answers> => [
+          `${capitalise(g)} ms / answer`,
+          (r) => ms((r.cpu!.cores[g] / r.perSecond) * 1000),
+        ]),
+      [
+        'Waited for quiet',
+        ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
+      ],
+      ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
+    ],
+  );
+}
 
 /** What a lock cell is compared with: the better peer library of its cell; comparing backends, the Redis backend. */
 function lockBaseline(cells: RunResults['locks'], r: RunResults['locks'][number]): number {
@@ -321,15 +426,15 @@ function lockBaseline(cells: RunResults['locks'], r: RunResults['locks'][number]
 function perOrderTables(cases: SalesCase[]): Record<string, string | undefined> {
   const redis = (c: SalesCase) => c.serverCost!.redis;
   const pg = (c: SalesCase) => c.serverCost!.postgres;
-  const cpuMs = (c: SalesCase, group: 'service' | 'postgres') =>
+  const cpuMs = (group: 'service' | 'postgres') => (c: SalesCase) =>
     ms(((c.cpu?.cores[group] ?? NaN) / c.ordersPerSecond) * 1000);
   return {
     perOrderTable: table(cases, [
-      ['Case', (c) => c.label],
+      label(),
       ['Orders/s', (c) => int(c.ordersPerSecond)],
       ['Orders / lock hold', (c) => num(c.ordersPerSecond / (c.lock?.acquisitionsPerSecond || NaN), 1)],
-      ['Service CPU ms', (c) => cpuMs(c, 'service')],
-      ['Postgres CPU ms', (c) => cpuMs(c, 'postgres')],
+      ['Service CPU ms', cpuMs('service')],
+      ['Postgres CPU ms', cpuMs('postgres')],
       ['Postgres statements', (c) => num(pg(c)?.statementsPerOrder ?? NaN)],
       ['Postgres exec ms', (c) => num(pg(c)?.execMsPerOrder ?? NaN, 3)],
       ['Redis round trips', (c) => num(redis(c).scriptCallsPerOrder)],
@@ -349,7 +454,7 @@ function perOrderTables(cases: SalesCase[]): Record<string, string | undefined> 
       ],
     ),
     perOrderCommands: table(cases, [
-      ['Case', (c) => c.label],
+      label(),
       [
         'Commands / order',
         (c) =>
@@ -372,42 +477,42 @@ function perOrderTables(cases: SalesCase[]): Record<string, string | undefined> 
 
 /** A comparison's throughput table and, for the cases of the product's own order flow, its lock table. */
 function salesTables(cases: SalesCase[], f: RunFigures, showInstances = false): string | undefined {
-  const withLock = cases.filter((c) => c.lock);
   const lock = (c: SalesCase) => c.lock!;
   const bounded = (value: number, beyond: string, format: (n: number) => string) =>
     Number.isFinite(value) ? format(value) : beyond;
-  const lockTable = table(withLock, [
-    ['Case', (c) => c.label],
-    ...(showInstances ? [['Instances', (c: SalesCase) => c.instances] as Column<SalesCase>] : []),
-    ['Lock attempts / order', (c) => num(lock(c).lockAttemptsPerOrder)],
-    ['Busy / order', (c) => num(lock(c).busyPerOrder)],
-    ['Waits / order', (c) => num(lock(c).waitsPerOrder)],
-    ['Segments tried p99', (c) => bounded(lock(c).segmentVisitsP99, '> 256', (n) => `≤ ${n}`)],
-    ['Mean wait ms', (c) => ms(lock(c).meanLockWaitMs)],
-    ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000', ms)],
-    ['Mean hold ms', (c) => ms(lock(c).meanHoldMs)],
-    ['Utilisation', (c) => num(lock(c).lockUtilisation)],
-    ['Fenced out', (c) => int(lock(c).fencedOut)],
-    ['Loop lag p99 ms', (c) => ms(lock(c).eventLoopLagP99Ms)],
-  ]);
-  return [salesTable(cases, f, showInstances), lockTable].filter(Boolean).join('\n\n') || undefined;
+  const instances: Column<SalesCase>[] = showInstances ? [['Instances', (c) => c.instances]] : [];
+  const lockTable = table(
+    cases.filter((c) => c.lock),
+    [
+      label(),
+      ...instances,
+      ['Lock attempts / order', (c) => num(lock(c).lockAttemptsPerOrder)],
+      ['Busy / order', (c) => num(lock(c).busyPerOrder)],
+      ['Waits / order', (c) => num(lock(c).waitsPerOrder)],
+      ['Segments tried p99', (c) => bounded(lock(c).segmentVisitsP99, '> 256', (n) => `≤ ${n}`)],
+      ['Mean wait ms', (c) => ms(lock(c).meanLockWaitMs)],
+      ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000', ms)],
+      ['Mean hold ms', (c) => ms(lock(c).meanHoldMs)],
+      ['Utilisation', (c) => num(lock(c).lockUtilisation)],
+      ['Fenced out', (c) => int(lock(c).fencedOut)],
+      ['Loop lag p99 ms', (c) => ms(lock(c).eventLoopLagP99Ms)],
+    ],
+  );
+  return [salesTable(cases, f, instances), lockTable].filter(Boolean).join('\n\n') || undefined;
 }
 
-function salesTable(cases: SalesCase[], f: RunFigures, showInstances = false): string | undefined {
+function salesTable(cases: SalesCase[], f: RunFigures, instances: Column<SalesCase>[] = []): string | undefined {
   const failed = (c: SalesCase) => [...c.books.checks, ...c.warmupBooks.checks].filter((k) => !k.ok).map((k) => k.name);
   return table(cases, [
-    ['Case', (c) => c.label],
-    ...(showInstances ? [['Instances', (c: SalesCase) => c.instances] as Column<SalesCase>] : []),
+    label(),
+    ...instances,
     ['Orders/s', (c) => int(c.ordersPerSecond)],
     // Only the product's own order flow has a single-lock case to compare with (the alternative has no lock).
     ['× single lock', (c) => (c.lock ? times(f.speedup(c)) : '–')],
     ['% of ceiling', (c) => pct(c.ordersPerSecond / f.ceiling)],
-    ...(['p50', 'p97_5', 'p99', 'max'] as const).map((key): Column<SalesCase> => [
-      `${key.replace('_', '.')} ms`,
-      (c) => ms(c.measured.latencyMs[key]),
-    ]),
+    ...latency(measured, 'p50', 'p97_5', 'p99', 'max'),
     ['Requests', (c) => int(c.measured.responses)],
-    ['Statuses', (c) => statuses(c.measured.statusCounts)],
+    statusColumn(measured),
     ['Books', (c) => (failed(c).length ? `FAILED: ${failed(c).join('; ')}` : 'balanced')],
   ]);
 }

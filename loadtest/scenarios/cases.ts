@@ -4,9 +4,8 @@ import type { Db } from '../../src/db/database.js';
 import { MetricsSnapshot } from '../client/prometheus.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundSpec } from '../runner/round.js';
-import { checkBooks } from './books.js';
 import type { RunContext } from './context.js';
-import { orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
+import { checkBooks, orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
 
 export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
 export type SoldOutCase = Awaited<ReturnType<typeof runRefusals>>;
@@ -15,17 +14,13 @@ export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
 export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
 export type RetentionCase = Awaited<ReturnType<typeof runEventRetention>>;
 
+const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
 export const guards = {
-  none: { id: 'none', label: 'no lock', guard: 'none', path: '/bench/oversell/none' },
-  localMutex: {
-    id: 'local-mutex',
-    label: 'process-local mutex',
-    guard: 'local-mutex',
-    path: '/bench/oversell/local-mutex',
-  },
-  redisLock: { id: 'redis-lock', label: 'Redis segment lock', guard: 'redis-lock', path: '/bench/oversell/redis-lock' },
-  product: { id: 'product', label: 'the product, POST /orders', guard: 'redis-lock', path: '/orders' },
+  none: guarded('none', 'no lock'),
+  localMutex: guarded('local-mutex', 'process-local mutex'),
+  redisLock: guarded('redis-lock', 'Redis segment lock'),
+  product: guarded('product', 'the product, POST /orders', 'redis-lock', '/orders'),
 };
 
 /**
@@ -41,24 +36,15 @@ export async function runOversell(
   const api = ctx.api(service);
   const stock = ctx.settings.oversellStock;
   const requests = stock * 3;
-  const sku = ctx.skuName(`oversell-${guard.id}-${instances}`);
+  const id = `oversell-${guard.id}-${instances}`;
+  const sku = ctx.skuName(id);
   await api.createSku(sku, stock, 1);
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const connections = Math.min(ctx.settings.connections, requests);
   const body = { sku, quantity: 1 };
   const round = await orderRound(ctx, service, { title: label, path: guard.path, body, connections, amount: requests });
   const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
-  return {
-    id: `oversell-${guard.id}-${instances}`,
-    label,
-    guard: guard.guard,
-    path: guard.path,
-    instances,
-    stock,
-    requests,
-    round,
-    books,
-  };
+  return { id, label, guard: guard.guard, path: guard.path, instances, stock, requests, round, books };
 }
 
 /**
@@ -89,12 +75,8 @@ export async function runRefusals(
   const label = why === 'sold-out' ? `sold out · ${segments} segments` : `not on sale yet · ${segments} segments`;
   const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
   const before = await scrape();
-  const { warmup, measured, cpu } = await warmThenMeasure(
-    ctx,
-    service,
-    { title: label, body: { sku, quantity: 1 } },
-    409,
-  );
+  const refused = { title: label, body: { sku, quantity: 1 } };
+  const { warmup, measured, cpu } = await warmThenMeasure(ctx, service, refused, 409);
   // The warm-up's attempts count too: there should be none at all.
   const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
   const reopened = why === 'sold-out' ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
@@ -154,12 +136,8 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
   const { adminHeaders: headers } = ctx.api(service);
   await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
   const body = { sku, quantity: ctx.settings.quantity };
-  const { measured: unwatched } = await warmThenMeasure(
-    ctx,
-    service,
-    { title: 'dashboard cost · no dashboard', body },
-    201,
-  );
+  const first = { title: 'dashboard cost · no dashboard', body };
+  const { measured: unwatched } = await warmThenMeasure(ctx, service, first, 201);
   const round = async (label: string) => {
     await settle(service, ctx.settings.timeoutSeconds);
     return {

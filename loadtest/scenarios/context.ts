@@ -6,7 +6,7 @@ import { StockApi } from '../client/stock-api.js';
 import type { BackingServices } from '../infra/backing-services.js';
 import { CpuMeter, type CpuUsage } from '../infra/cpu-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
-import type { RunProgress } from '../runner/progress.js';
+import type { RunProgress } from '../runner/round.js';
 
 const full = {
   connections: 64,

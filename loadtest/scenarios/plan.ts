@@ -173,11 +173,8 @@ function plan(s: RunSettings): Row[] {
   for (const [id, name, traffic] of shapes) {
     const spec = { id: `alternative-${id}`, label: `the alternative · ${name}`, segments: 1, traffic };
     // The alternative has no lock metrics, and its own tables: its books are checked through its API.
-    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, {
-      ...spec,
-      lockMetrics: false,
-      auditInPostgres: false,
-    });
+    const own = { lockMetrics: false, auditInPostgres: false };
+    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, { ...spec, ...own });
   }
   for (const [id, name, traffic] of shapes.slice(1)) {
     const label = `real · ${lockName(n)} · ${name}`;
@@ -200,25 +197,15 @@ function plan(s: RunSettings): Row[] {
     ['pg-rows', `Postgres conditional UPDATE, ${n} rows`, 'pg-conditional', n],
     ['redis-counter', 'Redis Lua counter + Postgres ledger', 'redis-counter', 1],
   ] as const) {
-    const stockIn = route === 'redis-counter' ? route : 'segments';
-    const path = `/bench/lock-free/${route}`;
-    sales('lock-free', 'lockFree', REAL, {
-      id,
-      label: `lock-free · ${label}`,
-      path,
-      segments,
-      combining: false,
-      stockIn,
-    });
+    const where = {
+      path: `/bench/lock-free/${route}`,
+      stockIn: route === 'redis-counter' ? route : 'segments',
+    } as const;
+    sales('lock-free', 'lockFree', REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
   }
   const wide = s.memoryConnections;
-  const memory = {
-    id: `memory-${wide}`,
-    label: `real · ${n} segments · ${wide} connections`,
-    segments: n,
-    connections: wide,
-  };
-  sales('memory', 'memory', REAL, memory);
+  const memoryLabel = `real · ${n} segments · ${wide} connections`;
+  sales('memory', 'memory', REAL, { id: `memory-${wide}`, label: memoryLabel, segments: n, connections: wide });
   const ownDatabase = (c: RunContext) =>
     c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
   add('growth', 'growth', REAL, (c, service) => runGrowth(c, c.db!, service, n), ownDatabase);
