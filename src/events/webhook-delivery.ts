@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import type { Db } from '../db/database.js';
@@ -6,7 +8,14 @@ import type { StockEvent } from './event-types.js';
 import type { EventMetrics } from './event-metrics.js';
 import { PeriodicJob } from './periodic-job.js';
 import { headPosition, readEvents } from './feed.repository.js';
-import { dueWebhooks, findWebhook, type Progress, recordProgress, type WebhookRow } from './webhook.repository.js';
+import {
+  type Attempt,
+  dueWebhooks,
+  findWebhook,
+  type Progress,
+  recordProgress,
+  type WebhookRow,
+} from './webhook.repository.js';
 
 export interface DeliveryOptions {
   /** How often this instance looks for endpoints with events to send. */
@@ -41,6 +50,9 @@ export class WebhookDelivery {
   private readonly job: PeriodicJob;
   private lockClient: pg.Client | undefined;
   private stopped = false;
+  /** Connections to receivers are kept open between deliveries, as fetch would keep them. */
+  private readonly httpAgent = new http.Agent({ keepAlive: true });
+  private readonly httpsAgent = new https.Agent({ keepAlive: true });
 
   constructor(
     private readonly db: Db,
@@ -63,6 +75,8 @@ export class WebhookDelivery {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.job.stop();
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
     await this.lockClient?.end().catch(() => {});
   }
 
@@ -128,24 +142,36 @@ export class WebhookDelivery {
         this.metrics.caughtUp(id);
         return;
       }
-      let cursor = hook.cursor;
+      // Deliveries are recorded once per page (and at the first failure): a crash in between sends those again,
+      // which at-least-once allows, and spares each event a statement of its own.
+      let delivered = hook.cursor;
+      const attempts: Attempt[] = [];
+      const record = (progress: Progress) => recordProgress(this.db, id, hook.cursor, progress, attempts);
       for (const event of events) {
-        if (this.stopped || this.lockClient !== lock) return;
+        if (this.stopped || this.lockClient !== lock) break;
         const result = await this.send(hook, event);
         sent++;
         const progress = this.progressAfter(hook, event, result.ok);
         const outcome = result.ok ? 'delivered' : progress.kind === 'advance' ? 'failed' : 'retrying';
-        const attempt = { eventId: Number(event.id), attempt: hook.attempts + 1, outcome, ...result } as const;
+        attempts.push({ eventId: Number(event.id), attempt: hook.attempts + 1, outcome, ...result });
         this.metrics.attempted(id, outcome, event.occurredAt);
-        if (!(await recordProgress(this.db, id, cursor, progress, attempt))) break;
-        if (progress.kind === 'retry') return;
+        if (progress.kind === 'retry') {
+          // What went through before it is kept; the failed event is tried again after the backoff.
+          const failed = attempts.pop()!;
+          if (attempts.length > 0 && !(await record({ kind: 'advance', to: delivered }))) return;
+          hook.cursor = delivered;
+          attempts.splice(0, attempts.length, failed);
+          await record(progress);
+          return;
+        }
         if (outcome === 'failed') {
           this.log.warn({ webhook: id, event: event.id }, 'webhook event given up after retrying; replayable');
         }
-        cursor = Number(event.id);
+        delivered = Number(event.id);
         hook.attempts = 0;
         hook.failing_since = null;
       }
+      if (attempts.length === 0 || !(await record({ kind: 'advance', to: delivered }))) return;
     }
   }
 
@@ -165,27 +191,47 @@ export class WebhookDelivery {
     return delay / 2 + Math.random() * (delay / 2);
   }
 
-  /** One Standard Webhooks request: the event as `data`, signed with the endpoint's secret. */
-  private async send(
+  /**
+   * One Standard Webhooks request: the event as `data`, signed with the endpoint's secret. On node:http(s) with
+   * kept-alive connections rather than fetch: a delivery then costs the instance about a quarter of the CPU, which
+   * during a sale is taken from orders.
+   */
+  private send(
     hook: WebhookRow,
     event: StockEvent,
   ): Promise<{ ok: boolean; status: number | null; error: string | null }> {
     const body = JSON.stringify({ type: event.type, timestamp: event.occurredAt, data: event });
-    try {
-      const response = await fetch(hook.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...signatureHeaders(hook.secret, event.id, body) },
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
-      await response.body?.cancel().catch(() => {});
-      const ok = response.status >= 200 && response.status < 300;
-      return { ok, status: response.status, error: ok ? null : `answered ${response.status}` };
-    } catch (error) {
-      const cause = (error as { cause?: { code?: string } }).cause?.code;
-      return { ok: false, status: null, error: cause ?? (error as Error).name };
-    }
+    const url = new URL(hook.url);
+    const secure = url.protocol === 'https:';
+    return new Promise((resolve) => {
+      const failed = (error: Error & { code?: string }) =>
+        resolve({ ok: false, status: null, error: error.code ?? error.name });
+      const request = (secure ? https : http).request(
+        url,
+        {
+          method: 'POST',
+          agent: secure ? this.httpsAgent : this.httpAgent,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            ...signatureHeaders(hook.secret, event.id, body),
+          },
+          signal: AbortSignal.timeout(this.options.timeoutMs),
+        },
+        (response) => {
+          const status = response.statusCode ?? 0;
+          const ok = status >= 200 && status < 300;
+          // Redirects are not followed: a receiver answers where it was registered.
+          response.resume().on('end', () => resolve({ ok, status, error: ok ? null : `answered ${status}` }));
+          response.on('error', failed);
+          response.on('close', () => {
+            if (!response.complete) failed(Object.assign(new Error('the answer broke off'), { code: 'ECONNRESET' }));
+          });
+        },
+      );
+      request.on('error', failed);
+      request.end(body);
+    });
   }
 }
 

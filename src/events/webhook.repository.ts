@@ -139,23 +139,27 @@ export async function dueWebhooks(db: Db, limit: number): Promise<string[]> {
 export type Progress =
   { kind: 'advance'; to: number } | { kind: 'retry'; attempts: number; failingSince: Date; nextAttemptAt: Date };
 
+/** One delivery attempt, as `GET /webhooks/:id/deliveries` shows it. */
+export interface Attempt {
+  eventId: number;
+  attempt: number;
+  outcome: 'delivered' | 'retrying' | 'failed';
+  status: number | null;
+  error: string | null;
+}
+
 /**
- * Records an attempt (when one was made) and moves the endpoint on, both only if its cursor is still `from`: a replay
- * or another change since leaves it as it is, and the caller reads the endpoint again. One statement, one round trip:
- * a receiver that keeps up is sent one event after another, and this is the per-event cost besides the request.
+ * Records attempts and moves the endpoint on, both only if its cursor is still `from`: a replay or another change
+ * since leaves it as it is, and the caller reads the endpoint again. One statement, one round trip, for a page of
+ * deliveries as for one: a receiver that keeps up is sent one event after another, and this is the cost beside the
+ * requests.
  */
 export async function recordProgress(
   db: Db,
   id: string,
   from: number,
   progress: Progress,
-  attempt?: {
-    eventId: number;
-    attempt: number;
-    outcome: 'delivered' | 'retrying' | 'failed';
-    status: number | null;
-    error: string | null;
-  },
+  attempts: readonly Attempt[] = [],
 ): Promise<boolean> {
   const set =
     progress.kind === 'advance'
@@ -163,13 +167,18 @@ export async function recordProgress(
       : sql`attempts = ${progress.attempts}, failing_since = ${progress.failingSince},
             next_attempt_at = ${progress.nextAttemptAt}`;
   const moved = sql`update webhooks set ${set} where id = ${id} and cursor = ${from} returning id`;
-  const { rows } = attempt
-    ? await sql`with moved as (${moved})
-        insert into webhook_deliveries (webhook_id, event_id, attempt, outcome, response_status, error)
-        select id, ${attempt.eventId}::bigint, ${attempt.attempt}::int, ${attempt.outcome}::text,
-               ${attempt.status}::int, ${attempt.error}::text
-          from moved
-        returning webhook_id`.execute(db)
-    : await moved.execute(db);
+  const { rows } =
+    attempts.length > 0
+      ? await sql`with moved as (${moved}), recorded as (
+            insert into webhook_deliveries (webhook_id, event_id, attempt, outcome, response_status, error)
+            select m.id, a.event_id, a.attempt, a.outcome, a.status, a.error
+              from moved m,
+                   unnest(${attempts.map((a) => a.eventId)}::bigint[], ${attempts.map((a) => a.attempt)}::int[],
+                          ${attempts.map((a) => a.outcome)}::text[], ${attempts.map((a) => a.status)}::int[],
+                          ${attempts.map((a) => a.error)}::text[]) with ordinality
+                     as a(event_id, attempt, outcome, status, error, n)
+             order by a.n)
+          select id from moved`.execute(db)
+      : await moved.execute(db);
   return rows.length > 0;
 }
