@@ -13,26 +13,27 @@ interface SkuState extends SkuTotals {
   lowStockThreshold: number | null;
 }
 
+/** What the sequencer reads of an outbox row: its change, and its data only where it sets a low-stock threshold. */
 interface OutboxRow {
   id: number;
+  xid: string;
   sku_id: number;
-  sku: string;
   type: EventType;
-  data: Record<string, unknown>;
+  data: Record<string, unknown> | null;
   d_available: number;
   d_reserved: number;
   d_sold: number;
-  occurred_at: Date;
 }
 
+/** An event as the sequencer numbers it; its SKU, time and (for the row's own event) data come from its outbox row. */
 interface SequencedEvent {
   position: number;
-  sku_id: number;
-  sku: string;
+  outboxId: number;
   type: EventType;
   sequence: number;
-  occurred_at: Date;
-  data: Record<string, unknown>;
+  totals: SkuTotals;
+  /** Data of a derived event; null takes the outbox row's. */
+  data: Record<string, unknown> | null;
 }
 
 /**
@@ -108,15 +109,17 @@ export class EventSequencer {
     return this.db.transaction().execute(async (trx) => {
       // Read on after the last row moved: every row before it is gone, and scanning from the index's start would
       // walk over all of them until vacuum removes them — a cost that grows with how much went through the outbox.
-      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet).
-      const { rows } = await sql<HeadRow & Partial<OutboxRow> & { xid?: string } & Partial<StateRow>>`
+      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet). Its data
+      // stays in Postgres, which writes it into the event, unless it sets a threshold the state must follow.
+      const { rows } = await sql<HeadRow & Partial<OutboxRow> & Partial<StateRow>>`
         select h.last_position, h.last_xid::text as last_xid, h.last_id,
-               o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold,
-               o.occurred_at, st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
+               o.id, o.xid::text as xid, o.sku_id, o.type, o.d_available, o.d_reserved, o.d_sold,
+               case when o.data ?| array['sku', 'threshold'] then o.data end as data,
+               st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
           from event_sequencer h
           left join lateral (
-            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
-              from event_outbox o join skus k on k.id = o.sku_id
+            select o.id, o.xid, o.sku_id, o.type, o.data, o.d_available, o.d_reserved, o.d_sold
+              from event_outbox o
              where (o.xid, o.id) > (h.last_xid, h.last_id)
                and o.xid < pg_snapshot_xmin(pg_current_snapshot())
              order by o.xid, o.id
@@ -131,7 +134,7 @@ export class EventSequencer {
       const states = new Map<number, SkuState>();
       let position = Number(head.last_position);
       const events: SequencedEvent[] = [];
-      for (const row of rows as (HeadRow & OutboxRow & { xid: string } & StateRow)[]) {
+      for (const row of rows as (HeadRow & OutboxRow & StateRow)[]) {
         let state = states.get(row.sku_id);
         if (!state) {
           state = {
@@ -149,41 +152,44 @@ export class EventSequencer {
         state.sold += Number(row.d_sold);
         state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
         const cause = { id: String(position + 1), type: row.type };
-        const emit = (type: EventType, data: Record<string, unknown>) =>
+        const emit = (type: EventType, data: Record<string, unknown> | null) =>
           events.push({
             position: ++position,
-            sku_id: row.sku_id,
-            sku: row.sku,
+            outboxId: row.id,
             type,
             sequence: ++state.lastSequence,
-            occurred_at: row.occurred_at,
-            data: { ...data, available: state.available, reserved: state.reserved, sold: state.sold },
+            totals: { available: state.available, reserved: state.reserved, sold: state.sold },
+            data,
           });
-        emit(row.type, row.data);
+        emit(row.type, null);
         for (const type of derivedTypes(row.type, before, state)) {
           emit(type, { cause, lowStockThreshold: state.lowStockThreshold });
         }
       }
 
       const last = rows.at(-1)!;
-      const skuStates = [...states].map(([skuId, s]) => ({
-        sku_id: skuId,
-        last_sequence: s.lastSequence,
-        available: s.available,
-        reserved: s.reserved,
-        sold: s.sold,
-        low_stock_threshold: s.lowStockThreshold,
-      }));
+      const skuStates = [...states];
       await sql`
         with moved_events as (
           insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
-          select * from jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
-            as e(position bigint, sku_id int, sku text, type text, sequence bigint, occurred_at timestamptz, data jsonb)
+          select e.position, o.sku_id, k.sku, e.type, e.sequence, o.occurred_at,
+                 coalesce(e.data, o.data)
+                   || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
+            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.outboxId)}::bigint[],
+                        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.sequence)}::bigint[],
+                        ${events.map((e) => e.totals.available)}::bigint[],
+                        ${events.map((e) => e.totals.reserved)}::bigint[], ${events.map((e) => e.totals.sold)}::bigint[],
+                        ${events.map((e) => (e.data ? JSON.stringify(e.data) : null))}::jsonb[])
+                   as e(position, outbox_id, type, sequence, available, reserved, sold, data)
+            join event_outbox o on o.id = e.outbox_id
+            join skus k on k.id = o.sku_id
         ), sku_states as (
           insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
-          select * from jsonb_to_recordset(${JSON.stringify(skuStates)}::jsonb)
-            as s(sku_id int, last_sequence bigint, available bigint, reserved bigint, sold bigint,
-                 low_stock_threshold bigint)
+          select * from unnest(${skuStates.map(([id]) => id)}::int[], ${skuStates.map(([, s]) => s.lastSequence)}::bigint[],
+                               ${skuStates.map(([, s]) => s.available)}::bigint[],
+                               ${skuStates.map(([, s]) => s.reserved)}::bigint[],
+                               ${skuStates.map(([, s]) => s.sold)}::bigint[],
+                               ${skuStates.map(([, s]) => s.lowStockThreshold)}::bigint[])
           on conflict (sku_id) do update
             set last_sequence = excluded.last_sequence, available = excluded.available,
                 reserved = excluded.reserved, sold = excluded.sold, low_stock_threshold = excluded.low_stock_threshold
@@ -214,7 +220,7 @@ interface StateRow {
 
 /** The threshold in force after the row: set by the SKU's creation and by a threshold change. */
 function thresholdAfter(row: OutboxRow, threshold: number | null): number | null {
-  const set = (row.data.sku ?? row.data.threshold) as { lowStockThreshold?: number | null } | undefined;
+  const set = (row.data?.sku ?? row.data?.threshold) as { lowStockThreshold?: number | null } | undefined;
   return set && set.lowStockThreshold !== undefined ? set.lowStockThreshold : threshold;
 }
 
