@@ -13,27 +13,34 @@ interface SkuState extends SkuTotals {
   lowStockThreshold: number | null;
 }
 
-/** What the sequencer reads of an outbox row: its change, and its data only where it sets a low-stock threshold. */
+/**
+ * What the sequencer reads of an outbox row. Its data and time stay text (`data_text`, `occurred_at`), handed back
+ * to Postgres as they came; only a row that sets a low-stock threshold has its data parsed (`data`).
+ */
 interface OutboxRow {
   id: number;
   xid: string;
   sku_id: number;
+  sku: string;
   type: EventType;
   data: Record<string, unknown> | null;
+  data_text: string;
   d_available: number;
   d_reserved: number;
   d_sold: number;
+  occurred_at: string;
 }
 
-/** An event as the sequencer numbers it; its SKU, time and (for the row's own event) data come from its outbox row. */
+/** An event as the sequencer numbers it: its data (JSON text) without the SKU's totals, which Postgres adds. */
 interface SequencedEvent {
   position: number;
-  outboxId: number;
+  skuId: number;
+  sku: string;
   type: EventType;
   sequence: number;
+  occurredAt: string;
   totals: SkuTotals;
-  /** Data of a derived event; null takes the outbox row's. */
-  data: Record<string, unknown> | null;
+  data: string;
 }
 
 /**
@@ -109,17 +116,17 @@ export class EventSequencer {
     return this.db.transaction().execute(async (trx) => {
       // Read on after the last row moved: every row before it is gone, and scanning from the index's start would
       // walk over all of them until vacuum removes them — a cost that grows with how much went through the outbox.
-      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet). Its data
-      // stays in Postgres, which writes it into the event, unless it sets a threshold the state must follow.
+      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet).
       const { rows } = await sql<HeadRow & Partial<OutboxRow> & Partial<StateRow>>`
         select h.last_position, h.last_xid::text as last_xid, h.last_id,
-               o.id, o.xid::text as xid, o.sku_id, o.type, o.d_available, o.d_reserved, o.d_sold,
+               o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.d_available, o.d_reserved, o.d_sold,
+               o.data::text as data_text, o.occurred_at::text as occurred_at,
                case when o.data ?| array['sku', 'threshold'] then o.data end as data,
                st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
           from event_sequencer h
           left join lateral (
-            select o.id, o.xid, o.sku_id, o.type, o.data, o.d_available, o.d_reserved, o.d_sold
-              from event_outbox o
+            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
+              from event_outbox o join skus k on k.id = o.sku_id
              where (o.xid, o.id) > (h.last_xid, h.last_id)
                and o.xid < pg_snapshot_xmin(pg_current_snapshot())
              order by o.xid, o.id
@@ -152,37 +159,40 @@ export class EventSequencer {
         state.sold += Number(row.d_sold);
         state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
         const cause = { id: String(position + 1), type: row.type };
-        const emit = (type: EventType, data: Record<string, unknown> | null) =>
+        const emit = (type: EventType, data: string) =>
           events.push({
             position: ++position,
-            outboxId: row.id,
+            skuId: row.sku_id,
+            sku: row.sku,
             type,
             sequence: ++state.lastSequence,
+            occurredAt: row.occurred_at,
             totals: { available: state.available, reserved: state.reserved, sold: state.sold },
             data,
           });
-        emit(row.type, null);
+        emit(row.type, row.data_text);
         for (const type of derivedTypes(row.type, before, state)) {
-          emit(type, { cause, lowStockThreshold: state.lowStockThreshold });
+          emit(type, JSON.stringify({ cause, lowStockThreshold: state.lowStockThreshold }));
         }
       }
 
       const last = rows.at(-1)!;
       const skuStates = [...states];
+      // Every step by its primary key or the outbox's (xid, id) index, never by a join the planner might turn into a
+      // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet.
+      const first = head;
       await sql`
         with moved_events as (
           insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
-          select e.position, o.sku_id, k.sku, e.type, e.sequence, o.occurred_at,
-                 coalesce(e.data, o.data)
-                   || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
-            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.outboxId)}::bigint[],
-                        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.sequence)}::bigint[],
+          select e.position, e.sku_id, e.sku, e.type, e.sequence, e.occurred_at,
+                 e.data || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
+            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.skuId)}::int[],
+                        ${events.map((e) => e.sku)}::text[], ${events.map((e) => e.type)}::text[],
+                        ${events.map((e) => e.sequence)}::bigint[], ${events.map((e) => e.occurredAt)}::timestamptz[],
                         ${events.map((e) => e.totals.available)}::bigint[],
                         ${events.map((e) => e.totals.reserved)}::bigint[], ${events.map((e) => e.totals.sold)}::bigint[],
-                        ${events.map((e) => (e.data ? JSON.stringify(e.data) : null))}::jsonb[])
-                   as e(position, outbox_id, type, sequence, available, reserved, sold, data)
-            join event_outbox o on o.id = e.outbox_id
-            join skus k on k.id = o.sku_id
+                        ${events.map((e) => e.data)}::jsonb[])
+                   as e(position, sku_id, sku, type, sequence, occurred_at, available, reserved, sold, data)
         ), sku_states as (
           insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
           select * from unnest(${skuStates.map(([id]) => id)}::int[], ${skuStates.map(([, s]) => s.lastSequence)}::bigint[],
@@ -194,7 +204,10 @@ export class EventSequencer {
             set last_sequence = excluded.last_sequence, available = excluded.available,
                 reserved = excluded.reserved, sold = excluded.sold, low_stock_threshold = excluded.low_stock_threshold
         ), moved_rows as (
-          delete from event_outbox where id = any(${rows.map((r) => r.id)}::bigint[])
+          -- Exactly the rows read: all below the snapshot's xmin, so none can have joined that range since.
+          delete from event_outbox
+           where (xid, id) > (${first.last_xid}::xid8, ${first.last_id}::bigint)
+             and (xid, id) <= (${last.xid}::xid8, ${last.id}::bigint)
         )
         update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8, last_id = ${last.id}
          where id = 1`.execute(trx);
