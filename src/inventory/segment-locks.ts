@@ -172,9 +172,16 @@ export class SegmentLocks {
     return (await this.releaseLeases([lease]))[0]!;
   }
 
-  /** Releases quietly: for paths that are already failing, where a second error would hide the first. */
+  /**
+   * Releases quietly: for paths that are already failing, where a second error would hide the first. A lease the
+   * backend refuses to release (not its own, released before) makes it release none of the batch: the rest then go one
+   * by one, so none is left to expire for another's sake.
+   */
   async releaseAll(leases: Iterable<LockLease>): Promise<void> {
-    await this.releaseLeases([...leases]).catch(() => []);
+    const list = [...leases];
+    await this.releaseLeases(list).catch(() =>
+      Promise.all(list.map((lease) => this.releaseLeases([lease]).catch(() => []))),
+    );
   }
 
   /** Every lease in one request where the backend can; rejects if the store failed for any. */

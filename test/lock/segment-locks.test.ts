@@ -94,6 +94,27 @@ describe('SegmentLocks over the lock backends', () => {
     }
   });
 
+  it('takes a batch of segments at once and releases the rest even when one lease of the batch was released before', async () => {
+    const one = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 5_000 });
+    const two = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 5_000 });
+    try {
+      const sku = uniqueSku('seg-batch');
+      const refs = [0, 1, 2, 3].map((segment) => ({ sku, layoutVersion: 1, segment }));
+      const taken = (await two.locks.tryAcquire(refs[1]!))!;
+      const leases = await one.locks.tryAcquireAll(refs);
+      expect(leases.map((lease) => lease !== null)).toEqual([true, false, true, true]);
+      const held = leases.filter((lease) => lease !== null);
+      expect(await one.locks.release(held[0]!)).toBe(true);
+      // The first is released already: the batch as a whole is refused, and the others still go.
+      await one.locks.releaseAll(held);
+      const again = await two.locks.tryAcquireAll([refs[0]!, refs[2]!, refs[3]!]);
+      expect(again.every((lease) => lease !== null)).toBe(true);
+      await two.locks.releaseAll([taken, ...(again as NonNullable<(typeof again)[number]>[])]);
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
   it('does not remember "held elsewhere" from an attempt that a release notice overtook', async () => {
     const subscriber = new Redis(testEndpoints().redisUrl);
     const notices = new ReleaseNotices(subscriber);
