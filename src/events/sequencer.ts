@@ -180,7 +180,6 @@ export class EventSequencer {
       const skuStates = [...states];
       // Every step by its primary key or the outbox's (xid, id) index, never by a join the planner might turn into a
       // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet.
-      const first = head;
       await sql`
         with moved_events as (
           insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
@@ -206,7 +205,7 @@ export class EventSequencer {
         ), moved_rows as (
           -- Exactly the rows read: all below the snapshot's xmin, so none can have joined that range since.
           delete from event_outbox
-           where (xid, id) > (${first.last_xid}::xid8, ${first.last_id}::bigint)
+           where (xid, id) > (${head.last_xid}::xid8, ${head.last_id}::bigint)
              and (xid, id) <= (${last.xid}::xid8, ${last.id}::bigint)
         )
         update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8, last_id = ${last.id}

@@ -329,20 +329,19 @@ export class RedisLock extends LockClient<string> {
 
   /** Redis counts re-entries; the last release passes the lock on within this client, or frees it in Redis. */
   protected async releaseStore(hold: Hold<string>, final: boolean): Promise<StoreRelease> {
-    const line = this.lines.get(hold.key);
-    const tenure = line?.tenure;
-    const ownTenure = !!line && !!tenure && line.holder === hold.owner && tenure.redisOwner === hold.handle;
-    if (final && !this.closed && ownTenure) {
-      const next = line!.waiters.find((w) => !w.grant);
-      if (next && tenure!.nextFence <= tenure!.lastFence) {
-        line!.holder = next.owner;
-        const fence = tenure!.nextFence++;
+    const spare = final ? this.tenureWithTokensLeft(hold) : undefined;
+    if (spare && !this.closed) {
+      const line = this.lines.get(hold.key)!;
+      const next = line.waiters.find((w) => !w.grant);
+      if (next) {
+        line.holder = next.owner;
+        const fence = spare.nextFence++;
         next.grant = {
           fence,
           previousFence: fence - 1,
-          leaseMs: tenure!.leaseMs,
-          requestedAt: tenure!.confirmedAt,
-          handle: tenure!.redisOwner,
+          leaseMs: spare.leaseMs,
+          requestedAt: spare.confirmedAt,
+          handle: spare.redisOwner,
         };
         next.wake();
         return 'released';
@@ -350,8 +349,7 @@ export class RedisLock extends LockClient<string> {
     }
     try {
       // Reserved tokens left unused go back, so the next holder's `previous` names the token that last wrote.
-      const unused = final && ownTenure && tenure!.nextFence <= tenure!.lastFence;
-      const lastUsed = unused ? tenure!.nextFence - 1 : 0;
+      const lastUsed = spare ? spare.nextFence - 1 : 0;
       const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0', lastUsed);
       if (outcomeOf(reply[0]) === 'not-owner') {
         this.forgetHolder(hold);
@@ -413,10 +411,15 @@ export class RedisLock extends LockClient<string> {
 
   /** The hold's release would pass the lock to a local waiter, or give reserved tokens back. */
   private passesOn(hold: Hold<string>): boolean {
+    return this.closed || this.tenureWithTokensLeft(hold) !== undefined;
+  }
+
+  /** The hold's own tenure, if it still has reserved tokens to pass on locally (or give back on release). */
+  private tenureWithTokensLeft(hold: Hold<string>): Tenure | undefined {
     const line = this.lines.get(hold.key);
     const tenure = line?.tenure;
-    const ownTenure = !!tenure && line!.holder === hold.owner && tenure.redisOwner === hold.handle;
-    return this.closed || (ownTenure && tenure.nextFence <= tenure.lastFence);
+    const own = !!tenure && line!.holder === hold.owner && tenure.redisOwner === hold.handle;
+    return own && tenure.nextFence <= tenure.lastFence ? tenure : undefined;
   }
 
   protected override holdLost(hold: Hold<string>): void {
