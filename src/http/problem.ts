@@ -1,23 +1,22 @@
 import type { ErrorRequestHandler, Response } from 'express';
 import { AppError, type ErrorCode, errorCatalog, isDependencyFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { sendJson } from './send-json.js';
 
 /** Sends an RFC 9457 problem document. */
 export function sendProblem(res: Response, error: AppError): void {
-  if (error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
+  if (error.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(error.retryAfterSeconds));
   const challenge = bearerChallenge(error);
-  if (challenge) res.set('WWW-Authenticate', challenge);
-  res
-    .status(error.status)
-    .type('application/problem+json')
-    .json({
-      type: problemType(error.code),
-      title: error.title,
-      status: error.status,
-      detail: error.detail,
-      code: error.code,
-      ...error.extensions,
-    });
+  if (challenge) res.setHeader('WWW-Authenticate', challenge);
+  const problem = {
+    type: problemType(error.code),
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    code: error.code,
+    ...error.extensions,
+  };
+  sendJson(res, error.status, problem, 'application/problem+json; charset=utf-8');
 }
 
 /** RFC 6750: what a caller without the right bearer credential is told to send. */

@@ -11,6 +11,7 @@ import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { sendProblem } from '../problem.js';
+import { sendJson } from '../send-json.js';
 import { cartOrderBody, customerOrdersQuery, orderId, singleOrderBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
@@ -49,10 +50,8 @@ export function orderRoutes(
         sendProblem(res, error);
         return;
       }
-      res
-        .status(placed.replayed ? 200 : 201)
-        .location(`/orders/${placed.order.id}`)
-        .json(orderView(placed.order));
+      res.setHeader('Location', `/orders/${placed.order.id}`);
+      sendJson(res, placed.replayed ? 200 : 201, orderView(placed.order));
     })
     .get(mayList, async (req, res) => {
       const query = parseOr400(customerOrdersQuery, req.query, 'query');
