@@ -14,8 +14,8 @@ interface SkuState extends SkuTotals {
 }
 
 /**
- * What the sequencer reads of an outbox row. Its data and time stay text (`data_text`, `occurred_at`), handed back
- * to Postgres as they came; only a row that sets a low-stock threshold has its data parsed (`data`).
+ * What the sequencer reads of an outbox row: what it takes to number it. The row's data and time stay in Postgres
+ * (they move from the outbox row into the event there); only a row that sets a low-stock threshold has its data read.
  */
 interface OutboxRow {
   id: number;
@@ -24,23 +24,24 @@ interface OutboxRow {
   sku: string;
   type: EventType;
   data: Record<string, unknown> | null;
-  data_text: string;
   d_available: number;
   d_reserved: number;
   d_sold: number;
-  occurred_at: string;
 }
 
-/** An event as the sequencer numbers it: its data (JSON text) without the SKU's totals, which Postgres adds. */
+/**
+ * An event as the sequencer numbers it: the outbox row it comes from (whose data and time it takes) and, for an
+ * event derived from that row's change, its own data (JSON text). Postgres adds the SKU's totals to the data.
+ */
 interface SequencedEvent {
   position: number;
+  sourceId: number;
   skuId: number;
   sku: string;
   type: EventType;
   sequence: number;
-  occurredAt: string;
   totals: SkuTotals;
-  data: string;
+  derivedData: string | null;
 }
 
 /**
@@ -120,12 +121,11 @@ export class EventSequencer {
       const { rows } = await sql<HeadRow & Partial<OutboxRow> & Partial<StateRow>>`
         select h.last_position, h.last_xid::text as last_xid, h.last_id,
                o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.d_available, o.d_reserved, o.d_sold,
-               o.data::text as data_text, o.occurred_at::text as occurred_at,
                case when o.data ?| array['sku', 'threshold'] then o.data end as data,
                st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
           from event_sequencer h
           left join lateral (
-            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold, o.occurred_at
+            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold
               from event_outbox o join skus k on k.id = o.sku_id
              where (o.xid, o.id) > (h.last_xid, h.last_id)
                and o.xid < pg_snapshot_xmin(pg_current_snapshot())
@@ -159,18 +159,18 @@ export class EventSequencer {
         state.sold += Number(row.d_sold);
         state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
         const cause = { id: String(position + 1), type: row.type };
-        const emit = (type: EventType, data: string) =>
+        const emit = (type: EventType, derivedData: string | null) =>
           events.push({
             position: ++position,
+            sourceId: row.id,
             skuId: row.sku_id,
             sku: row.sku,
             type,
             sequence: ++state.lastSequence,
-            occurredAt: row.occurred_at,
             totals: { available: state.available, reserved: state.reserved, sold: state.sold },
-            data,
+            derivedData,
           });
-        emit(row.type, row.data_text);
+        emit(row.type, null);
         for (const type of derivedTypes(row.type, before, state)) {
           emit(type, JSON.stringify({ cause, lowStockThreshold: state.lowStockThreshold }));
         }
@@ -179,19 +179,30 @@ export class EventSequencer {
       const last = rows.at(-1)!;
       const skuStates = [...states];
       // Every step by its primary key or the outbox's (xid, id) index, never by a join the planner might turn into a
-      // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet.
-      await sql`
-        with moved_events as (
+      // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet. The events take
+      // their data and time from the outbox rows as they are deleted (a join of two lists of at most BATCH rows), so
+      // an event's data never travels to this process and back. Should the deletion find other rows than were read,
+      // the head is not moved and the whole transaction is rolled back.
+      const { rows: moved } = await sql<{ id: number }>`
+        with moved_rows as (
+          -- Exactly the rows read: all below the snapshot's xmin, so none can have joined that range since.
+          delete from event_outbox
+           where (xid, id) > (${head.last_xid}::xid8, ${head.last_id}::bigint)
+             and (xid, id) <= (${last.xid}::xid8, ${last.id}::bigint)
+          returning id, data, occurred_at
+        ), moved_events as (
           insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
-          select e.position, e.sku_id, e.sku, e.type, e.sequence, e.occurred_at,
-                 e.data || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
-            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.skuId)}::int[],
-                        ${events.map((e) => e.sku)}::text[], ${events.map((e) => e.type)}::text[],
-                        ${events.map((e) => e.sequence)}::bigint[], ${events.map((e) => e.occurredAt)}::timestamptz[],
+          select e.position, e.sku_id, e.sku, e.type, e.sequence, m.occurred_at,
+                 coalesce(e.data, m.data)
+                   || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
+            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.sourceId)}::bigint[],
+                        ${events.map((e) => e.skuId)}::int[], ${events.map((e) => e.sku)}::text[],
+                        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.sequence)}::bigint[],
                         ${events.map((e) => e.totals.available)}::bigint[],
                         ${events.map((e) => e.totals.reserved)}::bigint[], ${events.map((e) => e.totals.sold)}::bigint[],
-                        ${events.map((e) => e.data)}::jsonb[])
-                   as e(position, sku_id, sku, type, sequence, occurred_at, available, reserved, sold, data)
+                        ${events.map((e) => e.derivedData)}::jsonb[])
+                   as e(position, source_id, sku_id, sku, type, sequence, available, reserved, sold, data)
+            join moved_rows m on m.id = e.source_id
         ), sku_states as (
           insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
           select * from unnest(${skuStates.map(([id]) => id)}::int[], ${skuStates.map(([, s]) => s.lastSequence)}::bigint[],
@@ -202,14 +213,11 @@ export class EventSequencer {
           on conflict (sku_id) do update
             set last_sequence = excluded.last_sequence, available = excluded.available,
                 reserved = excluded.reserved, sold = excluded.sold, low_stock_threshold = excluded.low_stock_threshold
-        ), moved_rows as (
-          -- Exactly the rows read: all below the snapshot's xmin, so none can have joined that range since.
-          delete from event_outbox
-           where (xid, id) > (${head.last_xid}::xid8, ${head.last_id}::bigint)
-             and (xid, id) <= (${last.xid}::xid8, ${last.id}::bigint)
         )
         update event_sequencer set last_position = ${position}, last_xid = ${last.xid}::xid8, last_id = ${last.id}
-         where id = 1`.execute(trx);
+         where id = 1 and (select count(*) from moved_rows) = ${rows.length}
+        returning id`.execute(trx);
+      if (moved.length === 0) throw new Error('the outbox rows deleted were not the rows read; nothing sequenced');
       return { moved: rows.length, sequenced: events };
     });
   }
