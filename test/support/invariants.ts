@@ -27,6 +27,8 @@ export interface StockAudit {
   ledgerOrders: number;
   negativeSegments: number;
   ordersWithoutLedger: number;
+  /** Ledger rows whose order does not exist (the schema leaves this to the order path: no foreign key). */
+  ledgerWithoutOrder: number;
   /** Orders whose quantity differs from the sum of their ledger rows. */
   ordersLedgerMismatch: number;
   /** Orders that got back more than they took, or got anything back while still live. */
@@ -64,6 +66,8 @@ export async function auditStock(db: Db, sku: string): Promise<StockAudit | unde
            (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
            (select count(*) from orders o where o.sku_id = s.id
               and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
+           (select count(*) from stock_deductions d where d.sku_id = s.id
+              and not exists (select 1 from orders o where o.id = d.order_id))::int as "ledgerWithoutOrder",
            (select count(*) from orders o where o.sku_id = s.id
               and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
              as "ordersLedgerMismatch",
@@ -84,7 +88,7 @@ export async function auditSku(db: Db, sku: string): Promise<StockAudit> {
 /**
  * What is wrong with a SKU's books, if anything: `available + reserved + sold = stock`, the view's running totals
  * equal to the ledger's, every unit of an ended order returned exactly once, no live order given anything back, no
- * segment negative, every order with its ledger.
+ * segment negative, every order with its ledger and every ledger row with its order.
  */
 export function booksViolations(audit: StockAudit): string[] {
   const wrong: string[] = [];
@@ -96,6 +100,9 @@ export function booksViolations(audit: StockAudit): string[] {
   check(audit.returned === audit.ended, 'units returned differ from the units of ended orders');
   check(audit.wrongReturns === 0, 'an order got back more than it took, or got units back while live');
   check(audit.negativeSegments === 0, 'a segment went negative');
-  check(audit.ordersWithoutLedger === 0 && audit.ordersLedgerMismatch === 0, 'an order and its ledger disagree');
+  check(
+    audit.ordersWithoutLedger === 0 && audit.ledgerWithoutOrder === 0 && audit.ordersLedgerMismatch === 0,
+    'an order and its ledger disagree',
+  );
   return wrong;
 }
