@@ -95,7 +95,7 @@ export const writeBatchStatement: PreparedStatement = {
              now() + b.hold * interval '1 second'
         from ord b
        where not exists (select 1 from take t where t.o = b.o and t.i not in (select i from guard))
-      on conflict (idempotency_key) do nothing
+      on conflict (idempotency_key) where idempotency_key is not null do nothing
       returning id, status, created_at, expires_at
     ), taken as (
       select t.i, p.status, t.quantity, b.id
