@@ -11,7 +11,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService, type ServiceTarget } from './infra/service-process.js';
-import { expectedSafe } from './report/targets.js';
+import { expectedSafe } from './report/figures.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
