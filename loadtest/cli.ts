@@ -16,7 +16,8 @@ import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
 import { contenderNames } from './scenarios/locks.js';
-import { dashboardUrl, namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import { namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import { dashboardUrl } from './scenarios/services.js';
 
 /** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
 export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
