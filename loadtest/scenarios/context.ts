@@ -6,7 +6,7 @@ import { waitFor } from '../../test/support/wait-for.js';
 import { MetricsSnapshot } from '../client/prometheus.js';
 import { StockApi } from '../client/stock-api.js';
 import type { BackingServices } from '../infra/backing-services.js';
-import { CpuMeter, type CpuUsage } from '../infra/cpu-usage.js';
+import { type CpuUsage, meterCpu, procAvailable } from '../infra/process-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import { type RoundResult, type RoundSpec, runRound, type RunProgress } from '../runner/round.js';
 
@@ -108,6 +108,11 @@ export class RunContext {
     return new StockApi(service.url, service.adminToken);
   }
 
+  /** The service's metrics (the cluster primary's, aggregated over its workers, for several instances). */
+  scrape(service: ServiceTarget): Promise<MetricsSnapshot> {
+    return MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
+  }
+
   /** A SKU name no earlier run or scenario used. */
   skuName(label: string): string {
     return `${this.runTag}-${label}-${++this.counter}`.slice(0, 64);
@@ -160,14 +165,13 @@ export class RunContext {
    */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
-    const inProgress = async () =>
-      (await MetricsSnapshot.scrape(service.metricsUrl, service.adminToken)).sum('stock_orders_in_progress');
-    await waitFor(async () => (await inProgress()) === 0, this.settings.timeoutSeconds * 1000);
+    const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
+    await waitFor(idle, this.settings.timeoutSeconds * 1000);
   }
 
   /** Starts CPU accounting for a measured round on a local service; the returned function ends it. */
   meterCpu(service: ServiceTarget): () => CpuUsage | null {
-    const end = this.cpuMeter(service)?.start();
+    const end = this.cpuMeter(service)?.();
     const waited = this.lastQuietWait;
     return () => (end ? { ...end(), waitedForQuietSeconds: waited } : null);
   }
@@ -183,7 +187,7 @@ export class RunContext {
     if (!meter || quietCores <= 0) return;
     const started = performance.now();
     for (let announced = false; ; announced = true) {
-      const end = meter.start();
+      const end = meter();
       await sleep(1000);
       const others = end().cores.others;
       this.lastQuietWait = (performance.now() - started) / 1000;
@@ -193,8 +197,10 @@ export class RunContext {
     }
   }
 
-  private cpuMeter(service: ServiceTarget): CpuMeter | null {
-    if (!this.backing || service.allPids().length === 0 || !CpuMeter.available()) return null;
-    return new CpuMeter(() => service.allPids(), this.backing.processMarkers);
+  /** CPU accounting for a service this run started, when the machine has /proc; null otherwise. */
+  private cpuMeter(service: ServiceTarget) {
+    const markers = this.backing?.processMarkers;
+    if (!markers || service.allPids.length === 0 || !procAvailable) return null;
+    return () => meterCpu(service.allPids, markers);
   }
 }

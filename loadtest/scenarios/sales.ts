@@ -6,10 +6,11 @@ import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { EVENT_TYPES } from '../../src/events/event-types.js';
 import { auditStock, booksViolations } from '../../test/support/invariants.js';
-import { histogramDelta, MetricsSnapshot } from '../client/prometheus.js';
+import { histogramDelta, type MetricsSnapshot } from '../client/prometheus.js';
 import type { StockApi } from '../client/stock-api.js';
 import type { ServerStats } from '../infra/server-stats.js';
-import { readMemory, type ServiceTarget } from '../infra/service-process.js';
+import { sampleMemory } from '../infra/process-usage.js';
+import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundResult } from '../runner/round.js';
 import type { RunContext } from './context.js';
 
@@ -76,15 +77,14 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const measuredSet = spec.traffic
     ? warm
     : await createSkus(ctx, spec, spec.id, Math.max(10_000, amount * quantity * STOCK_HEADROOM));
-  const memory = memorySampler(service.pids());
-  const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
-  const before = lockMetrics ? await scrape() : null;
+  const memory = sampleMemory(service.pids);
+  const before = lockMetrics ? await ctx.scrape(service) : null;
   const endServerStats = await spec.serverStats?.start();
   const cpu = ctx.meterCpu(service);
   const measured = await ctx.round(service, { ...round(measuredSet), amount });
   const cpuUsage = cpu();
   const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
-  const after = before ? await scrape() : null;
+  const after = before ? await ctx.scrape(service) : null;
   const { soldBySku: _, ...books } = await checkSetBooks(ctx, spec, measuredSet, measured, 0, soldBySku);
   return {
     id: spec.id,
@@ -204,18 +204,6 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
     fencedOut: delta('stock_fenced_out_total'),
     /** How late the service's timers and I/O callbacks ran over the round (the gauge restarts at every scrape). */
     eventLoopLagP99Ms: after.sum('nodejs_eventloop_lag_p99_seconds') * 1000,
-  };
-}
-
-/** Samples the RSS of local service processes every 250 ms while a round runs; the returned function stops it. */
-function memorySampler(pids: number[]) {
-  let maxRssBytes = 0;
-  const sample = () => readMemory(pids).map((s) => ((maxRssBytes = Math.max(maxRssBytes, s.rssBytes)), s.peakRssBytes));
-  const timer = pids.length > 0 ? setInterval(sample, 250) : undefined;
-  return () => {
-    if (!timer) return null;
-    clearInterval(timer);
-    return { maxRssBytes, peakRssBytes: Math.max(0, ...sample()) };
   };
 }
 

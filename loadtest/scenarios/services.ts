@@ -1,5 +1,5 @@
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
-import { LocalService, type LocalServiceOptions, type ServiceTarget } from '../infra/service-process.js';
+import { type LocalServiceOptions, type ServiceTarget, startService } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
 import { WARMUP_STOCK } from './sales.js';
 
@@ -88,7 +88,7 @@ export class Services {
     if (lockBackend === 'redlock')
       env.REDIS_LOCK_URLS = (await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url))).join();
     if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
-    const service = await LocalService.start(backing, { ...options, env, nodeArgs: this.nodeArgs });
+    const service = await startService(backing, { ...options, env, nodeArgs: this.nodeArgs });
     this.ctx.started.add(service);
     // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
     if (!options.program) this.ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
