@@ -1,7 +1,6 @@
 /** The cases that are not one warm-up and one measured round of orders (sales.ts): each its own sequence. */
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
-import { MetricsSnapshot } from '../client/prometheus.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundSpec } from '../runner/round.js';
 import type { RunContext } from './context.js';
@@ -80,22 +79,22 @@ export async function runRefusals(
   const window = soldOut ? {} : { saleStartsAt: new Date(Date.now() + 86_400_000).toISOString() };
   const sku = await ctx.createSku(service, `${why}-${segments}`, segments * unitsPerSegment, segments, window);
   for (let i = 0; soldOut && i < segments; i++) {
-    const answer = await api.order(sku, unitsPerSegment);
-    if (answer.status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${answer.status}`);
+    const status = await api.order(sku, unitsPerSegment);
+    if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
   const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments`;
-  const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
-  const before = await scrape();
+  const before = await ctx.scrape(service);
   const { warmup, measured, cpu } = await ctx.warmThenMeasure(
     service,
     { title: label, body: { sku, quantity: 1 } },
     409,
   );
   // The warm-up's attempts count too: there should be none at all.
-  const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
+  const attempts =
+    (await ctx.scrape(service)).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
   const reopened = soldOut ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
   const started = performance.now();
-  const first = await api.order(sku, 1);
+  const firstOrderStatus = await api.order(sku, 1);
   return {
     id: `${why}-${segments}`,
     label,
@@ -108,7 +107,7 @@ export async function runRefusals(
     cpu,
     reopen: {
       how: soldOut ? 'restock +100' : 'window opened',
-      firstOrderStatus: first.status,
+      firstOrderStatus,
       firstOrderMs: performance.now() - started,
       availableAfter: reopened.available,
     },
