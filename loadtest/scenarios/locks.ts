@@ -25,7 +25,6 @@ interface Contender {
   close(): Promise<unknown>;
 }
 
-export const contenderNames = ['this-lock', 'this-lock-fair', 'redlock', 'redis-semaphore'];
 export type LockCell = Awaited<ReturnType<typeof runCell>>;
 /** Keys of this run, apart from any earlier run's on the same servers. */
 const runId = Date.now().toString(36);
