@@ -11,12 +11,12 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService, type ServiceTarget } from './infra/service-process.js';
-import { expectedSafe } from './report/targets.js';
+import { expectedSafe } from './report/figures.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
-import { contenderNames } from './scenarios/locks.js';
-import { dashboardUrl, namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import { namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import { dashboardUrl } from './scenarios/services.js';
 
 /** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
 export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
@@ -44,7 +44,8 @@ const loopback = (url: string) => {
   if (/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) return url;
   throw new InvalidArgumentError('expected a loopback redis:// URL');
 };
-const backends = ['redis', 'redlock', 'postgres', 'zookeeper'] as const;
+// Every contender and backend is in a full run: the flags choose among those.
+const { lockContenders: contenders, lockBackends: backends } = presets.full;
 
 /** The options that change a setting of the run: flags, help, parser (none: a switch), and the settings they set. */
 const settingOptions: [string, string, ((value: string) => unknown) | null, ...(keyof RunSettings)[]][] = [
@@ -73,7 +74,7 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   ],
   ['--keys <list>', 'lock benchmark: numbers of keys K (default 1,20)', list(positiveInt), 'lockKeys'],
   ['--holds <list>', 'lock benchmark: hold times H in ms (default 0,20)', list(Number), 'lockHoldsMs'],
-  ['--locks <list>', `lock benchmark: ${contenderNames.join(', ')}`, oneOf(contenderNames), 'lockContenders'],
+  ['--locks <list>', `lock benchmark: ${contenders.join(', ')}`, oneOf(contenders), 'lockContenders'],
   ['--backends <list>', `lock-backends, lock-order-flow: ${backends.join(', ')}`, oneOf(backends), 'lockBackends'],
   ['--lock-wait-ms <ms>', 'lock-order-flow: LOCK_WAIT_MS of the services (default 10000)', positiveInt, 'lockWaitMs'],
   ['--dead-lock-node', 'lock-order-flow: Redlock again with one of its three nodes killed', null, 'deadLockNode'],

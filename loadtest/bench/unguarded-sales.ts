@@ -24,6 +24,18 @@ if tonumber(stock) < tonumber(ARGV[1]) then return -1 end
 return redis.call('DECRBY', KEYS[1], ARGV[1])
 `;
 
+/** One sale as the benchmark routes write it: the order row and its single ledger row, on one segment. */
+interface BenchSale {
+  orderId: string;
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
+  quantity: number;
+}
+type SegmentRef = Pick<BenchSale, 'skuId' | 'layoutVersion' | 'segment'>;
+const segmentOf = (ref: SegmentRef) =>
+  sql`sku_id = ${ref.skuId} and layout_version = ${ref.layoutVersion} and segment = ${ref.segment}`;
+
 /**
  * Sales the product never makes, for the benchmark: the oversell demonstration (the order's critical section under
  * each guard; without a lock shared by every instance, two callers read the same stock and both sell it), and
@@ -32,10 +44,7 @@ return redis.call('DECRBY', KEYS[1], ARGV[1])
  */
 export class UnguardedSales {
   /** SKU layouts: benchmark SKUs are created for one run and never re-segmented, so a layout read once stays true. */
-  private readonly skus = new Map<
-    string,
-    Promise<{ id: number; sku: string; segments: number; layoutVersion: number }>
-  >();
+  private readonly skus = new Map<string, Promise<{ id: number; sku: string; segments: number; version: number }>>();
   /** A process-local mutex per SKU, first come first served: a chain of the holders' promises. */
   private readonly mutexTails = new Map<string, Promise<void>>();
   private readonly takeStock: (key: string, quantity: number) => Promise<number>;
@@ -57,7 +66,7 @@ export class UnguardedSales {
     const sku = await this.sku(skuName);
     if (sku.segments !== 1)
       throw new AppError('bad_request', 'the oversell demonstration sells from single-segment SKUs only');
-    const segment = { skuId: sku.id, layoutVersion: sku.layoutVersion, segment: 0 };
+    const segment = { skuId: sku.id, layoutVersion: sku.version, segment: 0 };
     let fence: number | null = null;
     let release: () => unknown = () => {};
     if (mode === 'local-mutex') release = await this.lockLocally(sku.sku);
@@ -68,15 +77,25 @@ export class UnguardedSales {
       release = () => this.locks.releaseAll([lease]);
     }
     try {
-      const available = await readSegmentStock(this.db, segment);
-      if (available === undefined) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
+      // The read half of the read-decide-write.
+      const read = sql<{ available: string }>`select available from stock_segments where ${segmentOf(segment)}`;
+      const [row] = (await read.execute(this.db)).rows;
+      if (!row) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
+      const available = Number(row.available);
       if (available < quantity)
         throw new AppError('out_of_stock', `SKU '${sku.sku}' has ${available} unit(s) left, ${quantity} ordered`, {
           available,
         });
       if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
-      const sale = { orderId: randomUUID(), ...segment, quantity, availableAfter: available - quantity, fence };
-      if (!(await writeDecidedSale(this.db, sale)))
+      // The write half stores the stock computed from the read. With a fence it applies only if no later lock holder
+      // wrote the row (the product's rule); without, blindly, which is what loses updates when nothing serialises
+      // the callers. No row: the fence refused the write.
+      const sale = { orderId: randomUUID(), ...segment, quantity };
+      const fenced = fence === null ? sql`true` : sql`fence_token < ${fence}`;
+      const write = sql`update stock_segments
+        set available = ${available - quantity}, fence_token = ${fence ?? sql`fence_token`}, sold = sold + ${quantity}
+        where ${segmentOf(sale)} and ${fenced} returning sku_id`;
+      if (!(await this.withOrderAndLedger(sale, write, fence)))
         throw new AppError('lock_busy', 'the segment lock was lost before the write; nothing was sold', {}, 1);
       return { orderId: sale.orderId, sku: sku.sku, quantity };
     } finally {
@@ -84,16 +103,21 @@ export class UnguardedSales {
     }
   }
 
-  /** Tries the SKU's rows from a random one onwards; each try is one statement that deducts only if enough is there. */
+  /**
+   * The lock-free Postgres baseline: tries the SKU's rows from a random one onwards; each try is one statement that
+   * deducts only if enough is there (`available >= q`, decided under Postgres's row lock).
+   */
   async sellConditional(skuName: string, quantity: number) {
     const sku = await this.sku(skuName);
     const start = Math.floor(Math.random() * sku.segments);
     for (let i = 0; i < sku.segments; i++) {
-      const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.layoutVersion, quantity };
-      if (await sellIfAvailable(this.db, { ...sale, segment: (start + i) % sku.segments }))
-        return { orderId: sale.orderId, sku: sku.sku, quantity };
+      const segment = (start + i) % sku.segments;
+      const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.version, segment, quantity };
+      const deduct = sql`update stock_segments set available = available - ${quantity}, sold = sold + ${quantity}
+        where ${segmentOf(sale)} and available >= ${quantity} returning sku_id`;
+      if (await this.withOrderAndLedger(sale, deduct)) return { orderId: sale.orderId, sku: sku.sku, quantity };
     }
-    throw outOfStock(sku.sku, quantity, await availableOfSku(this.db, sku.id));
+    throw outOfStock(sku.sku, quantity, await this.availableOf(sku.id));
   }
 
   /** Stock in a Redis counter (seeded once from Postgres), decremented by a script; the ledger goes to Postgres. */
@@ -102,19 +126,19 @@ export class UnguardedSales {
     const key = redisKeys.benchStock(sku.sku);
     let left = await this.takeStock(key, quantity);
     if (left === -2) {
-      await this.redis.set(key, await availableOfSku(this.db, sku.id), 'NX');
+      await this.redis.set(key, await this.availableOf(sku.id), 'NX');
       left = await this.takeStock(key, quantity);
     }
     if (left < 0) throw outOfStock(sku.sku, quantity, Number(await this.redis.get(key)));
-    const orderId = randomUUID();
+    const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.version, segment: 0, quantity };
+    // The stock lives in Redis: the segment only counts the units sold.
+    const count = sql`update stock_segments set sold = sold + ${quantity} where ${segmentOf(sale)} returning sku_id`;
     // The ledger write failed: give the units back, or they would be neither sold nor available.
-    await recordSale(this.db, { orderId, skuId: sku.id, layoutVersion: sku.layoutVersion, segment: 0, quantity }).catch(
-      async (error: unknown) => {
-        await this.redis.incrby(key, quantity).catch(() => {});
-        throw error;
-      },
-    );
-    return { orderId, sku: sku.sku, quantity };
+    await this.withOrderAndLedger(sale, count).catch(async (error: unknown) => {
+      await this.redis.incrby(key, quantity).catch(() => {});
+      throw error;
+    });
+    return { orderId: sale.orderId, sku: sku.sku, quantity };
   }
 
   /** The counter's stock, or null before the first sale seeded it. */
@@ -123,13 +147,41 @@ export class UnguardedSales {
     return value === null ? null : Number(value);
   }
 
+  /**
+   * The order and its ledger row, written only if the statement's first step (`step`, a CTE named `done`) returned a
+   * row; true when it did. One statement, so no caller ever sees the order without its ledger row.
+   */
+  private async withOrderAndLedger(sale: BenchSale, step: RawBuilder<unknown>, fence: number | null = 0) {
+    const { rows } = await sql<{ order_id: string }>`
+    with done as (${step}),
+    placed as (
+      insert into orders (id, sku_id, quantity) select ${sale.orderId}::uuid, ${sale.skuId}, ${sale.quantity} from done limit 1
+      returning id)
+    insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+    select placed.id, ${sale.skuId}, ${sale.segment}, ${sale.layoutVersion}, ${sale.quantity}, ${fence ?? 0} from placed
+    returning order_id`.execute(this.db);
+    return rows.length === 1;
+  }
+
+  private async availableOf(skuId: number): Promise<number> {
+    const { rows } = await sql<{ available: string }>`
+      select coalesce(sum(available), 0) as available from stock_segments where sku_id = ${skuId}`.execute(this.db);
+    return Number(rows[0]!.available);
+  }
+
   private sku(name: string) {
     let entry = this.skus.get(name);
     if (!entry) {
-      entry = findBenchSku(this.db, name).then((row) => {
-        if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
-        return { id: row.id, sku: row.sku, segments: row.segment_count, layoutVersion: row.layout_version };
-      });
+      const columns = ['id', 'sku', 'segment_count', 'layout_version'] as const;
+      entry = this.db
+        .selectFrom('skus')
+        .select(columns)
+        .where('sku', '=', name)
+        .executeTakeFirst()
+        .then((row) => {
+          if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
+          return { id: row.id, sku: row.sku, segments: row.segment_count, version: row.layout_version };
+        });
       this.skus.set(name, entry);
       entry.catch(() => this.skus.delete(name));
     }
@@ -148,101 +200,4 @@ export class UnguardedSales {
       if (this.mutexTails.get(key) === tail) this.mutexTails.delete(key);
     };
   }
-}
-
-/** One sale as the benchmark routes write it: the order row and its single ledger row, on one segment. */
-interface BenchSale {
-  orderId: string;
-  skuId: number;
-  layoutVersion: number;
-  segment: number;
-  quantity: number;
-}
-
-/**
- * The order and its ledger row, written only if the statement's first step (`step`, a CTE named `done`) returned a
- * row; true when it did. One statement, so no caller ever sees the order without its ledger row.
- */
-async function withOrderAndLedger(
-  db: Db,
-  sale: BenchSale,
-  step: RawBuilder<unknown>,
-  fence: number | null = 0,
-): Promise<boolean> {
-  const { rows } = await sql<{ order_id: string }>`
-    with done as (${step}),
-    placed as (
-      insert into orders (id, sku_id, quantity) select ${sale.orderId}::uuid, ${sale.skuId}, ${sale.quantity} from done limit 1
-      returning id)
-    insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
-    select placed.id, ${sale.skuId}, ${sale.segment}, ${sale.layoutVersion}, ${sale.quantity}, ${fence ?? 0} from placed
-    returning order_id`.execute(db);
-  return rows.length === 1;
-}
-
-type SegmentRef = Pick<BenchSale, 'skuId' | 'layoutVersion' | 'segment'>;
-const segmentOf = (sale: SegmentRef) =>
-  sql`sku_id = ${sale.skuId} and layout_version = ${sale.layoutVersion} and segment = ${sale.segment}`;
-
-/** The lock-free baseline: deducts only if enough stock is there (`available >= q`, decided under Postgres's row lock). */
-function sellIfAvailable(db: Db, sale: BenchSale): Promise<boolean> {
-  const q = sale.quantity;
-  return withOrderAndLedger(
-    db,
-    sale,
-    sql`update stock_segments set available = available - ${q}, sold = sold + ${q}
-    where ${segmentOf(sale)} and available >= ${q} returning sku_id`,
-  );
-}
-
-/**
- * The write half of a read-decide-write: stores the stock the caller computed from its earlier read. With `fence` it
- * applies only if no later lock holder wrote the row (the product's rule); without, blindly, which is what loses
- * updates when nothing serialises the callers. False when the fence refused the write.
- */
-function writeDecidedSale(
-  db: Db,
-  sale: BenchSale & { availableAfter: number; fence: number | null },
-): Promise<boolean> {
-  const fenced = sale.fence === null ? sql`true` : sql`fence_token < ${sale.fence}`;
-  return withOrderAndLedger(
-    db,
-    sale,
-    sql`update stock_segments
-    set available = ${sale.availableAfter}, fence_token = ${sale.fence ?? sql`fence_token`}, sold = sold + ${sale.quantity}
-    where ${segmentOf(sale)} and ${fenced} returning sku_id`,
-    sale.fence,
-  );
-}
-
-/** The order, its ledger row and the segment's units sold: for the baseline that keeps the stock itself in Redis. */
-async function recordSale(db: Db, sale: BenchSale): Promise<void> {
-  await withOrderAndLedger(
-    db,
-    sale,
-    sql`update stock_segments set sold = sold + ${sale.quantity} where ${segmentOf(sale)} returning sku_id`,
-  );
-}
-
-function findBenchSku(db: Db, sku: string) {
-  return db
-    .selectFrom('skus')
-    .select(['id', 'sku', 'segment_count', 'layout_version'])
-    .where('sku', '=', sku)
-    .executeTakeFirst();
-}
-
-/** The read half of a read-decide-write; undefined when the segment does not exist in that layout. */
-async function readSegmentStock(db: Db, ref: SegmentRef): Promise<number | undefined> {
-  const { rows } = await sql<{
-    available: string;
-  }>`select available from stock_segments where ${segmentOf(ref)}`.execute(db);
-  return rows[0] && Number(rows[0].available);
-}
-
-async function availableOfSku(db: Db, skuId: number): Promise<number> {
-  const { rows } = await sql<{
-    available: string;
-  }>`select coalesce(sum(available), 0) as available from stock_segments where sku_id = ${skuId}`.execute(db);
-  return Number(rows[0]!.available);
 }

@@ -1,15 +1,17 @@
 import type { SkuView } from '../../src/inventory/stock-admin.js';
 
+const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
+
 /** The service's HTTP API, as much of it as the load test needs. */
 export class StockApi {
-  constructor(
-    readonly baseUrl: string,
-    private readonly adminToken: string | undefined,
-  ) {}
-
   /** Headers an admin route needs (and the benchmark routes, when the service has a token). */
-  get adminHeaders(): Record<string, string> {
-    return this.adminToken ? { authorization: `Bearer ${this.adminToken}` } : {};
+  readonly adminHeaders: Record<string, string>;
+
+  constructor(
+    private readonly baseUrl: string,
+    adminToken: string | undefined,
+  ) {
+    this.adminHeaders = adminToken ? { authorization: `Bearer ${adminToken}` } : {};
   }
 
   /** `settings`: more of the SKU's fields (a sale window, a limit). */
@@ -18,15 +20,15 @@ export class StockApi {
   }
 
   updateSku(sku: string, changes: Record<string, unknown>): Promise<SkuView> {
-    return this.expect(200, 'PATCH', `/skus/${encodeURIComponent(sku)}`, changes);
+    return this.expect(200, 'PATCH', skuPath(sku), changes);
   }
 
   sku(sku: string): Promise<SkuView> {
-    return this.expect(200, 'GET', `/skus/${encodeURIComponent(sku)}`);
+    return this.expect(200, 'GET', skuPath(sku));
   }
 
   restock(sku: string, quantity: number): Promise<SkuView> {
-    return this.expect(200, 'POST', `/skus/${encodeURIComponent(sku)}/restock`, { quantity });
+    return this.expect(200, 'POST', `${skuPath(sku)}/restock`, { quantity });
   }
 
   /** The lock-free Redis baseline's stock counter; null before its first sale. */
@@ -35,18 +37,17 @@ export class StockApi {
     return (await this.expect<{ available: number | null }>(200, 'GET', path)).available;
   }
 
-  async order(sku: string, quantity: number): Promise<{ status: number; text: string }> {
+  /** Places an order; answers the status. */
+  async order(sku: string, quantity: number): Promise<number> {
     const response = await this.send('POST', '/orders', { sku, quantity });
-    return { status: response.status, text: await response.text() };
+    await response.text();
+    return response.status;
   }
 
   private send(method: string, path: string, body?: unknown): Promise<Response> {
     const json: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
-    return fetch(this.baseUrl + path, {
-      method,
-      headers: { ...json, ...this.adminHeaders },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    const headers = { ...json, ...this.adminHeaders };
+    return fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   }
 
   private async expect<T = SkuView>(status: number, method: string, path: string, body?: unknown): Promise<T> {

@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config.js';
 import { resolveEndpoints } from '../../src/endpoints.js';
 import { createLogger } from '../../src/logger.js';
 import { RedisCluster, RedisServer, ZooKeeperServer } from '../../test/support/servers/index.js';
+import type { ProcessMarkers } from './process-usage.js';
 
 const CLUSTER_NOTE = 'local Redis Cluster: 3 primaries, 3 replicas, no persistence';
 export type BackingServices = Awaited<ReturnType<typeof startBackingServices>>;
@@ -35,7 +36,7 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
     };
   };
   // The redis-server shows only its address in its process title; the postmaster names its data directory.
-  const processMarkers: { postgres?: string; redis: string[] } = { redis: [] };
+  const processMarkers: ProcessMarkers = { redis: [] };
   try {
     const ownCluster = options.redisCluster ? await RedisCluster.start() : undefined;
     if (ownCluster) stops.push(() => ownCluster.destroy());

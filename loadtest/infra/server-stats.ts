@@ -7,7 +7,6 @@ const LISTED_STATEMENTS = 8;
 /** A script call is one round trip, however many commands the script runs inside Redis. */
 const SCRIPT_CALLS = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro']);
 
-export type PerOrderCost = Awaited<ReturnType<Awaited<ReturnType<ServerStats['start']>>>>;
 type Sample = Awaited<ReturnType<ServerStats['sample']>>;
 
 /**

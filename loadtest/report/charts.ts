@@ -2,9 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import type { RunResults } from '../cli.js';
-import { expectedSafe } from './targets.js';
-import { RunFigures } from './write-report.js';
+import { expectedSafe, type RunFigures } from './figures.js';
 
 const WIDTH = 520;
 const config = { font: 'Helvetica, Arial, sans-serif', view: { stroke: null }, axis: { grid: true, gridOpacity: 0.4 } };
@@ -15,8 +13,8 @@ const labels = { sort: null, axis: { labelLimit: 320 } };
 const title = (text: string, subtitle: string) => ({ title: { text, subtitle }, width: WIDTH });
 
 /** Renders the report's charts to SVG with vega-lite into `dir`; answers each chart's name, title and file. */
-export async function renderCharts(run: RunResults, dir: string) {
-  const f = new RunFigures(run);
+export async function renderCharts(f: RunFigures, dir: string) {
+  const { run } = f;
   const { businessStepMs, connections } = run.meta.settings;
   const charts: [name: string, title: string, spec: object][] = [];
   const sales = [...f.profile('real'), ...f.profile('business-step')];

@@ -1,20 +1,32 @@
 import type { RunResults } from '../cli.js';
 import { HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
-import { int, ms, num, pct, RunFigures, serviceMsPerAnswer, table, times } from './write-report.js';
+import {
+  expectedSafe,
+  int,
+  isOurs,
+  mib,
+  ms,
+  num,
+  pct,
+  type RunFigures,
+  serviceMsPerAnswer,
+  table,
+  times,
+} from './figures.js';
 
 /** A target: what it asks, what the run measured (falsy: not measured in this run), and whether it was met. */
 type Target = [target: string, measured: string | number | false | null | undefined, met: unknown];
 
 /** The speed targets, judged on ratios measured within this run, as the report's table. */
-export function targetsTable(run: RunResults): string | undefined {
-  const f = new RunFigures(run);
+export function targetsTable(f: RunFigures): string | undefined {
+  const { run } = f;
   const { businessStepMs: stepMs, memoryConnections } = run.meta.settings;
   const vs = (c: SalesCase, other: SalesCase) =>
     `${int(c.ordersPerSecond)}/s vs ${int(other.ordersPerSecond)}/s: ${times(c.ordersPerSecond / other.ordersPerSecond)}`;
   // The same comparison by service CPU per answer, which other load on the machine disturbs far less than rates.
   const cpuView = (perSecond: number, cpu: SalesCase['cpu']) => {
-    const [own, echo] = [serviceMsPerAnswer(perSecond, cpu), f.ceilingServiceMsPerAnswer];
+    const [own, echo] = [serviceMsPerAnswer(perSecond, cpu), f.ceilingServiceMs];
     return Number.isFinite(own) && Number.isFinite(echo)
       ? `; by service CPU: ${ms(own)} ms per answer vs ${ms(echo)} ms per echo (${pct(echo / own)} of the ceiling’s efficiency)`
       : '';
@@ -85,7 +97,6 @@ export function targetsTable(run: RunResults): string | undefined {
   const grown = run.growth.filter((c) => c.ledgerRows >= 2_000_000).sort((a, b) => b.ledgerRows - a.ledgerRows)[0];
   const empty = run.growth.find((c) => c.ledgerRows === 0);
   const memory = run.memory[0]?.memory;
-  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
   const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative, ...run.spread, ...run.auth];
   const bad = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   const safe = (c: RunResults['oversell'][number]) =>
@@ -198,12 +209,4 @@ function lockTargets(run: RunResults): Target[] {
       fair.maxWaitMs <= 1.5 * fair.workers * 20,
     ]);
   return targets;
-}
-
-/** This lock, in either mode or on any backend (the others are the peer libraries). */
-export const isOurs = (name: string) => name.startsWith('this-lock') || name.startsWith('backend:');
-
-/** Cases that must not oversell: the Redis lock anywhere, a local mutex inside one process. */
-export function expectedSafe(c: { guard: string; instances: number }): boolean {
-  return c.guard === 'redis-lock' || (c.guard === 'local-mutex' && c.instances === 1);
 }

@@ -1,12 +1,14 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { CpuUsage } from '../infra/cpu-usage.js';
-import type { RoundResult } from '../runner/round.js';
 import type { RunResults } from '../cli.js';
+import type { CpuUsage } from '../infra/process-usage.js';
+import type { RoundResult } from '../runner/round.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
-import type { CeilingCase, Profile, SalesCase } from '../scenarios/sales.js';
+import type { Profile, SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
-import { expectedSafe, isOurs, targetsTable } from './targets.js';
+import { type Column, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures, runFigures } from './figures.js';
+import { serviceMsPerAnswer, table, times } from './figures.js';
+import { targetsTable } from './targets.js';
 
 const TEMPLATE = new URL('../../../loadtest/report/benchmarks.template.md', import.meta.url);
 const ANALYSIS = /<!-- analysis:begin -->\n?([\s\S]*?)\n?<!-- analysis:end -->/;
@@ -21,8 +23,9 @@ export async function writeReport(run: RunResults, file: string, resultsPath: st
   const dir = path.dirname(file);
   const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
   mkdirSync(chartDir, { recursive: true });
-  const slots = fill(run, resultsPath);
-  for (const c of await renderCharts(run, chartDir))
+  const f = runFigures(run);
+  const slots: Slots = { ...facts(f, resultsPath), ...tables(f), targetsTable: targetsTable(f) };
+  for (const c of await renderCharts(f, chartDir))
     slots[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
   slots.analysis = existsSync(file) ? ANALYSIS.exec(readFileSync(file, 'utf8'))?.[1]?.trim() : undefined;
   const text = readFileSync(TEMPLATE, 'utf8').replace(
@@ -33,35 +36,44 @@ export async function writeReport(run: RunResults, file: string, resultsPath: st
   writeFileSync(file, text);
 }
 
-// Number formatting: fixed, locale-independent; '–' for what was not measured.
-const finite = (format: (n: number) => string) => (n: number) => (Number.isFinite(n) ? format(n) : '–');
-export const int = finite((n) => Math.round(n).toLocaleString('en-US'));
-export const ms = finite((n) => (n >= 100 ? int(n) : n.toFixed(n >= 10 ? 1 : 2)));
-export const pct = finite((n) => `${(n * 100).toFixed(n < 0.1 ? 1 : 0)} %`);
-export const times = finite((n) => `×${n.toFixed(n >= 10 ? 1 : 2)}`);
-export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n);
-const mib = (bytes: number) => (bytes > 0 ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : '–');
+type Slots = Record<string, string | undefined>;
+
+/** The run's machine, settings and single figures the prose quotes; the settings under their own names. */
+function facts({ run, ceiling, drift }: RunFigures, resultsPath: string): Slots {
+  const { meta } = run;
+  const { settings, startedAt, finishedAt } = meta;
+  const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
+  const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
+  const asText = (v: unknown) => (Number.isInteger(v) ? int(v as number) : String(v));
+  return {
+    ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asText(v)])),
+    date: startedAt.slice(0, 10),
+    minutes: String(Math.round((Date.parse(finishedAt) - Date.parse(startedAt)) / 60000)),
+    period: `${startedAt} – ${finishedAt}`,
+    resultsName: path.basename(resultsPath),
+    resultsPath,
+    cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
+    cpuCount: String(meta.cpus.count),
+    memory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
+    disturbedCores: num(settings.disturbedCores),
+    mixedSpread: pct(1 - settings.mixedHotShare),
+    headlineSegments: String(HEADLINE_SEGMENTS),
+    exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
+    ceiling: int(ceiling),
+    ceilingDrift: num(drift),
+    clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
+    skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
+    incidents: run.incidents.map((x) => `- ${x}`).join('\n'),
+  };
+}
+
+// Columns most tables share: a round's latency percentiles and its statuses.
+const latency = <T>(round: (r: T) => RoundResult, ...keys: (keyof RoundResult['latencyMs'])[]): Column<T>[] =>
+  keys.map((key) => [`${key.replace('_', '.')} ms`, (r) => ms(round(r).latencyMs[key])]);
 const statuses = (counts: Record<string, number>) =>
   Object.entries(counts)
     .map(([status, n]) => `${status}: ${int(n)}`)
     .join(', ');
-
-type Column<T> = [header: string, cell: (row: T) => string | number];
-
-/** A markdown table from rows and one `[header, cell]` per column; undefined (not measured) when there are no rows. */
-export function table<T>(rows: T[], columns: Column<T>[], align = 'lr'): string | undefined {
-  if (!rows.length) return undefined;
-  const line = (cells: (string | number)[]) => `| ${cells.map((c) => String(c).replace(/\|/g, '\\|')).join(' | ')} |`;
-  const rule = columns.map((_, i) => ((align[i] ?? align.at(-1)) === 'r' ? '---:' : ':---'));
-  return [line(columns.map(([header]) => header)), `|${rule.join('|')}|`]
-    .concat(rows.map((r) => line(columns.map(([, cell]) => cell(r)))))
-    .join('\n');
-}
-
-// Columns most tables share: a round's latency percentiles and its statuses.
-type Percentile = keyof RoundResult['latencyMs'];
-const latency = <T>(round: (r: T) => RoundResult, ...keys: Percentile[]): Column<T>[] =>
-  keys.map((key) => [`${key.replace('_', '.')} ms`, (r) => ms(round(r).latencyMs[key])]);
 const statusColumn = <T>(round: (r: T) => RoundResult): Column<T> => [
   'Statuses',
   (r) => statuses(round(r).statusCounts),
@@ -69,142 +81,65 @@ const statusColumn = <T>(round: (r: T) => RoundResult): Column<T> => [
 const measured = (c: { measured: RoundResult }) => c.measured;
 const ofRound = (r: { round: RoundResult }) => r.round;
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
-const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
-
-export function serviceMsPerAnswer(perSecond: number, cpu: CpuUsage | null): number {
-  return cpu && perSecond > 0 ? (cpu.cores.service / perSecond) * 1000 : NaN;
-}
-
-/** The figures the targets, tables and charts are stated in, derived once from a run. */
-export class RunFigures {
-  /** Single-instance ceilings measured in this run (first and last). */
-  readonly ceilings: CeilingCase[];
-  /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
-  readonly ceiling: number;
-  /** Last ceiling / first ceiling: how much the machine drifted during the run. */
-  readonly ceilingDrift: number;
-  /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
-  readonly ceilingServiceMsPerAnswer: number;
-  /** Answers/s of the bare express JSON echo: the limit of any express order service here. */
-  readonly bareEcho: number;
-
-  constructor(readonly run: RunResults) {
-    const ceilings = (this.ceilings = run.ceiling.filter((c) => c.instances === 1));
-    this.ceiling = mean(ceilings.map((c) => c.perSecond));
-    this.ceilingDrift = ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN;
-    this.ceilingServiceMsPerAnswer = mean(
-      ceilings.map((c) => serviceMsPerAnswer(c.perSecond, c.cpu)).filter(Number.isFinite),
-    );
-    this.bareEcho = run.bareEcho[0]?.perSecond ?? NaN;
-  }
-
-  /** A profile's sweep: the real section as shipped (combining on), the business step with combining off. */
-  profile(profile: Profile): SalesCase[] {
-    const combining = profile === 'real';
-    return this.run.segments
-      .filter((c) => c.profile === profile && c.combining === combining)
-      .sort((a, b) => a.segments - b.segments);
-  }
-
-  at(profile: Profile, segments = HEADLINE_SEGMENTS): SalesCase | undefined {
-    return this.profile(profile).find((c) => c.segments === segments);
-  }
-
-  variant(profile: Profile, segments: number, combining: boolean): SalesCase | undefined {
-    return this.run.segments.find((c) => c.profile === profile && c.segments === segments && c.combining === combining);
-  }
-
-  /** Every case of the profile: the sweep, then the other combining mode's rows. */
-  allOf(profile: Profile): SalesCase[] {
-    const sweep = this.profile(profile);
-    return [...sweep, ...this.run.segments.filter((c) => c.profile === profile && !sweep.includes(c))];
-  }
-
-  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
-  alternativeFor(c: { traffic?: string }): SalesCase | undefined {
-    return this.run.alternative.find((a) => a.traffic === c.traffic);
-  }
-
-  traffic(traffic: 'spread' | 'mixed'): SalesCase | undefined {
-    return this.run.spread.find((c) => c.traffic === traffic);
-  }
-
-  overAlternative(c: SalesCase): number {
-    return c.ordersPerSecond / (this.alternativeFor(c)?.ordersPerSecond ?? NaN);
-  }
-
-  /** Orders/s relative to the single lock of the same profile and combining mode. */
-  speedup(c: SalesCase): number {
-    return c.ordersPerSecond / (this.variant(c.profile, 1, c.combining)?.ordersPerSecond ?? NaN);
-  }
-}
+const orders: Column<SalesCase> = ['Orders/s', (c) => int(c.ordersPerSecond)];
 
 /** Rows that read as answers per second of some round: the headline and CPU tables mix cases of every kind. */
 type Answers = { label: string; perSecond: number; round: RoundResult; cpu: CpuUsage | null; sale?: SalesCase };
 const sale = (c: SalesCase | undefined): Answers[] =>
   c ? [{ label: c.label, perSecond: c.ordersPerSecond, round: c.measured, cpu: c.cpu, sale: c }] : [];
-const echo = (c: CeilingCase): Answers => ({ label: c.label, perSecond: c.perSecond, round: c.measured, cpu: c.cpu });
+const answers = (c: { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null }): Answers => ({
+  ...c,
+  round: c.measured,
+});
 
-/** Every slot of the template, from the run; a slot left undefined takes the template's fallback. */
-function fill(run: RunResults, resultsPath: string): Record<string, string | undefined> {
-  const f = new RunFigures(run);
-  const { meta } = run;
-  const { disturbedCores } = meta.settings;
+/** Every table slot of the template. */
+function tables(f: RunFigures): Slots {
+  const { run } = f;
+  const { disturbedCores } = run.meta.settings;
   const ofCeiling = (perSecond: number) => pct(perSecond / f.ceiling);
+  const echoes = [...run.ceiling, ...run.bareEcho];
   const refusals = (suffix = '') =>
-    run.soldOut.map<Answers>((c) => ({
-      label: c.label + suffix,
-      perSecond: c.refusalsPerSecond,
-      round: c.measured,
-      cpu: c.cpu,
-    }));
+    run.soldOut.map((c) => answers({ ...c, label: c.label + suffix, perSecond: c.refusalsPerSecond }));
   const variants = (profile: Profile) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => sale(f.variant(profile, n, on))));
-  const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
-  const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
   const clusterRows = run.cluster.flatMap((c) => [c, ...sale(f.at('real', c.segments)).map((r) => r.sale!)]);
   const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
-  /** Orders/s against another case of the same table, found by a field's value. */
-  const ratioTo = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K]) => {
+  /** Orders/s against the case of the same table whose `key` is `value`, then the columns such comparisons share. */
+  const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K], header: string) => {
     const base = cases.find((x) => x[key] === value)?.ordersPerSecond ?? NaN;
-    return (c: SalesCase) => times(c.ordersPerSecond / base);
+    const columns: Column<SalesCase>[] = [
+      orders,
+      [header, (c) => times(c.ordersPerSecond / base)],
+      ...latency(measured, 'p50', 'p99'),
+      statusColumn(measured),
+      ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))],
+    ];
+    return columns;
   };
-  const serviceMs: Column<SalesCase> = ['Service ms / order', (c) => ms(serviceMsPerAnswer(c.ordersPerSecond, c.cpu))];
-  const settings = Object.entries(meta.settings).map(([name, v]) => [
-    name,
-    Number.isInteger(v) ? int(v as number) : String(v),
-  ]);
   const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
+  const oversellVerdict = ({ books, ...c }: RunResults['oversell'][number]) => {
+    if (expectedSafe(c)) return books.ok ? 'balanced' : 'FAILED';
+    return books.oversold > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
+  };
+  const rss = (bytes = NaN) => (bytes > 0 ? `${mib(bytes)} MiB` : '–');
+  const lifecycle = run.lifecycle.flatMap((c) => [
+    { label: `place directly · ${c.label}`, perSecond: c.directPerSecond, ratio: 1, round: c.direct },
+    {
+      label: `reserve then confirm · ${c.label}`,
+      perSecond: c.confirmedPerSecond,
+      ratio: c.confirmedPerSecond / c.directPerSecond,
+      round: c.reserveThenConfirm,
+    },
+  ]);
+  const dashboardRounds = run.dashboard.flatMap((c) =>
+    c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
+  );
   return {
-    ...Object.fromEntries(settings),
-    date: meta.startedAt.slice(0, 10),
-    commit: meta.gitCommit,
-    command: meta.command,
-    mode: meta.mode,
-    minutes: String(Math.round((Date.parse(meta.finishedAt) - Date.parse(meta.startedAt)) / 60000)),
-    resultsName: path.basename(resultsPath),
-    resultsPath,
-    cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
-    cpuCount: String(meta.cpus.count),
-    memory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
-    os: meta.os,
-    node: meta.node,
-    period: `${meta.startedAt} – ${meta.finishedAt}`,
-    target: meta.target,
-    backing: meta.backing,
-    disturbedCores: num(disturbedCores),
-    mixedSpread: pct(1 - meta.settings.mixedHotShare),
-    headlineSegments: String(HEADLINE_SEGMENTS),
-    exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
-    ceiling: int(f.ceiling),
-    ceilingDrift: num(f.ceilingDrift),
-    clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
-    targetsTable: targetsTable(run),
     headlineTable: table(
       [
-        ...run.bareEcho.map(echo),
-        ...f.ceilings.map(echo),
+        ...run.bareEcho.map(answers),
+        ...f.ceilings.map(answers),
         ...run.alternative.flatMap(sale),
         ...variants('real'),
         ...sale(f.traffic('spread')),
@@ -223,16 +158,13 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
         ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
       ],
     ),
-    ceilingTable: table(
-      [...run.ceiling, ...run.bareEcho],
-      [
-        label(),
-        ['Answers/s', (c) => int(c.perSecond)],
-        ...latency(measured, 'p50', 'p97_5', 'p99', 'max'),
-        ['Requests', (c) => int(c.measured.responses)],
-        statusColumn(measured),
-      ],
-    ),
+    ceilingTable: table(echoes, [
+      label(),
+      ['Answers/s', (c) => int(c.perSecond)],
+      ...latency(measured, 'p50', 'p97_5', 'p99', 'max'),
+      ['Requests', (c) => int(c.measured.responses)],
+      statusColumn(measured),
+    ]),
     realTables: salesTables(f.allOf('real'), f),
     stepTables: salesTables(f.allOf('business-step'), f),
     clusterTables: salesTables(clusterRows, f, true),
@@ -245,17 +177,7 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['Units sold (ledger)', (c) => int(c.books.sold)],
       ['Left', (c) => int(c.books.available)],
       ['Oversold', (c) => `**${int(c.books.oversold)}**`],
-      [
-        'Books',
-        ({ books, ...c }) =>
-          expectedSafe(c)
-            ? books.ok
-              ? 'balanced'
-              : 'FAILED'
-            : books.oversold > 0
-              ? 'oversold, as expected without a shared lock'
-              : 'no oversell this time',
-      ],
+      ['Books', oversellVerdict],
     ]),
     soldOutTable: table(run.soldOut, [
       label(),
@@ -266,34 +188,23 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       statusColumn(measured),
       ['Then: next order', ({ reopen: r }) => `${r.how} → ${r.firstOrderStatus} in ${ms(r.firstOrderMs)} ms`],
     ]),
-    lifecycleTable: table(
-      run.lifecycle.flatMap((c) => [
-        { label: `place directly · ${c.label}`, perSecond: c.directPerSecond, ratio: 1, round: c.direct },
-        {
-          label: `reserve then confirm · ${c.label}`,
-          perSecond: c.confirmedPerSecond,
-          ratio: c.confirmedPerSecond / c.directPerSecond,
-          round: c.reserveThenConfirm,
-        },
-      ]),
-      [
-        label(),
-        ['Confirmed orders/s', (r) => int(r.perSecond)],
-        ['vs placing directly', (r) => `×${num(r.ratio)}`],
-        ['Requests/s', (r) => int(Object.values(r.round.ratePerSecond).reduce((a, b) => a + b, 0))],
-        ...latency(ofRound, 'p50', 'p99'),
-        statusColumn(ofRound),
-      ],
-    ),
+    lifecycleTable: table(lifecycle, [
+      label(),
+      ['Confirmed orders/s', (r) => int(r.perSecond)],
+      ['vs placing directly', (r) => `×${num(r.ratio)}`],
+      ['Requests/s', (r) => int(Object.values(r.round.ratePerSecond).reduce((a, b) => a + b, 0))],
+      ...latency(ofRound, 'p50', 'p99'),
+      statusColumn(ofRound),
+    ]),
     ...perOrderTables(run.perOrder.filter((c) => c.serverCost)),
     lockFreeTable: run.lockFree.length ? salesTable([...product, ...run.alternative, ...run.lockFree], f) : undefined,
     memoryTable: table(run.memory, [
       label(),
-      ['Orders/s', (c) => int(c.ordersPerSecond)],
+      orders,
       ...latency(measured, 'p99', 'max'),
       statusColumn(measured),
-      ['RSS max in round', (c) => mib(c.memory?.maxRssBytes ?? NaN)],
-      ['Peak RSS', (c) => mib(c.memory?.peakRssBytes ?? NaN)],
+      ['RSS max in round', (c) => rss(c.memory?.maxRssBytes)],
+      ['Peak RSS', (c) => rss(c.memory?.peakRssBytes)],
     ]),
     growthTable: table(run.growth, [
       ['Ledger rows', (c) => int(c.ledgerRows)],
@@ -306,33 +217,17 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
       ['p99 ms', (c) => ms(c.orders.latencyMs.p99)],
       ['Books', (c) => (c.booksOk ? 'balanced' : 'FAILED')],
     ]),
-    dashboardTable: table(
-      run.dashboard.flatMap((c) =>
-        c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
-      ),
-      [
-        label('Round'),
-        ['Orders/s', (r) => int(r.round.ratePerSecond[201] ?? 0)],
-        ...latency(ofRound, 'p50', 'p99'),
-        statusColumn(ofRound),
-        ['Stream chunks, least served watcher', (r) => r.events],
-      ],
-    ),
-    authTable: table(run.auth, [
-      label('Credential'),
-      ['Orders/s', (c) => int(c.ordersPerSecond)],
-      ['× no credential', ratioTo(run.auth, 'auth', 'none')],
-      ...latency(measured, 'p50', 'p99'),
-      statusColumn(measured),
-      serviceMs,
+    dashboardTable: table(dashboardRounds, [
+      label('Round'),
+      ['Orders/s', (r) => int(r.round.ratePerSecond[201] ?? 0)],
+      ...latency(ofRound, 'p50', 'p99'),
+      statusColumn(ofRound),
+      ['Stream chunks, least served watcher', (r) => r.events],
     ]),
+    authTable: table(run.auth, [label('Credential'), ...against(run.auth, 'auth', 'none', '× no credential')]),
     eventsTable: table(run.events, [
       label('Events'),
-      ['Orders/s', (c) => int(c.ordersPerSecond)],
-      ['× events off', ratioTo(run.events, 'events', 'off')],
-      ...latency(measured, 'p50', 'p99'),
-      statusColumn(measured),
-      serviceMs,
+      ...against(run.events, 'events', 'off', '× events off'),
       ['Webhook deliveries', (c) => (c.delivered === undefined ? '—' : int(c.delivered))],
       ['Outbox rows after', (c) => (c.outboxAfter === undefined ? '—' : int(c.outboxAfter))],
     ]),
@@ -360,26 +255,22 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
     lockOrderFlowTable: table(run.lockOrderFlow, [
       ['Backend', (c) => c.lockBackend ?? '–'],
       ['Step ms', (c) => c.holdMs ?? 0],
-      ['Orders/s', (c) => int(c.ordersPerSecond)],
+      orders,
       ['× redis', (c) => num(c.ordersPerSecond / (onRedis(c)?.ordersPerSecond ?? NaN))],
       ...latency(measured, 'p99', 'max'),
       ['Not placed', (c) => int(c.measured.responses - (c.measured.statusCounts[201] ?? 0))],
     ]),
     cpuTable: cpuTable(
-      [...run.ceiling, ...run.bareEcho]
-        .map(echo)
-        .concat(
-          [
-            ...f.allOf('real'),
-            ...f.allOf('business-step'),
-            ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth].flat(),
-          ].flatMap(sale),
-          refusals(),
-        ),
+      [
+        ...echoes.map(answers),
+        ...[...f.allOf('real'), ...f.allOf('business-step')].flatMap(sale),
+        ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth]
+          .flat()
+          .flatMap(sale),
+        ...refusals(),
+      ],
       disturbedCores,
     ),
-    skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
-    incidents: run.incidents.map((x) => `- ${x}`).join('\n'),
   };
 }
 
@@ -387,26 +278,23 @@ function fill(run: RunResults, resultsPath: string): Record<string, string | und
 function cpuTable(rows: Answers[], disturbedCores: number): string | undefined {
   const capitalise = (word: string) => word[0]!.toUpperCase() + word.slice(1);
   const groups = ['service', 'postgres', 'redis', 'load generator', 'others'] as const;
+  const cores = groups.map((g): Column<Answers> => [
+    g === 'others' ? 'Other processes' : capitalise(g),
+    (r) => num(r.cpu!.cores[g]),
+  ]);
+  const perAnswer = groups
+    .slice(0, 3)
+    .map((g): Column<Answers> => [`${capitalise(g)} ms / answer`, (r) => ms((r.cpu!.cores[g] / r.perSecond) * 1000)]);
+  const waited = (cpu: CpuUsage) => (cpu.waitedForQuietSeconds ? `${cpu.waitedForQuietSeconds.toFixed(0)} s` : '–');
   return table(
     rows.filter((r) => r.cpu),
     [
       label(),
       ['Answers/s', (r) => int(r.perSecond)],
       ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
-      ...groups.map((g): Column<Answers> => [
-        g === 'others' ? 'Other processes' : capitalise(g),
-        (r) => num(r.cpu!.cores[g]),
-      ]),
-      ...groups
-        .slice(0, 3)
-        .map((g): Column<Answers> => [
-          `${capitalise(g)} ms / answer`,
-          (r) => ms((r.cpu!.cores[g] / r.perSecond) * 1000),
-        ]),
-      [
-        'Waited for quiet',
-        ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
-      ],
+      ...cores,
+      ...perAnswer,
+      ['Waited for quiet', (r) => waited(r.cpu!)],
       ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
     ],
   );
@@ -423,15 +311,20 @@ function lockBaseline(cells: RunResults['locks'], r: RunResults['locks'][number]
  * What an order costs each server, counted by the servers: the same cases on one Redis and on a Redis Cluster, with
  * the Redis load per node, so the spread over the shards shows.
  */
-function perOrderTables(cases: SalesCase[]): Record<string, string | undefined> {
+function perOrderTables(cases: SalesCase[]): Slots {
   const redis = (c: SalesCase) => c.serverCost!.redis;
   const pg = (c: SalesCase) => c.serverCost!.postgres;
   const cpuMs = (group: 'service' | 'postgres') => (c: SalesCase) =>
     ms(((c.cpu?.cores[group] ?? NaN) / c.ordersPerSecond) * 1000);
+  const byCommand = (c: SalesCase) =>
+    Object.entries(redis(c).byCommand)
+      .map(([name, n]) => `${name} ${num(n, 3)}`)
+      .join(', ');
+  const statements = cases.filter((c) => c.redis === cases[0]?.redis);
   return {
     perOrderTable: table(cases, [
       label(),
-      ['Orders/s', (c) => int(c.ordersPerSecond)],
+      orders,
       ['Orders / lock hold', (c) => num(c.ordersPerSecond / (c.lock?.acquisitionsPerSecond || NaN), 1)],
       ['Service CPU ms', cpuMs('service')],
       ['Postgres CPU ms', cpuMs('postgres')],
@@ -453,18 +346,9 @@ function perOrderTables(cases: SalesCase[]): Record<string, string | undefined> 
         ['Share of the Redis CPU', ({ c, n }) => pct(n.cpuMsPerOrder / redis(c).cpuMsPerOrder)],
       ],
     ),
-    perOrderCommands: table(cases, [
-      label(),
-      [
-        'Commands / order',
-        (c) =>
-          Object.entries(redis(c).byCommand)
-            .map(([name, n]) => `${name} ${num(n, 3)}`)
-            .join(', '),
-      ],
-    ]),
+    perOrderCommands: table(cases, [label(), ['Commands / order', byCommand]]),
     perOrderStatements: table(
-      cases.filter((c) => c.redis === cases[0]?.redis).flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st }))),
+      statements.flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st }))),
       [
         ['Case', ({ c }) => c.label],
         ['Statement', ({ st }) => `\`${st.query}\``],
@@ -506,7 +390,7 @@ function salesTable(cases: SalesCase[], f: RunFigures, instances: Column<SalesCa
   return table(cases, [
     label(),
     ...instances,
-    ['Orders/s', (c) => int(c.ordersPerSecond)],
+    orders,
     // Only the product's own order flow has a single-lock case to compare with (the alternative has no lock).
     ['× single lock', (c) => (c.lock ? times(f.speedup(c)) : '–')],
     ['% of ceiling', (c) => pct(c.ordersPerSecond / f.ceiling)],

@@ -21,7 +21,6 @@ export interface RoundSpec {
 }
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
-export type LatencySummary = ReturnType<typeof summarize>;
 
 /**
  * One autocannon round, with its own bookkeeping per answer: autocannon's histogram keeps whole milliseconds of 2xx
@@ -96,7 +95,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   return round;
 }
 
-export function summarize(values: number[]) {
+function summarize(values: number[]) {
   if (values.length === 0) return { p50: 0, p97_5: 0, p99: 0, max: 0, mean: 0 };
   const sorted = Float64Array.from(values).sort();
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
@@ -171,22 +170,11 @@ export class RunProgress {
   /** A round of `total` requests, or (timed) of `total` tenths of a second. */
   round(title: string, total: number, timed: boolean) {
     const unit = timed ? 'tenths of a second' : 'requests';
-    if (!process.stderr.isTTY) {
-      this.note(`${title}: ${total} ${unit}…`);
-      return {
-        update: (_value: number, _status?: string) => {},
-        done: (summary: string) => this.note(`${title}: ${summary}`),
-      };
-    }
-    const bar = new cliProgress.SingleBar(
-      {
-        format: `  {title} |{bar}| {value}/{total} ${unit} | {status}`,
-        hideCursor: true,
-        clearOnComplete: true,
-        stream: process.stderr,
-      },
-      cliProgress.Presets.shades_classic,
-    );
+    // cli-progress draws nothing where stderr is no terminal: there the round's start gets a line of its own.
+    if (!process.stderr.isTTY) this.note(`${title}: ${total} ${unit}…`);
+    const format = `  {title} |{bar}| {value}/{total} ${unit} | {status}`;
+    const options = { format, hideCursor: true, clearOnComplete: true, stream: process.stderr };
+    const bar = new cliProgress.SingleBar(options, cliProgress.Presets.shades_classic);
     bar.start(total, 0, { title, status: '' });
     return {
       update: (value: number, status = '') => bar.update(Math.min(Math.round(value), total), { status }),

@@ -1,18 +1,34 @@
 /** The cases that are not one warm-up and one measured round of orders (sales.ts): each its own sequence. */
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
-import { MetricsSnapshot } from '../client/prometheus.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundSpec } from '../runner/round.js';
 import type { RunContext } from './context.js';
-import { checkBooks, orderRound, settle, WARMUP_STOCK, warmThenMeasure } from './sales.js';
+import { checkBooks, WARMUP_STOCK } from './sales.js';
 
+export type CeilingCase = Awaited<ReturnType<typeof measureCeiling>>;
 export type OversellCase = Awaited<ReturnType<typeof runOversell>>;
 export type SoldOutCase = Awaited<ReturnType<typeof runRefusals>>;
 export type LifecycleCase = Awaited<ReturnType<typeof runLifecycle>>;
 export type DashboardCase = Awaited<ReturnType<typeof runDashboardCost>>;
 export type GrowthCase = Awaited<ReturnType<typeof runGrowth>>[number];
 export type RetentionCase = Awaited<ReturnType<typeof runEventRetention>>;
+
+/**
+ * The HTTP ceiling: the same stack answering POST /bench/echo with the order's body (200); or, with `path` and
+ * `status`, another echo (the bare express app's POST /orders, 201).
+ */
+export async function measureCeiling(
+  ctx: RunContext,
+  spec: { id: string; label: string; service: ServiceTarget; instances: number; path?: string; status?: number },
+) {
+  const { id, label, service, instances, path, status = 200 } = spec;
+  const body = { sku: 'ceiling', quantity: ctx.settings.quantity };
+  const round = { title: label, path: path ?? '/bench/echo', body };
+  const { warmup, measured, cpu } = await ctx.warmThenMeasure(service, round, status);
+  const perSecond = measured.ratePerSecond[status] ?? 0;
+  return { id, label, instances, warmup, measured, perSecond, cpu, ...(path && { path }) };
+}
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
@@ -33,17 +49,15 @@ export async function runOversell(
   instances: number,
   guard: (typeof guards)['none'],
 ) {
-  const api = ctx.api(service);
   const stock = ctx.settings.oversellStock;
   const requests = stock * 3;
   const id = `oversell-${guard.id}-${instances}`;
-  const sku = ctx.skuName(id);
-  await api.createSku(sku, stock, 1);
+  const sku = await ctx.createSku(service, id, stock, 1);
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const connections = Math.min(ctx.settings.connections, requests);
   const body = { sku, quantity: 1 };
-  const round = await orderRound(ctx, service, { title: label, path: guard.path, body, connections, amount: requests });
-  const books = await checkBooks(api, ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0, exact: true });
+  const round = await ctx.round(service, { title: label, path: guard.path, body, connections, amount: requests });
+  const books = await checkBooks(ctx.api(service), ctx.db, { sku, answeredUnits: round.statusCounts[201] ?? 0 });
   return { id, label, guard: guard.guard, path: guard.path, instances, stock, requests, round, books };
 }
 
@@ -60,28 +74,27 @@ export async function runRefusals(
   why: 'sold-out' | 'not-on-sale',
 ) {
   const api = ctx.api(service);
-  const sku = ctx.skuName(`${why}-${segments}`);
+  const soldOut = why === 'sold-out';
   const unitsPerSegment = 50;
-  if (why === 'sold-out') {
-    await api.createSku(sku, segments * unitsPerSegment, segments);
-    for (let i = 0; i < segments; i++) {
-      const answer = await api.order(sku, unitsPerSegment);
-      if (answer.status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${answer.status}`);
-    }
-  } else {
-    const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
-    await api.createSku(sku, segments * unitsPerSegment, segments, { saleStartsAt: tomorrow });
+  const window = soldOut ? {} : { saleStartsAt: new Date(Date.now() + 86_400_000).toISOString() };
+  const sku = await ctx.createSku(service, `${why}-${segments}`, segments * unitsPerSegment, segments, window);
+  for (let i = 0; soldOut && i < segments; i++) {
+    const status = await api.order(sku, unitsPerSegment);
+    if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
-  const label = why === 'sold-out' ? `sold out · ${segments} segments` : `not on sale yet · ${segments} segments`;
-  const scrape = () => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
-  const before = await scrape();
-  const refused = { title: label, body: { sku, quantity: 1 } };
-  const { warmup, measured, cpu } = await warmThenMeasure(ctx, service, refused, 409);
+  const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments`;
+  const before = await ctx.scrape(service);
+  const { warmup, measured, cpu } = await ctx.warmThenMeasure(
+    service,
+    { title: label, body: { sku, quantity: 1 } },
+    409,
+  );
   // The warm-up's attempts count too: there should be none at all.
-  const attempts = (await scrape()).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
-  const reopened = why === 'sold-out' ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
+  const attempts =
+    (await ctx.scrape(service)).sum('stock_lock_attempts_total') - before.sum('stock_lock_attempts_total');
+  const reopened = soldOut ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
   const started = performance.now();
-  const first = await api.order(sku, 1);
+  const firstOrderStatus = await api.order(sku, 1);
   return {
     id: `${why}-${segments}`,
     label,
@@ -93,8 +106,8 @@ export async function runRefusals(
     lockAttemptsPerRequest: measured.responses > 0 ? attempts / (measured.responses + warmup.responses) : null,
     cpu,
     reopen: {
-      how: why === 'sold-out' ? 'restock +100' : 'window opened',
-      firstOrderStatus: first.status,
+      how: soldOut ? 'restock +100' : 'window opened',
+      firstOrderStatus,
       firstOrderMs: performance.now() - started,
       availableAfter: reopened.available,
     },
@@ -107,10 +120,9 @@ export async function runRefusals(
  */
 export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segments: number) {
   const measure = async (kind: string, title: string, spec: Partial<RoundSpec>, status: number) => {
-    const sku = ctx.skuName(`lifecycle-${kind}-${segments}`);
-    await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+    const sku = await ctx.createSku(service, `lifecycle-${kind}-${segments}`, WARMUP_STOCK, segments);
     const body = { sku, quantity: 1, ...(spec.confirmEach && { holdSeconds: 600 }) };
-    return warmThenMeasure(ctx, service, { ...spec, body, title: `${title} · ${segments} segments` }, status);
+    return ctx.warmThenMeasure(service, { ...spec, body, title: `${title} · ${segments} segments` }, status);
   };
   const direct = await measure('direct', 'place directly', {}, 201);
   const reserved = await measure('reserve', 'reserve then confirm', { confirmEach: true }, 200);
@@ -132,27 +144,22 @@ export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segm
  * watching, then with `watchers` event streams open on that SKU, then without again.
  */
 export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, segments: number, watchers: number) {
-  const sku = ctx.skuName('dashboard');
-  const { adminHeaders: headers } = ctx.api(service);
-  await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
+  const sku = await ctx.createSku(service, 'dashboard', WARMUP_STOCK, segments);
   const body = { sku, quantity: ctx.settings.quantity };
   const first = { title: 'dashboard cost · no dashboard', body };
-  const { measured: unwatched } = await warmThenMeasure(ctx, service, first, 201);
+  const { measured: unwatched } = await ctx.warmThenMeasure(service, first, 201);
   const round = async (label: string) => {
-    await settle(service, ctx.settings.timeoutSeconds);
-    return {
-      label,
-      round: await orderRound(ctx, service, { title: `dashboard cost · ${label}`, body, amount: unwatched.responses }),
-    };
+    await ctx.settle(service);
+    const title = `dashboard cost · ${label}`;
+    return { label, round: await ctx.round(service, { title, body, amount: unwatched.responses }) };
   };
   const streams = Array.from({ length: watchers }, () => new AbortController());
   const events = streams.map(() => 0);
+  const headers = ctx.api(service).adminHeaders;
   await Promise.all(
     streams.map(async (controller, i) => {
-      const response = await fetch(`${service.url}/dashboard/events?sku=${sku}`, {
-        headers,
-        signal: controller.signal,
-      });
+      const url = `${service.url}/dashboard/events?sku=${sku}`;
+      const response = await fetch(url, { headers, signal: controller.signal });
       void (async () => {
         for await (const _chunk of response.body!) events[i]!++;
       })().catch(() => {}); // Aborted at the end of the round.
@@ -176,8 +183,7 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
   const api = ctx.api(service);
   const cases = [];
   for (const rows of ctx.settings.growthLedgerRows) {
-    const sku = ctx.skuName(`growth-${rows}`);
-    await api.createSku(sku, rows + 100_000 * segments, segments);
+    const sku = await ctx.createSku(service, `growth-${rows}`, rows + 100_000 * segments, segments);
     const started = performance.now();
     await seedLedger(ctx, db, sku, rows, segments);
     const seedSeconds = (performance.now() - started) / 1000;
@@ -186,15 +192,11 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const { growthConnections: connections, growthRequests: amount } = ctx.settings;
     await ctx.waitForQuiet(service);
     const path = `/skus/${encodeURIComponent(sku)}`;
-    const skuRead = await orderRound(
-      ctx,
-      service,
-      { title: `${label} · GET /skus/:sku`, method: 'GET', path, connections, amount },
-      200,
-    );
+    const read = { title: `${label} · GET /skus/:sku`, method: 'GET' as const, path, connections, amount };
+    const skuRead = await ctx.round(service, read, 200);
     const body = { sku, quantity: 1 };
-    const orders = await orderRound(ctx, service, { title: `${label} · POST /orders`, body, connections, amount });
-    await settle(service, ctx.settings.timeoutSeconds);
+    const orders = await ctx.round(service, { title: `${label} · POST /orders`, body, connections, amount });
+    await ctx.settle(service);
     const after = await api.sku(sku);
     const booksOk =
       after.sold === rows + (orders.statusCounts[201] ?? 0) && after.available + after.sold === after.stock;
@@ -203,16 +205,17 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
   return cases;
 }
 
-/** `rows` one-unit sales, spread over the SKU's segments, with their orders, ledger rows and totals; in chunks that
- * finish well within the query timeout. */
+/**
+ * `rows` one-unit sales, spread over the SKU's segments, with their orders, ledger rows and totals; in chunks that
+ * finish well within the query timeout.
+ */
 async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, segments: number): Promise<void> {
   const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
   const chunkRows = 100_000;
+  const of = (n: number) => n.toLocaleString('en-US');
   for (let done = 0; done < rows; done += chunkRows) {
     const chunk = Math.min(chunkRows, rows - done);
-    ctx.progress.note(
-      `seeding ${sku}: ${(done + chunk).toLocaleString('en-US')} of ${rows.toLocaleString('en-US')} ledger rows…`,
-    );
+    ctx.progress.note(`seeding ${sku}: ${of(done + chunk)} of ${of(rows)} ledger rows…`);
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)
@@ -238,25 +241,19 @@ async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, se
  */
 export async function runEventRetention(ctx: RunContext, db: Db, service: ServiceTarget, segments: number) {
   const { retentionMinutes, retentionSeconds, retentionSampleSeconds } = ctx.settings;
-  const sku = ctx.skuName(`retention-${segments}`);
-  await ctx.api(service).createSku(sku, WARMUP_STOCK, segments);
-  const count = async () => {
-    const { rows } = await sql<{ events: number; outbox: number }>`
-      select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`.execute(
-      db,
-    );
-    return rows[0]!;
-  };
+  const sku = await ctx.createSku(service, `retention-${segments}`, WARMUP_STOCK, segments);
+  const counts = sql<{ events: number; outbox: number }>`
+    select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`;
   const samples: { atSeconds: number; ordersPerSecond: number; events: number; outbox: number }[] = [];
   const started = performance.now();
   while (performance.now() - started < retentionMinutes * 60_000) {
     const title = `events kept ${retentionSeconds} s · minute ${((performance.now() - started) / 60_000).toFixed(1)}`;
     const body = { sku, quantity: 1 };
-    const round = await orderRound(ctx, service, { title, body, durationSeconds: retentionSampleSeconds });
+    const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
     samples.push({
       atSeconds: Math.round((performance.now() - started) / 1000),
       ordersPerSecond: round.ratePerSecond[201] ?? 0,
-      ...(await count()),
+      ...(await counts.execute(db)).rows[0]!,
     });
   }
   return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };

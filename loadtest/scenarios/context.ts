@@ -2,11 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../../src/db/database.js';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
+import { waitFor } from '../../test/support/wait-for.js';
+import { MetricsSnapshot } from '../client/prometheus.js';
 import { StockApi } from '../client/stock-api.js';
 import type { BackingServices } from '../infra/backing-services.js';
-import { CpuMeter, type CpuUsage } from '../infra/cpu-usage.js';
+import { type CpuUsage, meterCpu, procAvailable } from '../infra/process-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
-import type { RunProgress } from '../runner/round.js';
+import { type RoundResult, type RoundSpec, runRound, type RunProgress } from '../runner/round.js';
 
 const full = {
   connections: 64,
@@ -78,7 +80,13 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
   },
 };
 
-/** What every scenario gets: the settings, progress output, the database for the books (when reachable), servers. */
+/** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
+export type Titled = Partial<RoundSpec> & { title: string };
+
+/**
+ * What every scenario gets: the settings, progress output, the database for the books (when reachable), servers, and
+ * the rounds every case is measured with.
+ */
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
@@ -96,9 +104,74 @@ export class RunContext {
     readonly backing: BackingServices | null,
   ) {}
 
+  api(service: ServiceTarget): StockApi {
+    return new StockApi(service.url, service.adminToken);
+  }
+
+  /** The service's metrics (the cluster primary's, aggregated over its workers, for several instances). */
+  scrape(service: ServiceTarget): Promise<MetricsSnapshot> {
+    return MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
+  }
+
+  /** A SKU name no earlier run or scenario used. */
+  skuName(label: string): string {
+    return `${this.runTag}-${label}-${++this.counter}`.slice(0, 64);
+  }
+
+  /** A fresh SKU on the service (`more`: more of its fields, e.g. a sale window); answers its name. */
+  async createSku(service: ServiceTarget, label: string, stock: number, segments: number, more = {}) {
+    const sku = this.skuName(label);
+    await this.api(service).createSku(sku, stock, segments, more);
+    return sku;
+  }
+
+  /** A round against a service: the run's connections, timeout and quantity, the service's token, POST /orders. */
+  round(service: ServiceTarget, spec: Titled, status = 201) {
+    const { connections, timeoutSeconds, quantity } = this.settings;
+    const headers = this.api(service).adminHeaders;
+    const base = { baseUrl: service.url, path: '/orders', body: { quantity }, headers, connections, timeoutSeconds };
+    return runRound({ ...base, ...spec }, status, this.progress);
+  }
+
+  /** A timed warm-up, then a measured round of as many requests as the warm-up's rate fills the measuring time with. */
+  async warmThenMeasure(service: ServiceTarget, spec: Titled, status: number) {
+    const warmup = await this.warmUp(service, spec, status);
+    const cpu = this.meterCpu(service);
+    // A reservation round sends two requests per order: a reservation and its confirmation.
+    const amount = this.measuredAmount(warmup, this.settings.connections, status) * (spec.confirmEach ? 2 : 1);
+    const measured = await this.round(service, { ...spec, amount }, status);
+    return { warmup, measured, cpu: cpu() };
+  }
+
+  /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */
+  async warmUp(service: ServiceTarget, spec: Titled, status = 201) {
+    await this.waitForQuiet(service);
+    const title = `${spec.title} · warm-up`;
+    const warmup = await this.round(service, { ...spec, title, durationSeconds: this.settings.warmupSeconds }, status);
+    await this.settle(service);
+    return warmup;
+  }
+
+  /** Requests for the measured round: what the warm-up rate fills the measuring time with. */
+  measuredAmount(warmup: RoundResult, connections: number, status = 201): number {
+    const wanted = Math.round((warmup.ratePerSecond[status] ?? 0) * this.settings.measureSeconds);
+    return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
+  }
+
+  /**
+   * Waits until the service has finished every order: a warm-up round stops on time, and orders it left in flight
+   * (parked for a lock, up to the wait budget) must not run into the next round or its metrics. Requests to the
+   * benchmark routes are not counted there; they finish within milliseconds, which the short pause covers.
+   */
+  async settle(service: ServiceTarget): Promise<void> {
+    await sleep(100);
+    const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
+    await waitFor(idle, this.settings.timeoutSeconds * 1000);
+  }
+
   /** Starts CPU accounting for a measured round on a local service; the returned function ends it. */
   meterCpu(service: ServiceTarget): () => CpuUsage | null {
-    const end = this.cpuMeter(service)?.start();
+    const end = this.cpuMeter(service)?.();
     const waited = this.lastQuietWait;
     return () => (end ? { ...end(), waitedForQuietSeconds: waited } : null);
   }
@@ -114,7 +187,7 @@ export class RunContext {
     if (!meter || quietCores <= 0) return;
     const started = performance.now();
     for (let announced = false; ; announced = true) {
-      const end = meter.start();
+      const end = meter();
       await sleep(1000);
       const others = end().cores.others;
       this.lastQuietWait = (performance.now() - started) / 1000;
@@ -124,17 +197,10 @@ export class RunContext {
     }
   }
 
-  private cpuMeter(service: ServiceTarget): CpuMeter | null {
-    if (!this.backing || service.allPids().length === 0 || !CpuMeter.available()) return null;
-    return new CpuMeter(() => service.allPids(), this.backing.processMarkers);
-  }
-
-  api(service: ServiceTarget): StockApi {
-    return new StockApi(service.url, service.adminToken);
-  }
-
-  /** A SKU name no earlier run or scenario used. */
-  skuName(label: string): string {
-    return `${this.runTag}-${label}-${++this.counter}`.slice(0, 64);
+  /** CPU accounting for a service this run started, when the machine has /proc; null otherwise. */
+  private cpuMeter(service: ServiceTarget) {
+    const markers = this.backing?.processMarkers;
+    if (!markers || service.allPids.length === 0 || !procAvailable) return null;
+    return () => meterCpu(service.allPids, markers);
   }
 }

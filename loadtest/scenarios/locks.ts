@@ -12,7 +12,7 @@ import { RedisLock } from '../../src/lock/backends/redis.js';
 import { RedlockLock } from '../../src/lock/backends/redlock.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
-import type { BackingServices } from '../infra/backing-services.js';
+import type { RunContext } from './context.js';
 
 /** Long enough that no section here outlives its lease, as in the libraries' own examples. */
 const LEASE_MS = 10_000;
@@ -21,17 +21,34 @@ const WAIT_MS = 600_000;
 
 /** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
 interface Contender {
-  name: string;
   acquire(key: string, stop: AbortSignal): Promise<() => Promise<unknown>>;
   close(): Promise<unknown>;
 }
 
-export const contenderNames = ['this-lock', 'this-lock-fair', 'redlock', 'redis-semaphore'];
 export type LockCell = Awaited<ReturnType<typeof runCell>>;
+/** Keys of this run, apart from any earlier run's on the same servers. */
+const runId = Date.now().toString(36);
 
-/** Each contender with connections of its own to the same Redis, and each library's default way of waiting. */
-export function libraryContender(name: string, redisUrl: string, runId: string): Contender {
-  const redis = new Redis(redisUrl);
+/**
+ * A contender by name: a library (each with connections of its own to the same Redis, and each library's default way
+ * of waiting) or, named `backend:<kind>`, this lock on one backend with the service's defaults (10 s lease, watchdog
+ * on), on the run's lock stores.
+ */
+async function openContender(ctx: RunContext, name: string): Promise<Contender> {
+  const backing = ctx.backing!;
+  if (name.startsWith('backend:')) {
+    const kind = name.slice('backend:'.length) as LockBackendKind;
+    const redlockUrls = async () => Promise.all(backing.redlockNodes.map(async (node) => (await node()).url));
+    const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
+      redis: async () => new RedisLock({ redis: new Redis((await backing.lockRedis()).url), ownsConnection: true }),
+      redlock: async () => new RedlockLock({ urls: await redlockUrls() }),
+      postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
+      zookeeper: async () =>
+        new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
+    };
+    return lockContender(await backends[kind](), (k) => `${runId}/${k}`, false);
+  }
+  const redis = new Redis(ctx.settings.lockRedisUrl || (await backing.lockRedis()).url);
   const key = (k: string) => `bench:${runId}:${name}:${k}`;
   if (name === 'redlock') {
     // Retries every 200 ms ± 200 ms, its default; but never gives up.
@@ -41,7 +58,7 @@ export function libraryContender(name: string, redisUrl: string, runId: string):
       const lock = await redlock.acquire([key(k)], LEASE_MS);
       return () => lock.release();
     };
-    return { name, acquire, close: () => redlock.quit() };
+    return { acquire, close: () => redlock.quit() };
   }
   if (name === 'redis-semaphore') {
     // Retries every 10 ms, its default.
@@ -50,36 +67,14 @@ export function libraryContender(name: string, redisUrl: string, runId: string):
       await mutex.acquire(stop);
       return () => mutex.release();
     };
-    return { name, acquire, close: () => redis.quit() };
+    return { acquire, close: () => redis.quit() };
   }
-  return lockContender(
-    name,
-    new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true }),
-    key,
-    name === 'this-lock-fair',
-  );
+  const lock = new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true });
+  return lockContender(lock, key, name === 'this-lock-fair');
 }
 
-/** This lock on one backend, with the service's defaults (10 s lease, watchdog on), on the run's lock stores. */
-export async function backendContender(
-  kind: LockBackendKind,
-  backing: BackingServices,
-  runId: string,
-): Promise<Contender> {
-  const urls = async () => Promise.all(backing.redlockNodes.map(async (node) => (await node()).url));
-  const locks: Record<LockBackendKind, () => Promise<DistributedLock>> = {
-    redis: async () => new RedisLock({ redis: new Redis((await backing.lockRedis()).url), ownsConnection: true }),
-    redlock: async () => new RedlockLock({ urls: await urls() }),
-    postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
-    zookeeper: async () =>
-      new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
-  };
-  return lockContender(`backend:${kind}`, await locks[kind](), (k) => `${runId}/${k}`, false);
-}
-
-function lockContender(name: string, lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender {
+function lockContender(lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender {
   return {
-    name,
     async acquire(k, signal) {
       const lease = await lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal });
       return () => lock.release(lease);
@@ -94,9 +89,12 @@ function lockContender(name: string, lock: DistributedLock, key: (k: string) => 
  * K × 1000 / H; a fixed key per worker lets the releaser take its own key again and hides the wake-up latency).
  */
 export async function runCell(
-  contender: Contender,
+  ctx: RunContext,
+  name: string,
   spec: { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number },
 ) {
+  ctx.progress.note(`K=${spec.keys} H=${spec.holdMs} ms ${name}…`);
+  const contender = await openContender(ctx, name);
   const stop = new AbortController();
   setMaxListeners(spec.workers * 2, stop.signal); // Every waiting worker listens to it.
   const windowStart = performance.now() + spec.warmupMs;
@@ -136,7 +134,7 @@ export async function runCell(
   await contender.close().catch(() => {});
   waits.sort((a, b) => a - b);
   return {
-    contender: contender.name,
+    contender: name,
     workers: spec.workers,
     keys: spec.keys,
     holdMs: spec.holdMs,

@@ -2,7 +2,7 @@
  * Every case of a run as one table: its scenario, the service it needs, where its result goes, and how it is
  * measured. The rows run in order, so that one service is busy at a time: the shipped service first, its variants
  * next, the cluster last; the ceiling is measured first and last to show drift. A service starts on the first row
- * that needs it and stops after the last.
+ * that needs it and stops after the last (services.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
@@ -10,21 +10,12 @@ import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { AUDIENCE, bearer, ISSUER, serviceKey, writeKeysFile } from '../../test/security/credentials.js';
 import { zookeeperMissing } from '../../test/support/servers/index.js';
 import { ServerStats } from '../infra/server-stats.js';
-import { LocalService, type LocalServiceOptions, type ServiceTarget } from '../infra/service-process.js';
-import type { DashboardCase, GrowthCase, LifecycleCase, OversellCase, RetentionCase, SoldOutCase } from './cases.js';
-import {
-  guards,
-  runDashboardCost,
-  runEventRetention,
-  runGrowth,
-  runLifecycle,
-  runOversell,
-  runRefusals,
-} from './cases.js';
+import type { ServiceTarget } from '../infra/service-process.js';
+import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
-import { backendContender, type LockCell, libraryContender, runCell } from './locks.js';
-import type { CeilingCase, SalesCase, SalesSpec } from './sales.js';
-import { measureCeiling, measureSales, measureWithWebhook, primeService } from './sales.js';
+import { type LockCell, runCell } from './locks.js';
+import { measureSales, measureWithWebhook, type SalesCase, type SalesSpec } from './sales.js';
+import { REAL, type ServiceSpec, Services } from './services.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
@@ -41,25 +32,26 @@ export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'e
 /** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
 export const HEADLINE_SEGMENTS = 20;
 
+type Case<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 export const emptyCases = () => ({
-  ceiling: [] as CeilingCase[],
+  ceiling: [] as Case<typeof cases.measureCeiling>[],
   segments: [] as SalesCase[],
   cluster: [] as SalesCase[],
-  oversell: [] as OversellCase[],
-  soldOut: [] as SoldOutCase[],
-  lifecycle: [] as LifecycleCase[],
+  oversell: [] as Case<typeof cases.runOversell>[],
+  soldOut: [] as Case<typeof cases.runRefusals>[],
+  lifecycle: [] as Case<typeof cases.runLifecycle>[],
   /** What an order costs each server, on one Redis and on a Redis Cluster, with combining on and off. */
   perOrder: [] as SalesCase[],
   lockFree: [] as SalesCase[],
   /** What a user would write instead (loadtest/alternative), on one hot SKU and on spread and mixed traffic. */
   alternative: [] as SalesCase[],
   spread: [] as SalesCase[],
-  bareEcho: [] as CeilingCase[],
-  dashboard: [] as DashboardCase[],
+  bareEcho: [] as Case<typeof cases.measureCeiling>[],
+  dashboard: [] as Case<typeof cases.runDashboardCost>[],
   memory: [] as SalesCase[],
-  growth: [] as GrowthCase[],
+  growth: [] as Case<typeof cases.runGrowth>,
   /** Whether the feed and the outbox stay bounded under a long load with a short retention. */
-  eventRetention: [] as RetentionCase[],
+  eventRetention: [] as Case<typeof cases.runEventRetention>[],
   /** The hot SKU's orders with no credential, a service key and a customer token. */
   auth: [] as SalesCase[],
   /** The hot SKU's orders with events off, on, and on with a webhook endpoint receiving them. */
@@ -74,11 +66,6 @@ export const emptyCases = () => ({
 export type RunCases = ReturnType<typeof emptyCases>;
 type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 
-/** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
-interface ServiceSpec extends LocalServiceOptions {
-  onRedisCluster?: boolean;
-  lockBackend?: LockBackendKind;
-}
 type Measure<K extends CaseList> = (
   ctx: RunContext,
   service: ServiceTarget,
@@ -92,11 +79,18 @@ interface Row {
   unless?: (ctx: RunContext) => string | undefined;
 }
 
-/** The service as shipped: the one a --url target stands for. */
-const REAL: ServiceSpec = { label: 'service (real critical section)' };
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
+const ownDatabase = (c: RunContext) =>
+  c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
+/** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
+const ownServers = (kind: string) => (c: RunContext) =>
+  !c.backing
+    ? 'the lock benchmark starts servers beside the run’s own'
+    : kind === 'zookeeper'
+      ? zookeeperMissing()
+      : undefined;
 
 /** The rows of a run with these settings. */
 function plan(s: RunSettings): Row[] {
@@ -121,7 +115,7 @@ function plan(s: RunSettings): Row[] {
   };
   const ceiling = (id: string, label: string, service = REAL, instances = 1) =>
     add(id.includes('cluster') ? 'cluster' : 'ceiling', 'ceiling', service, (c, target) =>
-      measureCeiling(c, { id, label, service: target, instances }),
+      cases.measureCeiling(c, { id, label, service: target, instances }),
     );
   const endpoints = s.segmentCounts.filter((k) => k === 1 || k === n);
 
@@ -130,21 +124,14 @@ function plan(s: RunSettings): Row[] {
   for (const segments of s.segmentCounts) sweep('segments', REAL, false, true, segments);
   for (const segments of endpoints) sweep('segments', uncombined, false, false, segments);
 
+  // What an order costs each server: the shipped service and combining off, on one Redis and on a Redis Cluster.
   const onCluster: ServiceSpec = { label: 'service on a Redis Cluster', onRedisCluster: true };
-  const uncombinedOnCluster: ServiceSpec = {
-    ...uncombined,
-    ...onCluster,
-    label: 'service on a Redis Cluster, combining off',
-  };
+  const uncombinedOnCluster = { ...uncombined, ...onCluster, label: 'service on a Redis Cluster, combining off' };
   for (const [redis, combined, off] of [
     ['one Redis', REAL, uncombined],
     ['Redis Cluster', onCluster, uncombinedOnCluster],
   ] as const) {
-    for (const [service, segments] of [
-      [combined, 1],
-      [combined, n],
-      [off, n],
-    ] as const) {
+    for (const [service, segments] of [[combined, 1] as const, [combined, n] as const, [off, n] as const]) {
       const combining = service === combined;
       const label = `${redis} · ${lockName(segments)}${combining ? '' : ' · combining off'}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
@@ -160,7 +147,7 @@ function plan(s: RunSettings): Row[] {
   const echo = { label: 'a bare express JSON echo', program: 'echo' } as const;
   const echoCase = { id: 'bare-echo', label: 'bare express JSON echo (POST /orders → 201)', instances: 1 };
   const echoed = { ...echoCase, path: '/orders', status: 201 };
-  add('bare-echo', 'bareEcho', echo, (c, service) => measureCeiling(c, { ...echoed, service }));
+  add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoed, service }));
   const alternative = { label: 'the alternative (express + pg, conditional UPDATE)', program: 'alternative' } as const;
   const spread = { skus: s.spreadSkus, hotShare: 0 };
   const mixed = { skus: s.spreadSkus, hotShare: s.mixedHotShare };
@@ -188,10 +175,10 @@ function plan(s: RunSettings): Row[] {
   for (const segments of s.segmentCounts) sweep('business-step', stepOff, true, false, segments);
   for (const segments of endpoints) sweep('business-step', stepOn, true, true, segments);
 
-  add('sold-out', 'soldOut', REAL, (c, service) => runRefusals(c, service, n, 'sold-out'));
-  add('sale-window', 'soldOut', REAL, (c, service) => runRefusals(c, service, n, 'not-on-sale'));
-  add('lifecycle', 'lifecycle', REAL, (c, service) => runLifecycle(c, service, n));
-  add('dashboard', 'dashboard', REAL, (c, service) => runDashboardCost(c, service, n, s.dashboardWatchers));
+  add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out'));
+  add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale'));
+  add('lifecycle', 'lifecycle', REAL, (c, service) => cases.runLifecycle(c, service, n));
+  add('dashboard', 'dashboard', REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
     ['pg-row', 'Postgres conditional UPDATE, 1 row', 'pg-conditional', 1],
     ['pg-rows', `Postgres conditional UPDATE, ${n} rows`, 'pg-conditional', n],
@@ -206,23 +193,97 @@ function plan(s: RunSettings): Row[] {
   const wide = s.memoryConnections;
   const memoryLabel = `real · ${n} segments · ${wide} connections`;
   sales('memory', 'memory', REAL, { id: `memory-${wide}`, label: memoryLabel, segments: n, connections: wide });
-  const ownDatabase = (c: RunContext) =>
-    c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
-  add('growth', 'growth', REAL, (c, service) => runGrowth(c, c.db!, service, n), ownDatabase);
+  add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, c.db!, service, n), ownDatabase);
 
   const cluster = { label: `${s.clusterInstances} instances behind one port`, instances: s.clusterInstances };
-  add('oversell', 'oversell', REAL, (c, service) => runOversell(c, service, 1, guards.localMutex));
+  add('oversell', 'oversell', REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
   ceiling('ceiling-cluster', `HTTP ceiling · ${s.clusterInstances} instances`, cluster, s.clusterInstances);
   for (const segments of s.clusterSegmentCounts) {
     const label = `${s.clusterInstances} instances · ${lockName(segments)}`;
     sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances: s.clusterInstances, segments });
   }
-  for (const guard of Object.values(guards)) {
-    add('oversell', 'oversell', cluster, (c, service) => runOversell(c, service, s.clusterInstances, guard));
+  for (const guard of Object.values(cases.guards)) {
+    add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, s.clusterInstances, guard));
   }
 
-  // What authentication costs an order: the same hot-SKU load with no credential, a service key, a customer token.
-  // The closed services also get an admin token: the runner creates SKUs, reads the books and scrapes /metrics with it.
+  // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
+  const hot = (scenario: 'auth' | 'events', id: string, name: string) => ({
+    id: `${scenario}-${id}`,
+    label: `real · ${lockName(n)} · ${name}`,
+    segments: n,
+    tags: { [scenario]: id },
+  });
+  for (const [id, name, service, headers] of credentials()) {
+    const spec = hot('auth', id, name);
+    add('auth', 'auth', service, async (c, target) =>
+      measureSales(c, { ...spec, service: target, headers: await headers() }),
+    );
+  }
+  // Events off, on, and on with a webhook endpoint receiving every event (a local receiver answering 204). The rows
+  // share the shipped service where events are on.
+  const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
+  for (const [id, name, service, hook] of [
+    ['off', 'events off', eventsOff, false],
+    ['on', 'events on', REAL, false],
+    ['webhook', 'events on, a webhook receiving them', REAL, true],
+  ] as const) {
+    const spec = hot('events', id, name);
+    add('events', 'events', service, (c, target) =>
+      (hook ? measureWithWebhook : measureSales)(c, { ...spec, service: target }),
+    );
+  }
+
+  // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
+  const contenders = [
+    ...s.lockContenders.map((name) => ['locks', name, name] as const),
+    ...s.lockBackends.map((kind) => ['lock-backends', `backend:${kind}`, kind] as const),
+  ];
+  for (const keys of s.lockKeys) {
+    for (const holdMs of s.lockHoldsMs) {
+      const warmupMs = s.lockWarmupSeconds * 1000;
+      const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs: s.lockMeasureSeconds * 1000 };
+      for (const [scenario, name, store] of contenders) {
+        add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
+      }
+    }
+  }
+  // The service's order flow on each backend, a business step held in the lock; Redlock again with a node killed.
+  const killOne = s.deadLockNode && s.lockBackends.includes('redlock');
+  for (const holdMs of s.lockHoldsMs) {
+    for (const kind of [...s.lockBackends, ...(killOne ? ['dead'] : [])]) {
+      const dead = kind === 'dead';
+      const lockBackend = dead ? 'redlock' : (kind as LockBackendKind);
+      const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
+      const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
+      const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
+      const id = `order-flow-${kind}-${holdMs}`;
+      const label = `order flow · ${backend} · ${holdMs} ms step`;
+      const measure = async (c: RunContext, target: ServiceTarget) => {
+        const node = await c.backing!.redlockNodes[0]!();
+        if (dead) await node.stop();
+        const tags = { lockBackend: backend, holdMs };
+        const flow = { id, label, segments: n, service: target, connections: s.lockWorkers, tags };
+        return measureSales(c, flow).finally(() => dead && node.resume());
+      };
+      add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
+    }
+  }
+  ceiling('ceiling-last', 'HTTP ceiling (last)');
+  // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
+  const shortRetention = {
+    label: `service keeping events ${s.retentionSeconds} s`,
+    env: { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) },
+  };
+  const retention = (c: RunContext, target: ServiceTarget) => cases.runEventRetention(c, c.db!, target, n);
+  add('event-retention', 'eventRetention', shortRetention, retention, ownDatabase);
+  return rows;
+}
+
+/**
+ * What authentication costs an order: no credential, a service key, a customer token, each on its own service. The
+ * closed services also get an admin token: the runner creates SKUs, reads the books and scrapes /metrics with it.
+ */
+function credentials() {
   const key = serviceKey('loadtest', ['orders:place']);
   const ADMIN_TOKEN = randomBytes(24).toString('hex');
   const secret = randomBytes(32).toString('hex');
@@ -238,97 +299,11 @@ function plan(s: RunSettings): Row[] {
   const issuer = { CUSTOMER_JWT_SECRET: secret, CUSTOMER_JWT_ISSUER: ISSUER, CUSTOMER_JWT_AUDIENCE: AUDIENCE };
   const keyService = { label: 'service with API_KEYS_FILE', env: { ADMIN_TOKEN, API_KEYS_FILE: writeKeysFile([key]) } };
   const tokenService = { label: 'service with a customer issuer', env: { ADMIN_TOKEN, ...issuer } };
-  for (const [id, name, service, headers] of [
+  return [
     ['none', 'no credential (open mode)', REAL, async () => ({})],
     ['key', 'service key', keyService, async () => bearer(key.key)],
     ['token', 'customer token (HS256 JWT)', tokenService, async () => bearer(await token())],
-  ] as const) {
-    const spec = { id: `auth-${id}`, label: `real · ${lockName(n)} · ${name}`, segments: n, tags: { auth: id } };
-    add('auth', 'auth', service, async (c, target) =>
-      measureSales(c, { ...spec, service: target, headers: await headers() }),
-    );
-  }
-
-  // What events cost an order: the same hot-SKU load with events off, on, and on with a webhook endpoint receiving
-  // every event (a local receiver answering 204). The rows share the shipped service where events are on.
-  const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
-  for (const [id, name, service, hook] of [
-    ['off', 'events off', eventsOff, false],
-    ['on', 'events on', REAL, false],
-    ['webhook', 'events on, a webhook receiving them', REAL, true],
-  ] as const) {
-    const spec = { id: `events-${id}`, label: `real · ${lockName(n)} · ${name}`, segments: n, tags: { events: id } };
-    add('events', 'events', service, (c, target) =>
-      hook ? measureWithWebhook(c, target, spec) : measureSales(c, { ...spec, service: target }),
-    );
-  }
-
-  // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
-  const runId = Date.now().toString(36);
-  const ownServers = (kind: string) => (c: RunContext) =>
-    !c.backing
-      ? 'the lock benchmark starts servers beside the run’s own'
-      : kind === 'zookeeper'
-        ? zookeeperMissing()
-        : undefined;
-  const libraries = s.lockContenders.map((name) => ({
-    scenario: 'locks' as const,
-    name,
-    open: async (c: RunContext) => libraryContender(name, s.lockRedisUrl || (await c.backing!.lockRedis()).url, runId),
-  }));
-  const backends = s.lockBackends.map((kind) => ({
-    scenario: 'lock-backends' as const,
-    name: `backend:${kind}`,
-    open: (c: RunContext) => backendContender(kind, c.backing!, runId),
-  }));
-  for (const keys of s.lockKeys) {
-    for (const holdMs of s.lockHoldsMs) {
-      const cell = {
-        workers: s.lockWorkers,
-        keys,
-        holdMs,
-        warmupMs: s.lockWarmupSeconds * 1000,
-        durationMs: s.lockMeasureSeconds * 1000,
-      };
-      for (const { scenario, name, open } of [...libraries, ...backends]) {
-        const measure = async (c: RunContext) => {
-          c.progress.note(`K=${keys} H=${holdMs} ms ${name}…`);
-          return runCell(await open(c), cell);
-        };
-        add(scenario, 'locks', undefined, measure, ownServers(name.replace('backend:', '')));
-      }
-    }
-  }
-  // The service's order flow on each backend, a business step held in the lock; Redlock again with a node killed.
-  for (const holdMs of s.lockHoldsMs) {
-    for (const kind of [...s.lockBackends, ...(s.deadLockNode && s.lockBackends.includes('redlock') ? ['dead'] : [])]) {
-      const dead = kind === 'dead';
-      const lockBackend = dead ? 'redlock' : (kind as LockBackendKind);
-      const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
-      const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
-      const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
-      const spec = {
-        id: `order-flow-${kind}-${holdMs}`,
-        label: `order flow · ${backend} · ${holdMs} ms step`,
-        segments: n,
-      };
-      const measure = async (c: RunContext, target: ServiceTarget) => {
-        const node = await c.backing!.redlockNodes[0]!();
-        if (dead) await node.stop();
-        const flow = { ...spec, service: target, connections: s.lockWorkers, tags: { lockBackend: backend, holdMs } };
-        return measureSales(c, flow).finally(() => dead && node.resume());
-      };
-      add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
-    }
-  }
-  ceiling('ceiling-last', 'HTTP ceiling (last)');
-  // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
-  const shortRetention = {
-    label: `service keeping events ${s.retentionSeconds} s`,
-    env: { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) },
-  };
-  add('event-retention', 'eventRetention', shortRetention, (c, t) => runEventRetention(c, c.db!, t, n), ownDatabase);
-  return rows;
+  ] as const;
 }
 
 /** Runs the rows of the selected scenarios; a row whose service or servers this run cannot have is skipped. */
@@ -356,85 +331,4 @@ export async function runPlan(
     if (row.service && lastRow.get(row.service) === i) await services.release(row.service);
   }
   return results;
-}
-
-/**
- * The running service of each spec, started and primed on first use. A case whose service died under it is
- * repeated on a fresh one, and the incident recorded: a result is only ever taken from an uninterrupted case.
- */
-class Services {
-  private readonly running = new Map<ServiceSpec, ServiceTarget>();
-
-  constructor(
-    private readonly ctx: RunContext,
-    private readonly remote: ServiceTarget | null,
-    private readonly nodeArgs: string[],
-    private readonly incidents: string[],
-  ) {}
-
-  unavailable(spec: ServiceSpec): string | undefined {
-    if (this.remote)
-      return spec === REAL
-        ? undefined
-        : `${spec.label}: a service this run starts; a --url target is measured as it is`;
-    if (spec.onRedisCluster && 'REDIS_CLUSTER_NODES' in this.ctx.backing!.redisEnv)
-      return 'a run on a Redis Cluster has no one Redis to compare it with';
-  }
-
-  async use<T>(spec: ServiceSpec, measure: (service: ServiceTarget) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      const service = await this.get(spec);
-      try {
-        return await measure(service);
-      } catch (error) {
-        if (service.alive() || attempt >= 3) throw error;
-        const note = `${service.diagnostics().split('\n')[0]} during a case (${(error as Error).message.split('\n')[0]}); started a fresh one and repeated the case`;
-        this.incidents.push(note);
-        this.ctx.progress.note(note);
-        await this.release(spec);
-      }
-    }
-  }
-
-  async release(spec: ServiceSpec): Promise<void> {
-    const service = this.running.get(spec);
-    this.running.delete(spec);
-    if (service && service !== this.remote) {
-      this.ctx.started.delete(service);
-      await service.stop();
-    }
-  }
-
-  private async get(spec: ServiceSpec): Promise<ServiceTarget> {
-    let service = this.running.get(spec);
-    if (service) return service;
-    service = this.remote ?? (await this.start(spec));
-    this.running.set(spec, service);
-    // A freshly started process runs unoptimised (JIT) with cold pools; the bare echo has no SKUs to prime with.
-    if (spec.program !== 'echo') await primeService(this.ctx, service);
-    return service;
-  }
-
-  private async start({ onRedisCluster, lockBackend, ...options }: ServiceSpec): Promise<ServiceTarget> {
-    const backing = this.ctx.backing!;
-    this.ctx.progress.note(`starting ${options.label}…`);
-    const env: Record<string, string> = {
-      ...options.env,
-      ...(onRedisCluster && (await backing.redisCluster()).redisEnv),
-    };
-    if (lockBackend) env.LOCK_BACKEND = lockBackend;
-    if (lockBackend === 'redlock')
-      env.REDIS_LOCK_URLS = (await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url))).join();
-    if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
-    const service = await LocalService.start(backing, { ...options, env, nodeArgs: this.nodeArgs });
-    this.ctx.started.add(service);
-    // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
-    if (!options.program) this.ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
-    return service;
-  }
-}
-
-/** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
-export function dashboardUrl(service: { url: string; adminToken: string | undefined }): string {
-  return `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
 }
