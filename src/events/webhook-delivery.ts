@@ -1,4 +1,6 @@
 import { createHmac } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { Agent, request } from 'undici';
 import type { Db } from '../db/database.js';
@@ -34,6 +36,11 @@ const ENDPOINTS_AT_ONCE = 8;
 const EVENTS_PER_TURN = 200;
 /** The first key of the endpoints' advisory locks (the second is the endpoint's id, hashed). */
 const LOCK_NAMESPACE = 20;
+/** Share of its time the event loop may be busy before deliveries make way for requests, measured over this window. */
+const BUSY_LOOP = 0.6;
+const LOOP_WINDOW_MS = 100;
+/** While the loop is that busy, each delivery first waits this long. */
+const MAKE_WAY_MS = 10;
 
 /**
  * Sends each endpoint its events, one at a time in feed order, so each SKU's events arrive in their sequence: at least
@@ -51,6 +58,8 @@ export class WebhookDelivery {
   private stopped = false;
   /** Connections to receivers, kept open between deliveries. */
   private readonly dispatcher = new Agent();
+  /** How busy the event loop was over the last window (see makeWay). */
+  private loop = { sample: performance.eventLoopUtilization(), at: performance.now(), busy: false };
 
   constructor(
     private readonly db: Db,
@@ -145,6 +154,7 @@ export class WebhookDelivery {
       const attempts: Attempt[] = [];
       const record = (progress: Progress) => recordProgress(this.db, id, hook.cursor, progress, attempts);
       for (const event of events) {
+        await this.makeWay();
         if (this.stopped || this.lockClient !== lock) break;
         const result = await this.send(hook, event);
         sent++;
@@ -170,6 +180,23 @@ export class WebhookDelivery {
       }
       if (attempts.length === 0 || !(await record({ kind: 'advance', to: delivered }))) return;
     }
+  }
+
+  /**
+   * Deliveries make way for requests: while this process's event loop was busy more than BUSY_LOOP of the last window,
+   * each delivery first waits MAKE_WAY_MS. A sale that saturates the instance then leaves its endpoints up to a hundred
+   * events a second each, and their lag builds until the sale eases (it drains at full speed after); the orders keep
+   * the CPU, which a sending instance would otherwise split with them (a delivery costs it over half of what an order
+   * does here). The feed and its stream are read at full speed throughout.
+   */
+  private async makeWay(): Promise<void> {
+    const now = performance.now();
+    if (now - this.loop.at >= LOOP_WINDOW_MS) {
+      const sample = performance.eventLoopUtilization();
+      const busy = performance.eventLoopUtilization(sample, this.loop.sample).utilization > BUSY_LOOP;
+      this.loop = { sample, at: now, busy };
+    }
+    if (this.loop.busy) await sleep(MAKE_WAY_MS);
   }
 
   /** After an attempt: on to the next event (delivered, or failing for longer than `retryForMs`), or retry later. */
