@@ -1,14 +1,7 @@
 import pg from 'pg';
 import type { LockCapabilities } from '../distributed-lock.js';
-import {
-  type Hold,
-  LockClient,
-  type LockClientOptions,
-  type StoreGrant,
-  type StoreRelease,
-  sleepUntilWoken,
-  type WaitBudget,
-} from '../lock-client.js';
+import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
+import { LockClient, type LockClientOptions } from '../lock-client.js';
 
 export interface PostgresLockOptions extends LockClientOptions {
   connectionString: string;

@@ -1,15 +1,8 @@
 import { duplicateSubscriber, type RedisClient } from '../../redis/connections.js';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { redisKeys } from '../keys.js';
-import {
-  type Hold,
-  LockClient,
-  type LockClientOptions,
-  type StoreGrant,
-  type StoreRelease,
-  sleepUntilWoken,
-  type WaitBudget,
-} from '../lock-client.js';
+import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
+import { LockClient, type LockClientOptions } from '../lock-client.js';
 import { ReleaseNotices } from '../release-notices.js';
 import { defineLockCommands, outcomeOf } from '../scripts.js';
 

@@ -6,13 +6,12 @@ import { redisKeys } from '../keys.js';
 import {
   clockDrift,
   type Hold,
-  LockClient,
-  type LockClientOptions,
+  sleepUntilWoken,
   type StoreGrant,
   type StoreRelease,
-  sleepUntilWoken,
   type WaitBudget,
-} from '../lock-client.js';
+} from '../hold.js';
+import { LockClient, type LockClientOptions } from '../lock-client.js';
 import { defineLockCommands, outcomeOf } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {

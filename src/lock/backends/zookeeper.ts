@@ -2,15 +2,8 @@ import { posix } from 'node:path';
 import * as zookeeper from 'node-zookeeper-client';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { LockUnavailableError } from '../errors.js';
-import {
-  type Hold,
-  LockClient,
-  type LockClientOptions,
-  type StoreGrant,
-  type StoreRelease,
-  sleepUntilWoken,
-  type WaitBudget,
-} from '../lock-client.js';
+import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
+import { LockClient, type LockClientOptions } from '../lock-client.js';
 
 export interface ZooKeeperLockOptions extends LockClientOptions {
   /** `host:port[,host:port…][/chroot]` */
