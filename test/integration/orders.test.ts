@@ -35,6 +35,20 @@ describe('placing orders', () => {
     expect(view.body.segmentStock[segment].available).toBe(22);
   });
 
+  it('gives orders time-ordered ids (UUIDv7): a later order sorts after an earlier one', async () => {
+    const sku = await createSku(10, 1);
+    const first = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+    const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+    expect(first.body.orderId).toMatch(v7);
+    expect(second.body.orderId).toMatch(v7);
+    expect(first.body.orderId < second.body.orderId).toBe(true);
+    // The first 48 bits are the time the order was placed, in milliseconds.
+    const placedAt = Number.parseInt(first.body.orderId.replace('-', '').slice(0, 12), 16);
+    expect(Math.abs(placedAt - Date.parse(first.body.createdAt))).toBeLessThan(60_000);
+  });
+
   it('covers an order from several segments when no single one has enough', async () => {
     const sku = await createSku(12, 4); // 3 per segment
     const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 7 });
