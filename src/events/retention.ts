@@ -40,14 +40,27 @@ export class EventRetention {
   async sweep(): Promise<number> {
     const cutoff = new Date(Date.now() - this.retentionMs);
     let deleted = 0;
-    for (;;) {
-      const result = await sql`
-        delete from events where position in (
-          select position from events where occurred_at < ${cutoff}
-           order by occurred_at limit ${BATCH} for update skip locked)`.execute(this.db);
-      const n = Number(result.numAffectedRows ?? 0);
-      deleted += n;
-      if (n < BATCH) break;
+    // Oldest first by position (the primary key), BATCH positions per statement, each reading on after the last:
+    // the index entries of the rows just deleted stay until vacuum, and a scan from the start would walk over all of
+    // them again. The expired events among those positions go; a statement that meets an event inside the retention
+    // is the last (positions follow the order events were sequenced in, which can differ from their time by the
+    // length of a transaction), and expired events past it wait for the next sweep.
+    for (let after = 0; ;) {
+      const { rows } = await sql<{ oldest: number; gone: number; last: string | null }>`
+        with oldest as (
+          select position, occurred_at from events where position > ${after}
+           order by position limit ${BATCH} for update skip locked
+        ), gone as (
+          delete from events e using oldest o
+           where e.position = o.position and o.occurred_at < ${cutoff}
+          returning e.position
+        )
+        select (select count(*) from oldest)::int as oldest, (select count(*) from gone)::int as gone,
+               (select max(position) from gone)::text as last`.execute(this.db);
+      const { oldest, gone, last } = rows[0]!;
+      deleted += gone;
+      if (gone < BATCH || oldest < BATCH || last === null) break;
+      after = Number(last);
     }
     for (;;) {
       const result = await sql`

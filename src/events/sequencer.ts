@@ -178,7 +178,7 @@ export class EventSequencer {
 
       const last = rows.at(-1)!;
       const skuStates = [...states];
-      // Every step by its primary key or the outbox's (xid, id) index, never by a join the planner might turn into a
+      // Every step by a primary key (the outbox's is its (xid, id)), never by a join the planner might turn into a
       // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet. The events take
       // their data and time from the outbox rows as they are deleted (a join of two lists of at most BATCH rows), so
       // an event's data never travels to this process and back. Should the deletion find other rows than were read,
