@@ -1,10 +1,12 @@
 import { duplicateSubscriber, type RedisClient } from '../../redis/connections.js';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { redisKeys } from '../keys.js';
-import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
+import { type Hold, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
 import { ReleaseNotices } from '../release-notices.js';
 import { defineLockCommands, outcomeOf } from '../scripts.js';
+import { FairQueue } from './redis-fair-queue.js';
+import { LocalLines } from './redis-local-lines.js';
 
 export interface RedisLockOptions extends LockClientOptions {
   /** Connection for the lock scripts. */
@@ -25,62 +27,23 @@ export interface RedisLockOptions extends LockClientOptions {
   maxLocalHandoffs?: number;
 }
 
-/** Longest sleep of a non-fair waiter when no notice comes and the holder's lease is long. */
-const MAX_SLEEP_MS = 1_000;
 /**
  * After freeing a lock that another process tried to take, this client's next waiter holds back this long, so that
  * process, woken by the release notice, can get it: local waiters are woken in microseconds, remote ones in a round trip.
  */
 const YIELD_TO_OTHERS_MS = 5;
 
-/** A waiter of this client for one lock, in non-fair mode. */
-interface LocalWaiter {
-  readonly owner: string;
-  /** Set by a release that passed the lock on within this client. */
-  grant: StoreGrant<string> | undefined;
-  wake: () => void;
-}
-
-/** Redis holds the lock for this client, under one owner id, with a block of fencing tokens reserved for it. */
-interface Tenure {
-  readonly redisOwner: string;
-  nextFence: number;
-  readonly lastFence: number;
-  readonly leaseMs: number;
-  /** When Redis last confirmed the lease: a hold passed on locally is valid only as long as that lease. */
-  confirmedAt: number;
-}
-
-/** This client's view of one lock: which of its owners holds it, on what tenure, and who of its own waits behind. */
-class LocalLine {
-  holder: string | undefined;
-  tenure: Tenure | undefined;
-  readonly waiters: LocalWaiter[] = [];
-
-  get idle(): boolean {
-    return this.holder === undefined && this.waiters.length === 0;
-  }
-}
-
-/** A fair waiter's mailbox: the hand-off may arrive while the waiter is between two polls, so it is kept. */
-interface HandoffSlot {
-  grant: StoreGrant<string> | undefined;
-  wake: () => void;
-}
-
 /**
  * The Redis lock: a hash {owner, count, fence} per lock, reentrant (Redisson style), taken and released by Lua
  * (lua/lock*.lua), with a fencing token issued on every new hold.
  *
- * Non-fair mode (lock cohorting): the waiters of one client line up locally and only the first talks to Redis, woken
- * by the lock's release notice (ReleaseNotices). A holder that took the lock from Redis reserved a block of fencing
- * tokens with it; while its process has waiters and tokens remain, a release passes the lock to the next of them
- * without a Redis call, each with the next token (every token issued elsewhere afterwards is larger). After
- * `maxLocalHandoffs` such passes the lock is freed in Redis, so other processes get their chance; the release gives
- * the unused tokens back, so the next holder's `previous` names the token that last wrote.
+ * Non-fair mode (lock cohorting, redis-local-lines.ts): the waiters of one client line up locally and only the first
+ * talks to Redis; a release passes the lock to the next of them without a Redis call while its tenure has tokens left.
+ * After `maxLocalHandoffs` such passes the lock is freed in Redis, so other processes get their chance; the release
+ * gives the unused tokens back, so the next holder's `previous` names the token that last wrote.
  *
- * Fair mode: every waiter joins a FIFO queue in Redis beside the hash; the release script hands the lock to the
- * queue's head and tells it on the lock's hand-off channel, so nobody is overtaken, across processes.
+ * Fair mode (redis-fair-queue.ts): every waiter joins a FIFO queue in Redis beside the hash; the release script hands
+ * the lock to the queue's head and tells it on the lock's hand-off channel, so nobody is overtaken, across processes.
  *
  * Each hold's handle is the owner id Redis holds the lock under (the tenure's, or the waiter's own in fair mode).
  */
@@ -92,9 +55,8 @@ export class RedisLock extends LockClient<string> {
   /** The subscriber connection of notices this lock made for itself (closed with it). */
   private readonly ownSubscriber: RedisClient | undefined;
   private readonly waiterLeaseMs: number;
-  private readonly maxLocalHandoffs: number;
-  private readonly lines = new Map<string, LocalLine>();
-  private readonly handoffSlots = new Map<string, HandoffSlot>();
+  private readonly lines: LocalLines;
+  private readonly fairQueue: FairQueue;
 
   constructor(private readonly options: RedisLockOptions) {
     super(options);
@@ -109,24 +71,35 @@ export class RedisLock extends LockClient<string> {
       this.notices = new ReleaseNotices(this.ownSubscriber);
     }
     this.waiterLeaseMs = options.waiterLeaseMs ?? 3_000;
-    this.maxLocalHandoffs = options.maxLocalHandoffs ?? 16;
+    this.lines = new LocalLines(this.notices, options.maxLocalHandoffs ?? 16);
+    this.fairQueue = new FairQueue(this.notices, this.waiterLeaseMs, {
+      acquire: (key, owner, ttlMs, mode) => this.callAcquire(key, owner, ttlMs, mode),
+      // A hand-off that raced with giving up is passed on to the next waiter.
+      leave: async (key, owner) => void (await this.callRelease(key, owner, this.defaults.ttlMs, '1', 0)),
+    });
   }
 
   /** Never overtakes a queued fair waiter: a free lock with a queue goes to the queue's head. */
   protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant<string> | null> {
     // Another owner of this client holds it: Redis would only say so.
-    if (this.lines.get(key)?.holder !== undefined) return null;
+    if (this.lines.isHeld(key)) return null;
     // No tokens reserved: a single attempt has no local waiters to pass the lock to.
     return (await this.startTenure(key, owner, ttlMs, 1)).grant;
   }
 
-  protected waitStore(
+  protected async waitStore(
     key: string,
     owner: string,
     ttlMs: number,
     budget: WaitBudget,
   ): Promise<StoreGrant<string> | null> {
-    return budget.fair ? this.waitInLine(key, owner, ttlMs, budget) : this.waitLocally(key, owner, ttlMs, budget);
+    if (budget.fair) {
+      const grant = await this.fairQueue.wait(key, owner, ttlMs, budget);
+      // This client holds the lock under the waiter's own id, without reserved tokens.
+      if (grant) this.lines.holdWithoutTenure(key, owner);
+      return grant && { ...grant, handle: owner };
+    }
+    return this.lines.wait(key, owner, budget, (reserve) => this.startTenure(key, owner, ttlMs, reserve));
   }
 
   /**
@@ -140,7 +113,7 @@ export class RedisLock extends LockClient<string> {
     ttlMs: number,
   ): Promise<PromiseSettledResult<StoreGrant<string> | null>[]> {
     // Another owner of this client holds it: Redis would only say so.
-    const asked = keys.flatMap((key, i) => (this.lines.get(key)?.holder === undefined ? [i] : []));
+    const asked = keys.flatMap((key, i) => (this.lines.isHeld(key) ? [] : [i]));
     if (this.redis.isCluster || asked.length < 2) return super.tryStoreMany(keys, owners, ttlMs);
     const requestedAt = Date.now();
     let answers: number[];
@@ -159,7 +132,8 @@ export class RedisLock extends LockClient<string> {
       const [code, previous] = [answers[2 * j]!, answers[2 * j + 1]!];
       const outcome = outcomeOf(code);
       if (outcome === 'done') {
-        results[i] = Promise.resolve(this.newTenure(keys[i]!, owners[i]!, ttlMs, requestedAt, [code, previous, code]));
+        const tokens: [number, number, number] = [code, previous, code];
+        results[i] = Promise.resolve(this.lines.startTenure(keys[i]!, owners[i]!, ttlMs, requestedAt, tokens));
       } else if (outcome === 'ask-alone') results[i] = this.tryStore(keys[i]!, owners[i]!, ttlMs);
     }
     return Promise.allSettled(results);
@@ -173,142 +147,8 @@ export class RedisLock extends LockClient<string> {
     const requestedAt = Date.now();
     const [code, pttl, previous, lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', reserve);
     if (outcomeOf(code) !== 'done') return { grant: null, pttl };
-    return { grant: this.newTenure(key, owner, ttlMs, requestedAt, [code, previous ?? 0, lastFence ?? code]), pttl: 0 };
-  }
-
-  /**
-   * A new hold taken from Redis: this client holds the lock, with tokens `fence`..`lastFence` to pass on locally.
-   * `previous`: the token issued before `fence`, 0 for none remembered.
-   */
-  private newTenure(
-    key: string,
-    owner: string,
-    ttlMs: number,
-    requestedAt: number,
-    [fence, previous, lastFence]: [number, number, number],
-  ): StoreGrant<string> {
-    const line = this.line(key);
-    line.holder = owner;
-    line.tenure = { redisOwner: owner, nextFence: fence + 1, lastFence, leaseMs: ttlMs, confirmedAt: requestedAt };
-    return { fence, previousFence: previous, leaseMs: ttlMs, requestedAt, handle: owner };
-  }
-
-  /**
-   * Non-fair waiting: in line behind this client's other waiters for the key; the first of them goes to Redis and,
-   * when the lock is held elsewhere, waits for its release notice (at the latest until the holder's lease runs out).
-   */
-  private async waitLocally(
-    key: string,
-    owner: string,
-    ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<string> | null> {
-    const line = this.line(key);
-    const me: LocalWaiter = { owner, grant: undefined, wake: () => {} };
-    line.waiters.push(me);
-    const ticket = this.notices.ticket();
-    try {
-      for (;;) {
-        if (me.grant) return me.grant;
-        budget.signal?.throwIfAborted();
-        const remaining = budget.deadline - Date.now();
-        if (line.holder === undefined && line.waiters[0] === me) {
-          // Listening before the attempt: a release between the attempt and the wait still wakes us.
-          await this.notices.listen(key, [key]);
-          const mark = this.notices.mark();
-          const { grant, pttl } = await this.startTenure(key, owner, ttlMs, this.maxLocalHandoffs + 1);
-          if (grant) return grant;
-          if (me.grant) continue;
-          if (Date.now() >= budget.deadline) return null;
-          const until = Date.now() + Math.min(budget.deadline - Date.now(), pttl > 0 ? pttl + 1 : 5, MAX_SLEEP_MS);
-          await this.notices.wait(key, new Set([key]), { ticket, deadline: until, mark, signal: budget.signal });
-          continue;
-        }
-        if (remaining <= 0) return null;
-        // Behind another waiter of this client, or the lock is held here: woken by a hand-off or the head leaving.
-        const sleep = sleepUntilWoken(Math.min(remaining, MAX_SLEEP_MS), budget.signal);
-        me.wake = sleep.wake;
-        try {
-          await sleep.promise;
-        } finally {
-          me.wake = () => {};
-        }
-      }
-    } finally {
-      line.waiters.splice(line.waiters.indexOf(me), 1);
-      this.wakeHead(key, line);
-    }
-  }
-
-  private async waitInLine(
-    key: string,
-    owner: string,
-    ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<string> | null> {
-    await this.notices.listenTo(redisKeys.grantedChannel(key), (message) => {
-      const [waiter, fence, leaseMs] = message.split('\n');
-      this.deliverHandoff(waiter!, Number(fence), Number(leaseMs));
-    });
-    const slot: HandoffSlot = { grant: undefined, wake: () => {} };
-    this.handoffSlots.set(owner, slot);
-    try {
-      let mode: 'queue' | 'poll' = 'queue';
-      for (;;) {
-        const requestedAt = Date.now();
-        const [code, , previous] = await this.callAcquire(key, owner, ttlMs, mode);
-        mode = 'poll';
-        if (outcomeOf(code) === 'done') return this.granted(key, owner, code, previous, ttlMs, requestedAt);
-        if (slot.grant)
-          return this.granted(key, owner, slot.grant.fence, 0, slot.grant.leaseMs, slot.grant.requestedAt);
-        const remaining = budget.deadline - Date.now();
-        if (remaining <= 0) {
-          await this.leaveLine(key, owner);
-          return null;
-        }
-        const sleep = sleepUntilWoken(Math.min(remaining, this.waiterLeaseMs / 3), budget.signal);
-        slot.wake = sleep.wake;
-        try {
-          await sleep.promise;
-        } catch (aborted) {
-          await this.leaveLine(key, owner);
-          throw aborted;
-        }
-        // The hand-off may have come while asleep (TypeScript cannot see the notice set it).
-        const handed = slot.grant as StoreGrant<string> | undefined;
-        if (handed) return this.granted(key, owner, handed.fence, 0, handed.leaseMs, handed.requestedAt);
-      }
-    } finally {
-      this.handoffSlots.delete(owner);
-    }
-  }
-
-  /** Leaves the fair queue; a hand-off that raced with giving up is passed on to the next waiter. */
-  private async leaveLine(key: string, owner: string): Promise<void> {
-    await this.callRelease(key, owner, this.defaults.ttlMs, '1', 0);
-  }
-
-  /** From a hand-off notice, or straight from the reply of this process's release that handed the lock on. */
-  private deliverHandoff(owner: string, fence: number, leaseMs: number): void {
-    const slot = this.handoffSlots.get(owner);
-    if (!slot || slot.grant) return;
-    slot.grant = { fence, leaseMs, requestedAt: Date.now() };
-    slot.wake();
-  }
-
-  /** A fair grant: this client holds the lock under the waiter's own id, without reserved tokens. */
-  private granted(
-    key: string,
-    owner: string,
-    fence: number,
-    previous: number | undefined,
-    leaseMs: number,
-    requestedAt: number,
-  ) {
-    const line = this.line(key);
-    line.holder = owner;
-    line.tenure = undefined;
-    return { fence, previousFence: previous || undefined, leaseMs, requestedAt, handle: owner };
+    const tokens: [number, number, number] = [code, previous ?? 0, lastFence ?? code];
+    return { grant: this.lines.startTenure(key, owner, ttlMs, requestedAt, tokens), pttl: 0 };
   }
 
   protected async reenterStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
@@ -322,39 +162,23 @@ export class RedisLock extends LockClient<string> {
 
   /** Redis counts re-entries; the last release passes the lock on within this client, or frees it in Redis. */
   protected async releaseStore(hold: Hold<string>, final: boolean): Promise<StoreRelease> {
-    const spare = final ? this.tenureWithTokensLeft(hold) : undefined;
-    if (spare && !this.closed) {
-      const line = this.lines.get(hold.key)!;
-      const next = line.waiters.find((w) => !w.grant);
-      if (next) {
-        line.holder = next.owner;
-        const fence = spare.nextFence++;
-        next.grant = {
-          fence,
-          previousFence: fence - 1,
-          leaseMs: spare.leaseMs,
-          requestedAt: spare.confirmedAt,
-          handle: spare.redisOwner,
-        };
-        next.wake();
-        return 'released';
-      }
-    }
+    const spare = final ? this.lines.tokensLeft(hold) : undefined;
+    if (spare && !this.closed && this.lines.passOn(hold)) return 'released';
     try {
       // Reserved tokens left unused go back, so the next holder's `previous` names the token that last wrote.
       const lastUsed = spare ? spare.nextFence - 1 : 0;
       const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0', lastUsed);
       if (outcomeOf(reply[0]) === 'not-owner') {
-        this.forgetHolder(hold);
+        this.lines.forgetHolder(hold);
         return 'not-owner';
       }
       if (reply[0] > 0) return 'still-held';
       const othersWaiting = reply.length === 2 && reply[1] === 1;
-      this.forgetHolder(hold, othersWaiting ? YIELD_TO_OTHERS_MS : 0);
+      this.lines.forgetHolder(hold, othersWaiting ? YIELD_TO_OTHERS_MS : 0);
       return 'released';
     } catch (error) {
       // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
-      if (final) this.forgetHolder(hold);
+      if (final) this.lines.forgetHolder(hold);
       throw error;
     }
   }
@@ -384,19 +208,19 @@ export class RedisLock extends LockClient<string> {
       const hold = holds[j]!;
       if (answers instanceof Error) {
         // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
-        this.forgetHolder(hold);
+        this.lines.forgetHolder(hold);
         results[i] = Promise.reject(answers);
         continue;
       }
       const outcome = outcomeOf(answers[j]!);
       if (outcome === 'ask-alone') results[i] = this.releaseStore(hold, true);
       else if (outcome === 'not-owner') {
-        this.forgetHolder(hold);
+        this.lines.forgetHolder(hold);
         results[i] = Promise.resolve('not-owner');
       } else {
         // This process's waiters hear of it at once; nobody elsewhere waited (no notice is published).
         this.notices.notify(hold.key);
-        this.forgetHolder(hold);
+        this.lines.forgetHolder(hold);
       }
     }
     return Promise.allSettled(results);
@@ -404,65 +228,28 @@ export class RedisLock extends LockClient<string> {
 
   /** The hold's release would pass the lock to a local waiter, or give reserved tokens back. */
   private passesOn(hold: Hold<string>): boolean {
-    return this.closed || this.tenureWithTokensLeft(hold) !== undefined;
-  }
-
-  /** The hold's own tenure, if it still has reserved tokens to pass on locally (or give back on release). */
-  private tenureWithTokensLeft(hold: Hold<string>): Tenure | undefined {
-    const line = this.lines.get(hold.key);
-    const tenure = line?.tenure;
-    const own = !!tenure && line!.holder === hold.owner && tenure.redisOwner === hold.handle;
-    return own && tenure.nextFence <= tenure.lastFence ? tenure : undefined;
+    return this.closed || this.lines.tokensLeft(hold) !== undefined;
   }
 
   protected override holdLost(hold: Hold<string>): void {
-    this.forgetHolder(hold);
+    this.lines.forgetHolder(hold);
   }
 
   protected async extendStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
     const extended = outcomeOf(await this.redis.lockExtend(redisKeys.lock(hold.key), hold.handle!, ttlMs)) === 'done';
-    const tenure = this.lines.get(hold.key)?.tenure;
-    if (extended && tenure && tenure.redisOwner === hold.handle) tenure.confirmedAt = requestedAt;
+    if (extended) this.lines.confirmed(hold, requestedAt);
     return extended;
   }
 
   protected async closeStore(): Promise<void> {
-    for (const line of this.lines.values()) for (const waiter of line.waiters) waiter.wake();
-    for (const slot of this.handoffSlots.values()) slot.wake();
+    this.lines.wakeAll();
+    this.fairQueue.wakeAll();
     if (this.ownSubscriber) {
       this.notices.close();
       this.ownSubscriber.disconnect();
     }
     if (this.options.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
-  }
-
-  private line(key: string): LocalLine {
-    let line = this.lines.get(key);
-    if (!line) {
-      line = new LocalLine();
-      this.lines.set(key, line);
-    }
-    return line;
-  }
-
-  /** The hold ended in Redis (released or lost): the next local waiter goes to Redis, after `yieldMs`. */
-  private forgetHolder(hold: Hold<string>, yieldMs = 0): void {
-    const line = this.lines.get(hold.key);
-    if (!line || line.holder !== hold.owner) return;
-    line.holder = undefined;
-    if (line.tenure?.redisOwner === hold.handle) line.tenure = undefined;
-    if (yieldMs > 0 && line.waiters.length > 0) setTimeout(() => this.wakeHead(hold.key, line), yieldMs).unref();
-    else this.wakeHead(hold.key, line);
-  }
-
-  /** The first local waiter takes over talking to Redis. */
-  private wakeHead(key: string, line: LocalLine): void {
-    if (line.idle) {
-      if (this.lines.get(key) === line) this.lines.delete(key);
-      return;
-    }
-    if (line.holder === undefined) line.waiters[0]?.wake();
   }
 
   private callAcquire(key: string, owner: string, ttlMs: number, mode: 'try' | 'queue' | 'poll', reserve = 1) {
@@ -489,7 +276,7 @@ export class RedisLock extends LockClient<string> {
       lastUsed,
     );
     // This process's waiters hear of its releases at once, not after the notice's round trip.
-    if (reply.length === 3) this.deliverHandoff(reply[1], reply[2], handOffLeaseMs);
+    if (reply.length === 3) this.fairQueue.deliver(reply[1], reply[2], handOffLeaseMs);
     else if (reply[0] === 0) this.notices.notify(key);
     return reply;
   }
