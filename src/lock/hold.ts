@@ -1,6 +1,8 @@
+import type { LockLease } from './distributed-lock.js';
+
 /**
  * What a lock client and its backend's store say to each other: what a store grants and answers, the wait budget it
- * is given, the hold a grant becomes, and the timing helpers every backend shares.
+ * is given, the hold a grant becomes (and the leases handed out on it), and the timing helpers every backend shares.
  */
 
 /** What a store hands back for a granted lock. */
@@ -46,12 +48,60 @@ export class Hold<H = unknown> {
     readonly scoped: boolean,
     readonly watchdog: boolean,
     requestedAt: number,
+    /** Called once the last confirmed lease has run out (the store said nothing since). */
+    private readonly expired: () => void,
   ) {
     this.validUntil = requestedAt + leaseMs - clockDrift(leaseMs);
+    this.armExpiry();
   }
 
   get done(): boolean {
     return this.released || this.lost;
+  }
+
+  /** The store confirmed the lease as of `requestedAt`: it now runs until then plus the lease. */
+  confirm(requestedAt: number): void {
+    this.validUntil = requestedAt + this.leaseMs - clockDrift(this.leaseMs);
+    this.armExpiry();
+  }
+
+  stopTimers(): void {
+    clearTimeout(this.expiryTimer);
+    clearTimeout(this.renewTimer);
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = setTimeout(this.expired, Math.max(0, this.validUntil - Date.now()));
+    this.expiryTimer.unref();
+  }
+}
+
+/** A lease, as handed to the caller: one per acquisition, sharing its hold with the owner's other re-entries. */
+export class Lease<H> implements LockLease {
+  released = false;
+
+  constructor(
+    /** The client that handed it out: only that client releases it. */
+    readonly client: object,
+    readonly hold: Hold<H>,
+    readonly depth: number,
+  ) {}
+
+  get key() {
+    return this.hold.key;
+  }
+  get fence() {
+    return this.hold.fence;
+  }
+  get previousFence() {
+    return this.hold.previousFence;
+  }
+  get owner() {
+    return this.hold.owner;
+  }
+  get signal() {
+    return this.hold.controller.signal;
   }
 }
 

@@ -6,35 +6,8 @@ import type {
   LockLease,
 } from './distributed-lock.js';
 import { LockLostError, LockTimeoutError, NotLockOwnerError, UnsupportedLockOptionError } from './errors.js';
-import { clockDrift, Hold, type StoreGrant, type StoreRelease, type WaitBudget } from './hold.js';
+import { Hold, Lease, type StoreGrant, type StoreRelease, type WaitBudget } from './hold.js';
 import { currentLockOwner, newOwnerId, runAsLockOwner } from './owner-context.js';
-
-/** A lease, as handed to the caller: one per acquisition, sharing its hold with the owner's other re-entries. */
-class Lease<H> implements LockLease {
-  released = false;
-
-  constructor(
-    readonly client: LockClient<H>,
-    readonly hold: Hold<H>,
-    readonly depth: number,
-  ) {}
-
-  get key() {
-    return this.hold.key;
-  }
-  get fence() {
-    return this.hold.fence;
-  }
-  get previousFence() {
-    return this.hold.previousFence;
-  }
-  get owner() {
-    return this.hold.owner;
-  }
-  get signal() {
-    return this.hold.controller.signal;
-  }
-}
 
 export interface LockClientOptions {
   /** Default lease (default 10 s). */
@@ -206,7 +179,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       throw hold.controller.signal.reason as LockLostError;
     }
     hold.leaseMs = leaseMs;
-    this.confirmed(hold, requestedAt);
+    hold.confirm(requestedAt);
   }
 
   using<T>(key: string, fn: (lease: LockLease) => Promise<T>, options?: AcquireOptions): Promise<T> {
@@ -275,9 +248,10 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       scoped,
       options.watchdog ?? this.defaults.watchdog,
       grant.requestedAt,
+      // Past the last confirmed expiry nobody can say the lock is still ours: tell the holder.
+      () => this.lose(hold, `no renewal was confirmed within its ${hold.leaseMs} ms lease`),
     );
     this.holds.set(holdId(owner, key), hold);
-    this.armExpiry(hold);
     if (hold.watchdog) this.scheduleRenewal(hold);
     return new Lease(this, hold, 1);
   }
@@ -287,21 +261,6 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       throw new NotLockOwnerError(lease.key, 'the lease is not a live lease of this client');
     }
     return (lease as Lease<H>).hold;
-  }
-
-  private confirmed(hold: Hold<H>, requestedAt: number): void {
-    hold.validUntil = requestedAt + hold.leaseMs - clockDrift(hold.leaseMs);
-    this.armExpiry(hold);
-  }
-
-  /** Past the last confirmed expiry nobody can say the lock is still ours: tell the holder. */
-  private armExpiry(hold: Hold<H>): void {
-    clearTimeout(hold.expiryTimer);
-    hold.expiryTimer = setTimeout(
-      () => this.lose(hold, `no renewal was confirmed within its ${hold.leaseMs} ms lease`),
-      Math.max(0, hold.validUntil - Date.now()),
-    );
-    hold.expiryTimer.unref();
   }
 
   private scheduleRenewal(hold: Hold<H>): void {
@@ -321,28 +280,23 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     }
     if (hold.done) return;
     if (renewed === false) return this.lose(hold, 'the watchdog found it gone');
-    if (renewed) this.confirmed(hold, requestedAt);
+    if (renewed) hold.confirm(requestedAt);
     this.scheduleRenewal(hold);
   }
 
   private retire(hold: Hold<H>): void {
     hold.released = true;
-    this.stopTimers(hold);
+    hold.stopTimers();
     if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
   }
 
   private lose(hold: Hold<H>, reason: string): void {
     if (hold.lost) return;
     hold.lost = true;
-    this.stopTimers(hold);
+    hold.stopTimers();
     if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
     this.holdLost(hold);
     hold.controller.abort(new LockLostError(hold.key, reason));
-  }
-
-  private stopTimers(hold: Hold<H>): void {
-    clearTimeout(hold.expiryTimer);
-    clearTimeout(hold.renewTimer);
   }
 }
 
