@@ -15,7 +15,14 @@ import { expectedSafe } from './report/figures.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
-import { namedOnly, runPlan, type RunCases, type ScenarioName, scenarioNames } from './scenarios/plan.js';
+import {
+  casesWithBooks,
+  namedOnly,
+  runPlan,
+  type RunCases,
+  type ScenarioName,
+  scenarioNames,
+} from './scenarios/plan.js';
 import { dashboardUrl } from './scenarios/services.js';
 
 /** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
@@ -204,14 +211,11 @@ function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext, r
 function bookFailures(run: RunResults): string[] {
   const failed = (books: { checks: { ok: boolean; name: string; detail: string }[] }) =>
     books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
-  const { segments, cluster, lockFree, alternative, spread, memory, auth, lockOrderFlow } = run;
   return [
-    ...[segments, cluster, lockFree, alternative, spread, memory, auth, lockOrderFlow]
-      .flat()
-      .flatMap((c) => [
-        ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
-        ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
-      ]),
+    ...casesWithBooks(run).flatMap((c) => [
+      ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
+      ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
+    ]),
     ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
     ...run.oversell
       .filter((c) => expectedSafe(c) && !c.books.ok)

@@ -1,5 +1,5 @@
 import type { RunResults } from '../cli.js';
-import { HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
+import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import {
   expectedSafe,
@@ -97,7 +97,7 @@ export function targetsTable(f: RunFigures): string | undefined {
   const grown = run.growth.filter((c) => c.ledgerRows >= 2_000_000).sort((a, b) => b.ledgerRows - a.ledgerRows)[0];
   const empty = run.growth.find((c) => c.ledgerRows === 0);
   const memory = run.memory[0]?.memory;
-  const locked = [...run.segments, ...run.cluster, ...run.memory, ...run.alternative, ...run.spread, ...run.auth];
+  const locked = casesWithBooks(run);
   const bad = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   const safe = (c: RunResults['oversell'][number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;

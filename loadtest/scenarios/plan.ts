@@ -64,6 +64,13 @@ export const emptyCases = () => ({
   incidents: [] as string[],
 });
 export type RunCases = ReturnType<typeof emptyCases>;
+
+/** Every case that sold through a service and had its books checked after each round: judged by the books target and
+ * the run's exit code alike. */
+export function casesWithBooks(run: RunCases): SalesCase[] {
+  const { segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow } = run;
+  return [segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow].flat();
+}
 type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 
 type Measure<K extends CaseList> = (
