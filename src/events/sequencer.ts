@@ -16,6 +16,8 @@ interface SkuState extends SkuTotals {
 /**
  * What the sequencer reads of an outbox row: what it takes to number it. The row's data and time stay in Postgres
  * (they move from the outbox row into the event there); only a row that sets a low-stock threshold has its data read.
+ * A batch's row of placed orders (`data.orders`, one per order of the batch on that SKU) has each order's status and
+ * quantity read instead, for the SKU's totals after each of its events.
  */
 interface OutboxRow {
   id: number;
@@ -27,15 +29,18 @@ interface OutboxRow {
   d_available: number;
   d_reserved: number;
   d_sold: number;
+  placed: [status: string, quantity: number][] | null;
 }
 
 /**
- * An event as the sequencer numbers it: the outbox row it comes from (whose data and time it takes) and, for an
- * event derived from that row's change, its own data (JSON text). Postgres adds the SKU's totals to the data.
+ * An event as the sequencer numbers it: the outbox row it comes from (whose data and time it takes; from a row of
+ * placed orders, the data of its order number `item`) and, for an event derived from that row's change, its own data
+ * (JSON text). Postgres adds the SKU's totals to the data.
  */
 interface SequencedEvent {
   position: number;
   sourceId: number;
+  item: number | null;
   skuId: number;
   sku: string;
   type: EventType;
@@ -122,6 +127,8 @@ export class EventSequencer {
         select h.last_position, h.last_xid::text as last_xid, h.last_id,
                o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.d_available, o.d_reserved, o.d_sold,
                case when o.data ?| array['sku', 'threshold'] then o.data end as data,
+               (select jsonb_agg(jsonb_build_array(p->'status', p->'quantity'))
+                  from jsonb_array_elements(o.data->'orders') p) as placed,
                st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
           from event_sequencer h
           left join lateral (
@@ -153,26 +160,45 @@ export class EventSequencer {
           };
           states.set(row.sku_id, state);
         }
-        const before = state.available;
-        state.available += Number(row.d_available);
-        state.reserved += Number(row.d_reserved);
-        state.sold += Number(row.d_sold);
         state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
-        const cause = { id: String(position + 1), type: row.type };
-        const emit = (type: EventType, derivedData: string | null) =>
-          events.push({
-            position: ++position,
-            sourceId: row.id,
-            skuId: row.sku_id,
-            sku: row.sku,
-            type,
-            sequence: ++state.lastSequence,
-            totals: { available: state.available, reserved: state.reserved, sold: state.sold },
-            derivedData,
-          });
-        emit(row.type, null);
-        for (const type of derivedTypes(row.type, before, state)) {
-          emit(type, JSON.stringify({ cause, lowStockThreshold: state.lowStockThreshold }));
+        // One event per placed order of a batch's row, each with the SKU's totals after it; one for any other row.
+        const changes = row.placed
+          ? row.placed.map(([status, quantity], item) => ({
+              item,
+              available: -quantity,
+              reserved: status === 'reserved' ? quantity : 0,
+              sold: status === 'confirmed' ? quantity : 0,
+            }))
+          : [
+              {
+                item: null,
+                available: Number(row.d_available),
+                reserved: Number(row.d_reserved),
+                sold: Number(row.d_sold),
+              },
+            ];
+        for (const change of changes) {
+          const before = state.available;
+          state.available += change.available;
+          state.reserved += change.reserved;
+          state.sold += change.sold;
+          const cause = { id: String(position + 1), type: row.type };
+          const emit = (type: EventType, item: number | null, derivedData: string | null) =>
+            events.push({
+              position: ++position,
+              sourceId: row.id,
+              item,
+              skuId: row.sku_id,
+              sku: row.sku,
+              type,
+              sequence: ++state.lastSequence,
+              totals: { available: state.available, reserved: state.reserved, sold: state.sold },
+              derivedData,
+            });
+          emit(row.type, change.item, null);
+          for (const type of derivedTypes(row.type, before, state)) {
+            emit(type, null, JSON.stringify({ cause, lowStockThreshold: state.lowStockThreshold }));
+          }
         }
       }
 
@@ -193,15 +219,17 @@ export class EventSequencer {
         ), moved_events as (
           insert into events (position, sku_id, sku, type, sequence, occurred_at, data)
           select e.position, e.sku_id, e.sku, e.type, e.sequence, m.occurred_at,
-                 coalesce(e.data, m.data)
+                 coalesce(e.data, case when e.item is null then m.data
+                                       else jsonb_build_object('order', m.data->'orders'->e.item) end)
                    || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
             from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.sourceId)}::bigint[],
+                        ${events.map((e) => e.item)}::int[],
                         ${events.map((e) => e.skuId)}::int[], ${events.map((e) => e.sku)}::text[],
                         ${events.map((e) => e.type)}::text[], ${events.map((e) => e.sequence)}::bigint[],
                         ${events.map((e) => e.totals.available)}::bigint[],
                         ${events.map((e) => e.totals.reserved)}::bigint[], ${events.map((e) => e.totals.sold)}::bigint[],
                         ${events.map((e) => e.derivedData)}::jsonb[])
-                   as e(position, source_id, sku_id, sku, type, sequence, available, reserved, sold, data)
+                   as e(position, source_id, item, sku_id, sku, type, sequence, available, reserved, sold, data)
             join moved_rows m on m.id = e.source_id
         ), sku_states as (
           insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)

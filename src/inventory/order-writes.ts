@@ -63,9 +63,10 @@ export interface BatchWritten {
  * written fenced — only where the row still carries the token its holder read and the holder's token is newer — with
  * the stock read less what the placed orders take, and its running totals of units sold and reserved. An order is
  * inserted, with its ledger rows, only if every segment it takes from was written; an order whose Idempotency-Key
- * another request already used is skipped (`on conflict do nothing`) and takes nothing. Each placed order writes one
- * `order.placed` event per SKU it takes from into the outbox, from the same `taken` rows as its ledger: an order the
- * fence or its key left out has no event. One statement is atomic by itself and, being the same text for every
+ * another request already used is skipped (`on conflict do nothing`) and takes nothing. The placed orders' events go
+ * into the outbox from the same `taken` rows as their ledger, one outbox row per SKU of the batch listing its orders in
+ * arrival order (the sequencer makes one `order.placed` event of each): an order the fence or its key left out has no
+ * event. One statement is atomic by itself and, being the same text for every
  * batch, planned once per connection. The outbox insert is append-only (no row of it is ever updated here), so it
  * adds no lock that writers of one SKU's different segments would queue on (src/events/sequencer.ts).
  */
@@ -98,7 +99,7 @@ export const writeBatchStatement: PreparedStatement = {
       on conflict (idempotency_key) where idempotency_key is not null do nothing
       returning id, status, created_at, expires_at
     ), taken as (
-      select t.i, p.status, t.quantity, b.id
+      select t.i, p.status, t.quantity, b.id, b.o
         from take t join ord b on b.o = t.o join placed p on p.id = b.id
     ), written as (
       update stock_segments s
@@ -114,16 +115,21 @@ export const writeBatchStatement: PreparedStatement = {
     ), ledger as (
       insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
       select t.id, w.sku_id, w.segment, w.layout_version, t.quantity, w.fence from taken t join seg w on w.i = t.i
+    ), placed_per_sku as (
+      select w.sku_id, t.o, t.id, t.status, sum(t.quantity) as quantity
+        from taken t join seg w on w.i = t.i
+       group by w.sku_id, t.o, t.id, t.status
     ), events as (
       insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold)
-      select w.sku_id, 'order.placed',
-             jsonb_build_object('order', jsonb_build_object('orderId', t.id, 'status', t.status, 'quantity', sum(t.quantity))),
-             -sum(t.quantity),
-             case when t.status = 'reserved' then sum(t.quantity) else 0 end,
-             case when t.status = 'confirmed' then sum(t.quantity) else 0 end
-        from taken t join seg w on w.i = t.i
+      select sku_id, 'order.placed',
+             jsonb_build_object('orders', jsonb_agg(
+               jsonb_build_object('orderId', id, 'status', status, 'quantity', quantity) order by o)),
+             -sum(quantity),
+             coalesce(sum(quantity) filter (where status = 'reserved'), 0),
+             coalesce(sum(quantity) filter (where status = 'confirmed'), 0)
+        from placed_per_sku
        where $18::boolean
-       group by w.sku_id, t.id, t.status
+       group by sku_id
     )
     select i::int as segment, null::uuid as id, null::text as status, null::timestamptz as created_at,
            null::timestamptz as expires_at

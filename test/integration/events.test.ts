@@ -92,6 +92,67 @@ describe('events', () => {
     expect(view).toMatchObject({ available: 5, reserved: 0, sold: 10, lowStockThreshold: 1, maxPerCustomer: 2 });
   });
 
+  it('makes one event of each order a batch placed on a SKU, in arrival order, with the totals after each', async () => {
+    const sku = await createSku(10, 1, { lowStockThreshold: 5 });
+    const { id: skuId } = await svc.service.db
+      .selectFrom('skus')
+      .select('id')
+      .where('sku', '=', sku)
+      .executeTakeFirstOrThrow();
+    const seg = await svc.service.db
+      .selectFrom('stock_segments')
+      .selectAll()
+      .where('sku_id', '=', skuId)
+      .executeTakeFirstOrThrow();
+    // Three orders in one batch statement, as the batcher writes them: one, two reserved for a minute, three.
+    const fields = { idempotencyKey: null, requestFingerprint: null, customerId: null, limitedSkuIds: [] };
+    const orders = [1, 2, 3].map((quantity) => ({
+      ...fields,
+      orderId: crypto.randomUUID(),
+      skuId,
+      holdSeconds: quantity === 2 ? 60 : null,
+      takes: [{ segment: 0, quantity }],
+    }));
+    const result = await writeBatch(svc.service.db, {
+      segments: [
+        {
+          skuId,
+          layoutVersion: seg.layout_version,
+          segment: 0,
+          availableSeen: Number(seg.available),
+          fenceSeen: Number(seg.fence_token),
+          fence: Number(seg.fence_token) + 1,
+          limitClaimed: false,
+        },
+      ],
+      orders,
+    });
+    expect(result.placed.size).toBe(3);
+
+    const events = await eventsOf(sku, 5);
+    expect(events.map((e) => e.type)).toEqual([
+      'sku.created',
+      'order.placed',
+      'order.placed',
+      'order.placed',
+      'sku.low_stock',
+    ]);
+    const placed = events.filter((e) => e.type === 'order.placed');
+    expect(placed.map((e) => e.data.order)).toEqual([
+      { orderId: orders[0]!.orderId, status: 'confirmed', quantity: 1 },
+      { orderId: orders[1]!.orderId, status: 'reserved', quantity: 2 },
+      { orderId: orders[2]!.orderId, status: 'confirmed', quantity: 3 },
+    ]);
+    expect(placed.map(({ data: { available, reserved, sold } }) => [available, reserved, sold])).toEqual([
+      [9, 0, 1],
+      [7, 2, 1],
+      [4, 2, 4],
+    ]);
+    // Derived from the order that crossed the threshold, and numbered right after it.
+    expect(events[4].data).toMatchObject({ cause: { id: events[3].id, type: 'order.placed' }, lowStockThreshold: 5 });
+    expect(events.map((e) => e.sequence)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('writes nothing for a refused cart or a fenced-out batch', async () => {
     const [a, b] = [await createSku(5, 1), await createSku(1, 1)];
     const refused = await post('/orders', {
