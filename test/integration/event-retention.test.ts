@@ -1,43 +1,23 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { FileMigrationProvider, Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/database.js';
-import type { Database } from '../../src/db/schema.js';
 import { EventRetention } from '../../src/events/retention.js';
 import { createLogger } from '../../src/logger.js';
-import { testEndpoints } from '../support/service.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 
 const HOUR = 3_600_000;
 
 /** Retention on a database of its own (no sequencer writing beside it), with events written straight into the feed. */
 describe('event retention', () => {
-  const name = `retention_${Date.now().toString(36)}`;
-  let admin: pg.Client;
+  let own: OwnDatabase;
   let db: Db;
 
   beforeAll(async () => {
-    admin = new pg.Client({ connectionString: testEndpoints().databaseUrl });
-    await admin.connect();
-    await admin.query(`create database ${name}`);
-    const url = new URL(testEndpoints().databaseUrl);
-    url.pathname = `/${name}`;
-    db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url.href, max: 2 }) }),
-    });
-    const migrationFolder = path.resolve('dist/migrations');
-    const migrated = await new Migrator({
-      db,
-      provider: new FileMigrationProvider({ fs, path, migrationFolder }),
-    }).migrateToLatest();
-    expect(migrated.error).toBeUndefined();
+    own = await createOwnDatabase('retention');
+    db = own.db;
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
   });
-  afterAll(async () => {
-    await db?.destroy();
-    await admin?.query(`drop database if exists ${name}`);
-    await admin?.end();
-  });
+  afterAll(() => own?.drop());
 
   /** Events at positions `from`..`to`, all `ageMs` old. */
   const write = (from: number, to: number, ageMs: number) =>

@@ -31,6 +31,19 @@ describe('events', () => {
     return events as any[];
   };
 
+  /** The SKU's id and its segment 0 as stored: for writing a batch straight through `writeBatch`. */
+  const firstSegment = async (sku: string) => {
+    const { db } = svc.service;
+    const { id: skuId } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+    const seg = await db
+      .selectFrom('stock_segments')
+      .selectAll()
+      .where('sku_id', '=', skuId)
+      .where('segment', '=', 0)
+      .executeTakeFirstOrThrow();
+    return { skuId, seg };
+  };
+
   beforeAll(async () => {
     svc = await startService({ ADMIN_TOKEN, EVENTS_POLL_MS: '20', WEBHOOK_BACKOFF_BASE_MS: '50' });
   });
@@ -94,16 +107,7 @@ describe('events', () => {
 
   it('makes one event of each order a batch placed on a SKU, in arrival order, with the totals after each', async () => {
     const sku = await createSku(10, 1, { lowStockThreshold: 5 });
-    const { id: skuId } = await svc.service.db
-      .selectFrom('skus')
-      .select('id')
-      .where('sku', '=', sku)
-      .executeTakeFirstOrThrow();
-    const seg = await svc.service.db
-      .selectFrom('stock_segments')
-      .selectAll()
-      .where('sku_id', '=', skuId)
-      .executeTakeFirstOrThrow();
+    const { skuId, seg } = await firstSegment(sku);
     // Three orders in one batch statement, as the batcher writes them: one, two reserved for a minute, three.
     const fields = { idempotencyKey: null, requestFingerprint: null, customerId: null, limitedSkuIds: [] };
     const orders = [1, 2, 3].map((quantity) => ({
@@ -163,16 +167,7 @@ describe('events', () => {
     });
     expect(refused.body.code).toBe('out_of_stock');
     // A batch whose fence the row refuses: nothing of it is written, its event neither.
-    const { id: skuId } = await svc.service.db
-      .selectFrom('skus')
-      .select('id')
-      .where('sku', '=', a)
-      .executeTakeFirstOrThrow();
-    const seg = await svc.service.db
-      .selectFrom('stock_segments')
-      .selectAll()
-      .where('sku_id', '=', skuId)
-      .executeTakeFirstOrThrow();
+    const { skuId, seg } = await firstSegment(a);
     const stale = { skuId, layoutVersion: seg.layout_version, segment: 0, availableSeen: 5, limitClaimed: false };
     const fields = { idempotencyKey: null, requestFingerprint: null, customerId: null, holdSeconds: null };
     const result = await writeBatch(svc.service.db, {

@@ -1,35 +1,19 @@
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { FileMigrationProvider, Kysely, Migrator, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditStock } from '../support/invariants.js';
-import { testEndpoints } from '../support/service.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 
 /** A database of its own on the test Postgres, migrated step by step with the compiled migrations. */
 describe('migrations', () => {
-  const name = `migrations_${Date.now().toString(36)}`;
-  let admin: pg.Client;
-  let db: Kysely<any>;
-  let migrator: Migrator;
+  let own: OwnDatabase;
+  let db: OwnDatabase['db'];
+  let migrator: OwnDatabase['migrator'];
 
   beforeAll(async () => {
-    admin = new pg.Client({ connectionString: testEndpoints().databaseUrl });
-    await admin.connect();
-    await admin.query(`create database ${name}`);
-    const url = new URL(testEndpoints().databaseUrl);
-    url.pathname = `/${name}`;
-    db = new Kysely<any>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url.href, max: 2 }) }),
-    });
-    const migrationFolder = path.resolve('dist/migrations');
-    migrator = new Migrator({ db, provider: new FileMigrationProvider({ fs, path, migrationFolder }) });
+    own = await createOwnDatabase('migrations');
+    ({ db, migrator } = own);
   });
-  afterAll(async () => {
-    await db?.destroy();
-    await admin?.query(`drop database if exists ${name}`);
-    await admin?.end();
-  });
+  afterAll(() => own?.drop());
 
   it('seeds the running totals of units sold from the ledger, across layouts', async () => {
     const before = await migrator.migrateTo('20261123000000_distributed_locks');
