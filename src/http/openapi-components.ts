@@ -1,0 +1,158 @@
+import { z } from 'zod';
+import { type ErrorCode, errorCatalog } from '../errors.js';
+import { EVENT_TYPES } from '../events/event-types.js';
+import { createWebhookBody, eventCursor, replayWebhookBody, updateWebhookBody } from './event-schemas.js';
+import { problemType } from './problem.js';
+import {
+  cartOrderBody,
+  createSkuBody,
+  orderId,
+  resegmentBody,
+  restockBody,
+  singleOrderBody,
+  skuName,
+  updateSkuBody,
+} from './schemas.js';
+
+/**
+ * The named schemas of the OpenAPI document (src/http/openapi.ts): the request bodies the routes validate with
+ * (src/http/schemas.ts, src/http/event-schemas.ts) and the shapes of the answers, below.
+ */
+
+const segmentStock = z.object({ segment: z.number().int().min(0), available: z.number().int().min(0) });
+
+const skuView = z.object({
+  sku: skuName,
+  segments: z.number().int().min(1),
+  stock: z.number().int().min(0).describe('Everything ever added.'),
+  available: z.number().int().min(0).describe('What is left: the sum of the segments.'),
+  reserved: z.number().int().min(0).describe('Units in live reservations.'),
+  sold: z.number().int().min(0).describe('Units of confirmed orders.'),
+  maxPerCustomer: z.number().int().min(1).nullable().describe("Most units one customer's live orders may hold."),
+  lowStockThreshold: z.number().int().min(0).nullable().describe('Available at or below this is `sku.low_stock`.'),
+  saleStartsAt: z.iso.datetime().nullable().describe('When orders open (inclusive); null: since the SKU exists.'),
+  saleEndsAt: z.iso.datetime().nullable().describe('When orders close (exclusive); null: never.'),
+  onSale: z.boolean().describe("Whether orders are taken now, by the service's shared clock."),
+  segmentStock: z.array(segmentStock),
+});
+
+const deductions = z.array(z.object({ segment: z.number().int().min(0), quantity: z.number().int().min(1) }));
+
+const orderView = z.object({
+  orderId: orderId,
+  status: z.enum(['reserved', 'confirmed', 'cancelled', 'expired']),
+  sku: skuName.optional().describe('Single-SKU orders only, as are quantity and deductions.'),
+  quantity: z.number().int().min(1).optional(),
+  deductions: deductions.optional(),
+  items: z.array(z.object({ sku: skuName, quantity: z.number().int().min(1), deductions })),
+  customerId: z.string().optional(),
+  expiresAt: z.iso.datetime().optional().describe('When a reservation lapses.'),
+  createdAt: z.iso.datetime(),
+});
+
+const orderPage = z.object({ orders: z.array(orderView), nextCursor: z.string().nullable() });
+
+const problem = z.object({
+  type: z.string().describe(`\`${problemType('<code>' as ErrorCode)}\``),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  code: z.enum(Object.keys(errorCatalog) as [ErrorCode, ...ErrorCode[]]),
+  available: z.number().int().min(0).optional().describe('out_of_stock only: the units seen under the locks.'),
+  sku: z
+    .string()
+    .optional()
+    .describe('out_of_stock, purchase_limit and not_on_sale: the SKU that fell short, is limited or is not on sale.'),
+  opensAt: z.iso
+    .datetime()
+    .optional()
+    .describe('not_on_sale before the opening: when orders open (`Retry-After` says in how many seconds).'),
+  closedAt: z.iso.datetime().optional().describe('not_on_sale after the close: when orders closed.'),
+  remaining: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('purchase_limit only: the units the customer may still order.'),
+  orderStatus: z
+    .enum(['confirmed', 'cancelled', 'expired'])
+    .optional()
+    .describe('order_not_reserved only: what the order is instead.'),
+  scope: z.string().optional().describe('forbidden: the scope (or scopes, space-separated) the caller lacks.'),
+});
+
+const stockEvent = z.object({
+  id: z.string().describe('Global, increasing; also the cursor to read on after this event.'),
+  type: z.enum(EVENT_TYPES),
+  sku: skuName,
+  sequence: z.number().int().min(1).describe("The SKU's events counted from 1, without gaps."),
+  occurredAt: z.iso.datetime(),
+  data: z
+    .looseObject({ available: z.number().int(), reserved: z.number().int(), sold: z.number().int() })
+    .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
+});
+
+const dashboardSnapshot = z.object({
+  instance: z.string(),
+  at: z.iso.datetime(),
+  sku: skuName,
+  view: skuView.nullable(),
+  problem: z.string().optional(),
+  ordersPerSecond: z.number(),
+  answersByStatus: z.record(z.string(), z.number()),
+  lockWaits: z.number(),
+  lockWaitsPerSecond: z.number(),
+  recentEvents: z.array(stockEvent).describe("The SKU's newest events, newest first (none when events are off)."),
+});
+
+const eventPage = z.object({
+  events: z.array(stockEvent),
+  nextCursor: z.string().nullable().describe('Pass as `after` for more; null when nothing is left for now.'),
+});
+
+const webhookView = z.object({
+  id: z.uuid(),
+  url: z.string(),
+  types: z.array(z.enum(EVENT_TYPES)),
+  skus: z.array(skuName).nullable(),
+  enabled: z.boolean(),
+  deliveredThrough: eventCursor.describe('Every matching event up to this cursor was delivered or given up on.'),
+  attempts: z.number().int().min(0),
+  failingSince: z.iso.datetime().nullable(),
+  nextAttemptAt: z.iso.datetime(),
+  createdAt: z.iso.datetime(),
+});
+
+const deliveryView = z.object({
+  eventId: eventCursor,
+  attempt: z.number().int().min(1),
+  outcome: z.enum(['delivered', 'retrying', 'failed']),
+  responseStatus: z.number().int().nullable(),
+  error: z.string().nullable(),
+  attemptedAt: z.iso.datetime(),
+});
+
+/** Every named schema of the document, by its id under `#/components/schemas`. */
+export const components = z.registry<{ id: string }>();
+components.add(stockEvent, { id: 'Event' });
+components.add(eventPage, { id: 'EventPage' });
+components.add(createWebhookBody, { id: 'CreateWebhook' });
+components.add(updateWebhookBody, { id: 'UpdateWebhook' });
+components.add(replayWebhookBody, { id: 'ReplayWebhook' });
+components.add(webhookView, { id: 'Webhook' });
+components.add(webhookView.extend({ secret: z.string().describe('`whsec_…`, shown this once.') }), {
+  id: 'CreatedWebhook',
+});
+components.add(z.object({ webhooks: z.array(webhookView) }), { id: 'WebhookList' });
+components.add(z.object({ deliveries: z.array(deliveryView) }), { id: 'DeliveryList' });
+components.add(createSkuBody, { id: 'CreateSku' });
+components.add(resegmentBody, { id: 'Resegment' });
+components.add(restockBody, { id: 'Restock' });
+// Generated with the default MAX_ORDER_QUANTITY; a service configured otherwise accepts up to its own limit.
+components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'PlaceOrder' });
+components.add(updateSkuBody, { id: 'UpdateSku' });
+components.add(orderPage, { id: 'OrderPage' });
+components.add(skuView, { id: 'SkuView' });
+components.add(orderView, { id: 'Order' });
+components.add(problem, { id: 'Problem' });
+components.add(dashboardSnapshot, { id: 'DashboardSnapshot' });
