@@ -66,9 +66,9 @@ export interface BatchWritten {
  * another request already used is skipped (`on conflict do nothing`) and takes nothing. The placed orders' events go
  * into the outbox from the same `taken` rows as their ledger, one outbox row per SKU of the batch listing its orders in
  * arrival order (the sequencer makes one `order.placed` event of each): an order the fence or its key left out has no
- * event. One statement is atomic by itself and, being the same text for every
- * batch, planned once per connection. The outbox insert is append-only (no row of it is ever updated here), so it
- * adds no lock that writers of one SKU's different segments would queue on (src/events/sequencer.ts).
+ * event. One statement is atomic by itself and, being the same text for every batch, planned once per connection.
+ * The outbox insert is append-only (no row of it is ever updated here), so it adds no lock that writers of one SKU's
+ * different segments would queue on (src/events/sequencer.ts).
  */
 export const FENCE_GUARD = 's.fence_token = w.fence_seen and s.fence_token < w.fence';
 
