@@ -46,7 +46,7 @@ export class EventRetention {
     // is the last (positions follow the order events were sequenced in, which can differ from their time by the
     // length of a transaction), and expired events past it wait for the next sweep.
     for (let after = 0; ;) {
-      const { rows } = await sql<{ oldest: number; gone: number; last: string | null }>`
+      const { rows } = await sql<{ gone: number; last: string | null }>`
         with oldest as (
           select position, occurred_at from events where position > ${after}
            order by position limit ${BATCH} for update skip locked
@@ -55,11 +55,11 @@ export class EventRetention {
            where e.position = o.position and o.occurred_at < ${cutoff}
           returning e.position
         )
-        select (select count(*) from oldest)::int as oldest, (select count(*) from gone)::int as gone,
-               (select max(position) from gone)::text as last`.execute(this.db);
-      const { oldest, gone, last } = rows[0]!;
+        select count(*)::int as gone, max(position)::text as last from gone`.execute(this.db);
+      const { gone, last } = rows[0]!;
       deleted += gone;
-      if (gone < BATCH || oldest < BATCH || last === null) break;
+      // Fewer than BATCH gone: the statement met an event inside the retention, a row another sweep holds, or the end.
+      if (gone < BATCH || last === null) break;
       after = Number(last);
     }
     for (;;) {
