@@ -120,28 +120,7 @@ export class EventSequencer {
    */
   private sequence(): Promise<{ moved: number; sequenced: SequencedEvent[] }> {
     return this.db.transaction().execute(async (trx) => {
-      // Read on after the last row moved: every row before it is gone, and scanning from the index's start would
-      // walk over all of them until vacuum removes them — a cost that grows with how much went through the outbox.
-      // Each row comes with its SKU's state as the last run left it (null for a SKU without events yet).
-      const { rows } = await sql<HeadRow & Partial<OutboxRow> & Partial<StateRow>>`
-        select h.last_position, h.last_xid::text as last_xid, h.last_id,
-               o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.d_available, o.d_reserved, o.d_sold,
-               case when o.data ?| array['sku', 'threshold'] then o.data end as data,
-               (select jsonb_agg(jsonb_build_array(p->'status', p->'quantity'))
-                  from jsonb_array_elements(o.data->'orders') p) as placed,
-               st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
-          from event_sequencer h
-          left join lateral (
-            select o.id, o.xid, o.sku_id, k.sku, o.type, o.data, o.d_available, o.d_reserved, o.d_sold
-              from event_outbox o join skus k on k.id = o.sku_id
-             where (o.xid, o.id) > (h.last_xid, h.last_id)
-               and o.xid < pg_snapshot_xmin(pg_current_snapshot())
-             order by o.xid, o.id
-             limit ${BATCH}) o on true
-          left join event_sku_state st on st.sku_id = o.sku_id
-         where h.id = 1
-         order by o.xid, o.id
-           for update of h skip locked`.execute(trx);
+      const { rows } = await readOutbox().execute(trx);
       const head = rows[0];
       if (!head || head.id === null || head.id === undefined) return { moved: 0, sequenced: [] };
 
@@ -249,6 +228,44 @@ export class EventSequencer {
       return { moved: rows.length, sequenced: events };
     });
   }
+}
+
+/**
+ * The sequencer's read, under the head's lock: the committed outbox rows after the last one moved, oldest first, at
+ * most BATCH of them, each with its SKU's name and its SKU's state as the last run left it (null for a SKU without
+ * events yet). Exported for the test of its plan.
+ *
+ * It reads on after the last row moved: every row before it is gone, and scanning from the index's start would walk
+ * over all of them until vacuum removes them, a cost that grows with how much went through the outbox. A row's SKU
+ * name and state are each looked up by key, row by row: joined as tables, the planner may hash all of `skus` or all
+ * of `event_sku_state` instead, and every run would cost as much as the catalogue is large. (The state's lookup says
+ * `limit 1` so that the planner cannot flatten it back into a join.)
+ */
+export function readOutbox() {
+  return sql<HeadRow & Partial<OutboxRow> & Partial<StateRow>>`
+    select h.last_position, h.last_xid::text as last_xid, h.last_id,
+           o.id, o.xid::text as xid, o.sku_id, o.sku, o.type, o.d_available, o.d_reserved, o.d_sold,
+           case when o.data ?| array['sku', 'threshold'] then o.data end as data,
+           (select jsonb_agg(jsonb_build_array(p->'status', p->'quantity'))
+              from jsonb_array_elements(o.data->'orders') p) as placed,
+           st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
+      from event_sequencer h
+      left join lateral (
+        select o.id, o.xid, o.sku_id, (select k.sku from skus k where k.id = o.sku_id) as sku, o.type, o.data,
+               o.d_available, o.d_reserved, o.d_sold
+          from event_outbox o
+         where (o.xid, o.id) > (h.last_xid, h.last_id)
+           and o.xid < pg_snapshot_xmin(pg_current_snapshot())
+         order by o.xid, o.id
+         limit ${BATCH}) o on true
+      left join lateral (
+        select st.last_sequence, st.available, st.reserved, st.sold, st.low_stock_threshold
+          from event_sku_state st
+         where st.sku_id = o.sku_id
+         limit 1) st on true
+     where h.id = 1
+     order by o.xid, o.id
+       for update of h skip locked`;
 }
 
 interface HeadRow {
