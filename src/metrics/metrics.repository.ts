@@ -1,18 +1,27 @@
 import type { Db } from '../db/database.js';
 import type { SkuAvailable } from './service-metrics.js';
 
-/** Units available per SKU, newest SKUs first, at most `limit` of them (a gauge series per SKU must stay bounded). */
-export async function readAvailableBySku(db: Db, limit: number): Promise<SkuAvailable[]> {
-  const rows = await db
+/**
+ * The newest `limit` SKUs with their units available (Σ of their segments), newest first (a gauge series per SKU must
+ * stay bounded). The SKUs come from the primary key backwards, each SKU's sum from its own segments: a join and
+ * grouping of both tables would sum the segments of the whole catalogue before keeping `limit` of them.
+ */
+export function availableBySku(db: Db, limit: number) {
+  return db
     .selectFrom('skus')
-    .leftJoin('stock_segments', 'stock_segments.sku_id', 'skus.id')
     .select((eb) => [
       'skus.sku',
-      eb.fn.coalesce(eb.fn.sum<number>('stock_segments.available'), eb.lit(0)).as('available'),
+      eb
+        .selectFrom('stock_segments')
+        .select((s) => s.fn.coalesce(s.fn.sum<number>('stock_segments.available'), s.lit(0)).as('available'))
+        .whereRef('stock_segments.sku_id', '=', 'skus.id')
+        .as('available'),
     ])
-    .groupBy(['skus.id', 'skus.sku'])
     .orderBy('skus.id', 'desc')
-    .limit(limit)
-    .execute();
+    .limit(limit);
+}
+
+export async function readAvailableBySku(db: Db, limit: number): Promise<SkuAvailable[]> {
+  const rows = await availableBySku(db, limit).execute();
   return rows.map((row) => ({ sku: row.sku, available: Number(row.available) }));
 }

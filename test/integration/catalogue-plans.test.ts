@@ -1,0 +1,104 @@
+import { CompiledQuery, sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readOutbox } from '../../src/events/sequencer.js';
+import { availableBySku, readAvailableBySku } from '../../src/metrics/metrics.repository.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
+
+const SKUS = 20_000;
+const SEGMENTS = 4;
+
+/** A node of a plan as `explain (format json)` gives it. */
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
+
+/**
+ * Queries that run all the time whatever the traffic (the event sequencer about ten times a second on every busy
+ * instance, the per-SKU gauge at every scrape and dashboard refresh) must read what follows from their answer, not
+ * the whole catalogue. Run on a database of its own with a large catalogue, twice: as the planner sees it right after
+ * the catalogue was loaded (no statistics yet: autovacuum analyses a table a minute or more later), then with fresh
+ * statistics. A join of a whole table was what the planner picked in one case or the other.
+ */
+describe('queries that must not grow with the catalogue', () => {
+  let own: OwnDatabase;
+  /** Runs the query under `explain analyze`: per table, how it was scanned and how many rows the scans read. */
+  const explain = async (query: CompiledQuery) => {
+    const { rows } = await own.db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+      CompiledQuery.raw(`explain (analyze, format json) ${query.sql}`, [...query.parameters]),
+    );
+    const nodes = nodesOf(rows[0]!['QUERY PLAN'][0].Plan);
+    return (table: string) => {
+      const scans = nodes.filter((n) => n['Relation Name'] === table);
+      const rowsRead = scans.reduce(
+        (sum, n) => sum + (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'],
+        0,
+      );
+      return { scans: scans.map((n) => n['Node Type']), rowsRead };
+    };
+  };
+
+  beforeAll(async () => {
+    own = await createOwnDatabase('catalogue_plans');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    const { db } = own;
+    await sql`
+      insert into skus (sku, segment_count, total_stock)
+      select 'sku-' || g, ${SEGMENTS}::int, 100 from generate_series(1, ${SKUS}::int) g`.execute(db);
+    await sql`
+      insert into stock_segments (sku_id, segment, layout_version, available)
+      select k.id, s, k.layout_version, 25 + s from skus k, generate_series(0, ${SEGMENTS - 1}::int) s`.execute(db);
+    await sql`
+      insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
+      select id, 1, 100, 0, 0, null from skus`.execute(db);
+    // More committed outbox rows than one run takes, spread over the catalogue.
+    await sql`
+      insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold)
+      select (g * 37) % ${SKUS}::int + 1, 'order.placed', '{"orders": [{"status": "confirmed", "quantity": 1}]}',
+             -1, 0, 1
+        from generate_series(1, 2000) g`.execute(db);
+  });
+  afterAll(() => own?.drop());
+
+  /** The sequencer looks up each row's SKU and SKU state by key, reading as many of each as it moves rows. */
+  const sequencerReadsByKey = async () => {
+    const on = await explain(readOutbox().compile(own.db));
+    expect(on('event_sku_state')).toEqual({ scans: ['Index Scan'], rowsRead: 500 });
+    expect(on('skus')).toEqual({ scans: ['Index Scan'], rowsRead: 500 });
+    // And the read answers what the plan promises: the oldest rows, each with its SKU and its state.
+    const read = (await readOutbox().execute(own.db)).rows;
+    expect(read).toHaveLength(500);
+    expect(read[0]).toMatchObject({ sku_id: 38, sku: 'sku-38', last_sequence: 1, available: 100 });
+  };
+
+  /** The per-SKU gauge reads the newest SKUs by key, and the segments of those SKUs only. */
+  const gaugeReadsNewestOnly = async () => {
+    const on = await explain(availableBySku(own.db, 1000).compile());
+    expect(on('stock_segments').rowsRead).toBe(1000 * SEGMENTS);
+    expect(on('skus')).toEqual({ scans: ['Index Scan'], rowsRead: 1000 });
+    const read = await readAvailableBySku(own.db, 1000);
+    expect(read).toHaveLength(1000);
+    // 25 + 26 + 27 + 28 units in each SKU's four segments.
+    expect(read.slice(0, 2)).toEqual([
+      { sku: `sku-${SKUS}`, available: 106 },
+      { sku: `sku-${SKUS - 1}`, available: 106 },
+    ]);
+  };
+
+  it('right after the catalogue is loaded, before any statistics', async () => {
+    await sequencerReadsByKey();
+    await gaugeReadsNewestOnly();
+  });
+
+  it('with fresh statistics', async () => {
+    await sql`analyze`.execute(own.db);
+    await sequencerReadsByKey();
+    await gaugeReadsNewestOnly();
+  });
+});
