@@ -5,6 +5,12 @@ import type { RedisConnections } from '../redis/connections.js';
 import { findSkuWithSegments, type SegmentState } from './inventory.repository.js';
 import type { SaleWindow } from './sale-window.js';
 
+/**
+ * Bounds the memory whatever the size of the catalogue: past this many SKUs the cache starts over, as SegmentMemory
+ * does (an entry with 20 segments is about 1.5 KB; a SKU no longer cached costs its next order one query).
+ */
+const MAX_ENTRIES = 20_000;
+
 /** What an instance remembers about a SKU between orders. */
 export interface SkuEntry extends SaleWindow {
   readonly id: number;
@@ -45,6 +51,7 @@ export class SkuDirectory {
     private readonly redis: Pick<RedisConnections, 'commands' | 'subscriber' | 'onResubscribed'>,
     /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
     private readonly onStale: (sku: string) => void = () => {},
+    private readonly maxEntries = MAX_ENTRIES,
   ) {}
 
   async start(): Promise<void> {
@@ -116,7 +123,10 @@ export class SkuDirectory {
       loadedStates: row.segments.map(([segment, available, fence]) => ({ segment, available, fence })),
       stale: this.changeCount !== changeCountAtStart,
     };
-    if (!entry.stale) this.entries.set(sku, entry);
+    if (!entry.stale) {
+      if (this.entries.size >= this.maxEntries && !this.entries.has(sku)) this.entries.clear();
+      this.entries.set(sku, entry);
+    }
     return entry;
   }
 }
