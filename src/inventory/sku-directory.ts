@@ -124,7 +124,11 @@ export class SkuDirectory {
       stale: this.changeCount !== changeCountAtStart,
     };
     if (!entry.stale) {
-      if (this.entries.size >= this.maxEntries && !this.entries.has(sku)) this.entries.clear();
+      if (this.entries.size >= this.maxEntries && !this.entries.has(sku)) {
+        // Entries dropped here no longer hear change notices: an order still holding one looks its SKU up again.
+        for (const dropped of this.entries.values()) dropped.stale = true;
+        this.entries.clear();
+      }
       this.entries.set(sku, entry);
     }
     return entry;

@@ -27,7 +27,7 @@ describe('SKU directory', () => {
     await own?.drop();
   });
 
-  it('keeps entries up to its bound, then drops them all and keeps what is loaded from then on', async () => {
+  it('keeps entries up to its bound, then drops them all, marked stale, and keeps what is loaded from then on', async () => {
     const directory = new SkuDirectory(own.db, redis, undefined, 3);
     const first = await Promise.all(['sku-1', 'sku-2', 'sku-3'].map((sku) => directory.get(sku)));
     expect(first.map((entry) => entry.loadedStates.map((s) => s.available))).toEqual([
@@ -38,8 +38,11 @@ describe('SKU directory', () => {
     // Within the bound, a SKU is read once.
     for (const [i, sku] of ['sku-1', 'sku-2', 'sku-3'].entries()) expect(await directory.get(sku)).toBe(first[i]);
 
-    // A fourth SKU starts the cache over: the first three are read again, as new entries.
+    // A fourth SKU starts the cache over: the first three are read again, as new entries. The dropped ones are marked
+    // stale, as they no longer hear change notices: an order still holding one looks its SKU up again.
     const fourth = await directory.get('sku-4');
+    expect(first.map((entry) => entry.stale)).toEqual([true, true, true]);
+    expect(fourth.stale).toBe(false);
     expect(await directory.get('sku-4')).toBe(fourth);
     const again = await directory.get('sku-1');
     expect(again).not.toBe(first[0]);
