@@ -51,6 +51,7 @@ export class SkuDirectory {
     private readonly redis: Pick<RedisConnections, 'commands' | 'subscriber' | 'onResubscribed'>,
     /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
     private readonly onStale: (sku: string) => void = () => {},
+    /** Most SKUs kept at once (a test lowers it). */
     private readonly maxEntries = MAX_ENTRIES,
   ) {}
 
