@@ -86,7 +86,7 @@ export class StockService {
     endpoints: Endpoints,
     private readonly extraRoutes?: ExtraRoutes,
   ) {
-    this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize);
+    this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize, config.batchesInFlight);
     this.connections = createRedisConnections(endpoints.redis, (err) =>
       log.warn({ err: err.message }, 'redis connection error'),
     );

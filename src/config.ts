@@ -83,8 +83,8 @@ const configSchema = z.object({
   // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
   CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
   COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(64),
-  // Batches of orders one instance runs at once, each on segments none of the others holds; each writes on one
-  // Postgres connection, so the default matches PG_POOL_SIZE's.
+  // Batches of orders one instance runs at once, each on segments none of the others holds; each reads and writes on
+  // one connection of the order path's own Postgres pool, which has this many (src/db/database.ts).
   BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(500).default(20),
   SHUTDOWN_GRACE_MS: positiveMs(600_000).default(10_000),
   // Test-only: shifts this process's own clock, to show that sale windows follow the shared clock, not the host's.

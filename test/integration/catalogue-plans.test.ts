@@ -1,6 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, runPrepared } from '../../src/db/database.js';
 import { readOutbox } from '../../src/events/sequencer.js';
+import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
+import { writeBatch } from '../../src/inventory/order-writes.js';
 import { availableBySku, readAvailableBySku } from '../../src/metrics/metrics.repository.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 
@@ -100,5 +104,45 @@ describe('queries that must not grow with the catalogue', () => {
     await sql`analyze`.execute(own.db);
     await sequencerReadsByKey();
     await gaugeReadsNewestOnly();
+  });
+
+  /**
+   * The order path's statements run their generic plan, made once per connection. Left to choose, Postgres plans
+   * them again for each call whenever a plan for the values at hand looks cheaper, and with the arrays of a one-order
+   * batch against a large catalogue it does, for every call (past the first five, which it always plans for their
+   * values): every quiet order would pay for planning its statements.
+   */
+  it('the order path plans its statements once per connection, not for each batch', async () => {
+    const BATCHES = 12;
+    const db = createDatabase(own.url, 1, 1);
+    try {
+      for (let skuId = 1; skuId <= BATCHES; skuId++) {
+        const [state] = await readSegmentStates(db, [{ skuId, layoutVersion: 1, segment: 0 }]);
+        const segment = { skuId, layoutVersion: 1, segment: 0, limitClaimed: false };
+        const { fence, available } = state!;
+        const order = { orderId: randomUUID(), idempotencyKey: null, requestFingerprint: null, customerId: null };
+        const { placed } = await writeBatch(db, {
+          segments: [{ ...segment, availableSeen: available, fenceSeen: fence, fence: fence + 1 }],
+          orders: [{ ...order, holdSeconds: null, skuId, takes: [{ segment: 0, quantity: 1 }], limitedSkuIds: [] }],
+        });
+        expect(placed.size).toBe(1);
+      }
+      // On the one connection of the order path's pool, the same one the statements ran on.
+      const plans = await runPrepared<{ name: string; generic_plans: number; custom_plans: number }>(
+        db,
+        {
+          name: 'plans_made',
+          text: `select name, generic_plans::int, custom_plans::int from pg_prepared_statements
+                  where name <> 'plans_made' order by name`,
+        },
+        [],
+      );
+      expect(plans).toEqual([
+        { name: 'read_segments', generic_plans: BATCHES, custom_plans: 0 },
+        { name: 'write_batch', generic_plans: BATCHES, custom_plans: 0 },
+      ]);
+    } finally {
+      await db.destroy();
+    }
   });
 });

@@ -8,6 +8,8 @@ import { testEndpoints } from './service.js';
 /** A database of its own on the test Postgres: nothing else writes to it. */
 export interface OwnDatabase {
   db: Kysely<Database>;
+  /** Its connection string, for connections of another kind than `db`'s. */
+  url: string;
   /** The compiled migrations, to migrate it step by step or to the latest. */
   migrator: Migrator;
   /** Closes its connections and drops it. */
@@ -29,6 +31,7 @@ export async function createOwnDatabase(prefix: string): Promise<OwnDatabase> {
   const migrator = new Migrator({ db, provider: new FileMigrationProvider({ fs, path, migrationFolder }) });
   return {
     db,
+    url: url.href,
     migrator,
     drop: async () => {
       await db.destroy();
