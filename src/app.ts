@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
 import type { Config } from './config.js';
-import { createDatabase, type Db } from './db/database.js';
+import { createDatabase, type Db, openOrderPath } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
 import { AppError } from './errors.js';
 import { EventMetrics } from './events/event-metrics.js';
@@ -218,6 +218,7 @@ export class StockService {
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {
     await this.connections.connect();
+    await openOrderPath(this.db);
     await this.clock.start();
     await this.directory.start();
     this.lifecycle.start();

@@ -8,7 +8,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 export type Db = Kysely<Database>;
 
 /** The order path's pool of each database: the connections its named statements run on (runPrepared). */
-const orderPathPoolOf = new WeakMap<Db, pg.Pool>();
+const orderPathPoolOf = new WeakMap<Db, { pool: pg.Pool; size: number }>();
 
 /**
  * Two pools on one database. Kysely's serves everything but the order path, each query planned for its values. The
@@ -29,9 +29,11 @@ export function createDatabase(connectionString: string, poolSize: number, order
     query_timeout: 10_000,
   };
   const pool = new pg.Pool({ ...common, max: poolSize });
+  // A fixed size: once open (openOrderPath), its connections stay open, idle or not.
   const orderPath = new pg.Pool({
     ...common,
     max: orderPathPoolSize,
+    min: orderPathPoolSize,
     options: '-c plan_cache_mode=force_generic_plan',
   });
   for (const each of [pool, orderPath]) {
@@ -45,8 +47,23 @@ export function createDatabase(connectionString: string, poolSize: number, order
   // Destroying the database ends both pools (Kysely's own only if Kysely ever ran a query).
   const destroy = db.destroy.bind(db);
   db.destroy = async () => void (await Promise.all([destroy(), orderPath.end()]));
-  orderPathPoolOf.set(db, orderPath);
+  orderPathPoolOf.set(db, { pool: orderPath, size: orderPathPoolSize });
   return db;
+}
+
+/**
+ * Opens every connection of the order path's pool, at start: the first burst of orders then finds them ready, rather
+ * than setting up twenty at once per instance, which on a busy machine can outlast the connect timeout. One at a
+ * time, for the same reason. Fails the start when Postgres will not give them.
+ */
+export async function openOrderPath(db: Db): Promise<void> {
+  const { pool, size } = orderPathPoolOf.get(db)!;
+  const clients: pg.PoolClient[] = [];
+  try {
+    while (clients.length < size) clients.push(await pool.connect());
+  } finally {
+    for (const client of clients) client.release();
+  }
 }
 
 /** A statement of the order's hot path, written once with positional parameters. */
@@ -65,7 +82,7 @@ export async function runPrepared<Row>(
   statement: PreparedStatement,
   values: unknown[],
 ): Promise<Row[]> {
-  const pool = orderPathPoolOf.get(executor as Db);
+  const pool = orderPathPoolOf.get(executor as Db)?.pool;
   if (pool) return (await pool.query({ name: statement.name, text: statement.text, values })).rows as Row[];
   return (await executor.executeQuery(CompiledQuery.raw(statement.text, values))).rows as Row[];
 }
