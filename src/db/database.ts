@@ -8,7 +8,7 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 export type Db = Kysely<Database>;
 
 /** The order path's pool of each database: the connections its named statements run on (runPrepared). */
-const orderPathPoolOf = new WeakMap<Db, { pool: pg.Pool; size: number }>();
+const orderPathPoolOf = new WeakMap<Db, pg.Pool>();
 
 /**
  * Two pools on one database. Kysely's serves everything but the order path, each query planned for its values. The
@@ -47,7 +47,7 @@ export function createDatabase(connectionString: string, poolSize: number, order
   // Destroying the database ends both pools (Kysely's own only if Kysely ever ran a query).
   const destroy = db.destroy.bind(db);
   db.destroy = async () => void (await Promise.all([destroy(), orderPath.end()]));
-  orderPathPoolOf.set(db, { pool: orderPath, size: orderPathPoolSize });
+  orderPathPoolOf.set(db, orderPath);
   return db;
 }
 
@@ -57,10 +57,10 @@ export function createDatabase(connectionString: string, poolSize: number, order
  * time, for the same reason. Fails the start when Postgres will not give them.
  */
 export async function openOrderPath(db: Db): Promise<void> {
-  const { pool, size } = orderPathPoolOf.get(db)!;
+  const pool = orderPathPoolOf.get(db)!;
   const clients: pg.PoolClient[] = [];
   try {
-    while (clients.length < size) clients.push(await pool.connect());
+    while (clients.length < pool.options.max!) clients.push(await pool.connect());
   } finally {
     for (const client of clients) client.release();
   }
@@ -82,7 +82,7 @@ export async function runPrepared<Row>(
   statement: PreparedStatement,
   values: unknown[],
 ): Promise<Row[]> {
-  const pool = orderPathPoolOf.get(executor as Db)?.pool;
+  const pool = orderPathPoolOf.get(executor as Db);
   if (pool) return (await pool.query({ name: statement.name, text: statement.text, values })).rows as Row[];
   return (await executor.executeQuery(CompiledQuery.raw(statement.text, values))).rows as Row[];
 }
