@@ -3,30 +3,19 @@
  * `--url`). Writes loadtest/results/<timestamp>.json and the markdown report with its charts; exits 1 when a locked
  * case's books do not balance or an unguarded demonstration failed to show the oversell.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
-import { remoteService, type ServiceTarget } from './infra/service-process.js';
+import { remoteService } from './infra/service-process.js';
 import { expectedSafe } from './report/figures.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
+import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
-import {
-  casesWithBooks,
-  namedOnly,
-  runPlan,
-  type RunCases,
-  type ScenarioName,
-  scenarioNames,
-} from './scenarios/plan.js';
+import { casesWithBooks, namedOnly, runPlan, type ScenarioName, scenarioNames } from './scenarios/plan.js';
 import { dashboardUrl } from './scenarios/services.js';
-
-/** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
-export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
 
 /** What `--redis-cluster` runs unless told otherwise: the cases whose orders take segment locks. */
 const SEGMENTED_SCENARIOS: ScenarioName[] = ['segments', 'business-step', 'cluster'];
@@ -186,27 +175,6 @@ async function main(): Promise<void> {
   }
 }
 
-/** The run's machine, commit, command and settings: the report's "Machine and method". */
-function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext, remote: ServiceTarget | null) {
-  const audit = ctx.db ? ' (books also audited in Postgres)' : ' (books audited through the API only)';
-  return {
-    startedAt: startedAt.toISOString(),
-    finishedAt: new Date().toISOString(),
-    mode,
-    command: ['npm run loadtest', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
-    gitCommit: gitCommit(),
-    node: process.version,
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
-    memoryBytes: os.totalmem(),
-    target: remote
-      ? `the running service at ${remote.url}${audit}`
-      : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
-    backing: ctx.backing?.description ?? 'the target’s own',
-    settings: ctx.settings,
-  };
-}
-
 /** Locked cases whose books do not add up, and unguarded demonstrations that failed to show the oversell. */
 function bookFailures(run: RunResults): string[] {
   const failed = (books: { checks: { ok: boolean; name: string; detail: string }[] }) =>
@@ -221,18 +189,6 @@ function bookFailures(run: RunResults): string[] {
       .filter((c) => expectedSafe(c) && !c.books.ok)
       .map((c) => `${c.label}: ${failed(c.books).join('; ')}`),
   ];
-}
-
-/** The commit measured; marked when the service's sources differ from it (the build used the working tree). */
-function gitCommit(): string {
-  const git = (...args: string[]) =>
-    execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  try {
-    const head = git('rev-parse', '--short', 'HEAD');
-    return git('status', '--porcelain', '--', 'src', 'migrations') ? `${head} + uncommitted changes in src/` : head;
-  } catch {
-    return 'unknown';
-  }
 }
 
 main().catch((error: unknown) => {

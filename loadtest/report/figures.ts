@@ -1,5 +1,5 @@
 /** What the report's tables, targets and charts share: number formats, markdown tables, and a run's key figures. */
-import type { RunResults } from '../cli.js';
+import type { RunResults } from '../run-results.js';
 import type { CpuUsage } from '../infra/process-usage.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { Profile, SalesCase } from '../scenarios/sales.js';

@@ -1,4 +1,4 @@
-import type { RunResults } from '../cli.js';
+import type { RunResults } from '../run-results.js';
 import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import {

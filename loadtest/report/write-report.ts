@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { RunResults } from '../cli.js';
+import type { RunResults } from '../run-results.js';
 import type { CpuUsage } from '../infra/process-usage.js';
 import type { RoundResult } from '../runner/round.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
