@@ -10,43 +10,20 @@ import {
   findSkuForUpdate,
   insertSegments,
   insertSku,
-  readSkuStock,
   recordAddition,
   updateSkuLayout,
 } from './inventory.repository.js';
 import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
 import { recountHoldings } from './customer-holdings.repository.js';
 import { FencedOutError, lockBusy } from './refusals.js';
-import { isOnSale } from './sale-window.js';
 import type { SegmentLocks } from './segment-locks.js';
 import { splitEvenly } from './segment-math.js';
 import type { SharedClock } from './shared-clock.js';
 import type { SkuDirectory, SkuEntry } from './sku-directory.js';
+import { readSkuView, type SkuView } from './sku-view.js';
 
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
 export const MAX_TOTAL_STOCK = 2 ** 52;
-
-/** A SKU's books: `available + reserved + sold = stock`. */
-export interface SkuView {
-  sku: string;
-  segments: number;
-  stock: number;
-  available: number;
-  /** Units in live reservations. */
-  reserved: number;
-  /** Units of confirmed orders. */
-  sold: number;
-  /** Most units one customer's live orders may hold; null: no limit. */
-  maxPerCustomer: number | null;
-  /** Available at or below this is announced as `sku.low_stock`; null: never. */
-  lowStockThreshold: number | null;
-  /** When orders open (inclusive) and close (exclusive), RFC 3339; null: open on that side. */
-  saleStartsAt: string | null;
-  saleEndsAt: string | null;
-  /** Whether orders are taken now, by the shared clock. */
-  onSale: boolean;
-  segmentStock: { segment: number; available: number }[];
-}
 
 /**
  * What PATCH /skus/:sku changes (and what a create may set): any of the limit, the low-stock threshold and the window's
@@ -132,25 +109,9 @@ export class StockAdmin {
     });
   }
 
-  async view(sku: string, db: Db = this.db): Promise<SkuView> {
-    const stock = await readSkuStock(db, sku);
-    if (!stock) throw new AppError('sku_not_found', `SKU '${sku}' does not exist`);
-    const { sale_starts_at: startsAt, sale_ends_at: endsAt } = stock.sku;
-    const window = { saleStartsAt: startsAt?.getTime() ?? null, saleEndsAt: endsAt?.getTime() ?? null };
-    return {
-      sku: stock.sku.sku,
-      segments: stock.sku.segment_count,
-      stock: stock.sku.total_stock,
-      available: stock.segments.reduce((total, s) => total + s.available, 0),
-      reserved: stock.reserved,
-      sold: stock.sold,
-      maxPerCustomer: stock.sku.max_per_customer,
-      lowStockThreshold: stock.sku.low_stock_threshold,
-      saleStartsAt: startsAt?.toISOString() ?? null,
-      saleEndsAt: endsAt?.toISOString() ?? null,
-      onSale: isOnSale(window, this.clock.now()),
-      segmentStock: stock.segments,
-    };
+  /** The SKU's books as they are now (inside a change: as its transaction `db` sees them). */
+  view(sku: string, db: Db = this.db): Promise<SkuView> {
+    return readSkuView(db, this.clock, sku);
   }
 
   restock(sku: string, quantity: number, request?: AdminRequest): Promise<AdminAnswer> {
