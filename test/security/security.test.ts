@@ -16,6 +16,14 @@ import {
 
 const ADMIN_TOKEN = `sec-admin-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+const DOCUMENT_ONLY_HEADERS = [
+  'cross-origin-opener-policy',
+  'origin-agent-cluster',
+  'x-dns-prefetch-control',
+  'x-download-options',
+  'x-permitted-cross-domain-policies',
+  'x-xss-protection',
+];
 
 describe('security headers', () => {
   let svc: RunningService;
@@ -41,6 +49,22 @@ describe('security headers', () => {
       expect(h.get('strict-transport-security'), path).toMatch(/max-age=\d+/);
       expect(h.get('cross-origin-resource-policy'), path).toBe('same-origin');
       expect(h.get('x-powered-by'), path).toBeNull();
+      // Headers for HTML documents or for browsers long gone: a JSON answer does not pay for them.
+      for (const name of DOCUMENT_ONLY_HEADERS) expect(h.get(name), `${path} ${name}`).toBeNull();
+    }
+  });
+
+  it('on the two HTML pages and their files: a policy of their own, and the headers that protect a document', async () => {
+    for (const path of ['/docs', '/docs/ui/swagger-ui.css', '/dashboard']) {
+      const answer = await call(svc.url, 'GET', path);
+      expect(answer.status, path).toBe(200);
+      const h = answer.headers;
+      expect(h.get('content-security-policy'), path).toContain("script-src 'self'");
+      expect(h.get('content-security-policy'), path).toContain("frame-ancestors 'none'");
+      expect(h.get('cross-origin-opener-policy'), path).toBe('same-origin');
+      expect(h.get('origin-agent-cluster'), path).toBe('?1');
+      expect(h.get('x-frame-options'), path).toBe('DENY');
+      expect(h.get('x-content-type-options'), path).toBe('nosniff');
     }
   });
 });

@@ -3,6 +3,7 @@ import express, { type RequestHandler, Router } from 'express';
 import type { Db } from '../../db/database.js';
 import { readAvailableBySku } from '../../metrics/metrics.repository.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
+import { pageHeaders } from '../security.js';
 import { skuName } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 import type { DashboardFeed } from './dashboard-feed.js';
@@ -17,10 +18,7 @@ const PAGE_POLICY =
   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
   "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-const pagePolicy: RequestHandler = (_req, res, next) => {
-  res.set('Content-Security-Policy', PAGE_POLICY);
-  next();
-};
+const pagePolicy = pageHeaders(PAGE_POLICY);
 
 /**
  * `GET /dashboard`: a static page, open like a login form, holding no data. Its data, the SKU list and the event

@@ -1,9 +1,10 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import express, { type RequestHandler, Router } from 'express';
+import express, { Router } from 'express';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { buildOpenApi } from '../openapi.js';
+import { pageHeaders } from '../security.js';
 
 const publicDir = fileURLToPath(new URL('./public/', import.meta.url));
 // Swagger UI's files straight from its npm package: nothing from a CDN.
@@ -14,10 +15,7 @@ const DOCS_POLICY =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; " +
   "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-const docsPolicy: RequestHandler = (_req, res, next) => {
-  res.set('Content-Security-Policy', DOCS_POLICY);
-  next();
-};
+const docsPolicy = pageHeaders(DOCS_POLICY);
 
 /** `GET /openapi.json` (the document, built once from the schemas) and `GET /docs` (Swagger UI over it). */
 export function docsRoutes(): Router {
