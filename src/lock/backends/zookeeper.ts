@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { posix } from 'node:path';
-import * as zookeeper from 'node-zookeeper-client';
+import type * as ZooKeeperClient from 'node-zookeeper-client';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { LockUnavailableError } from '../errors.js';
 import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
@@ -18,8 +19,14 @@ export interface ZooKeeperLockOptions extends LockClientOptions {
 
 interface NodeHandle {
   path: string;
-  client: zookeeper.Client;
+  client: ZooKeeperClient.Client;
 }
+
+/**
+ * The client library, loaded when a ZooKeeper lock is made rather than with this module: with its dependencies it
+ * takes about 10 MB of an instance's memory, which an instance on another backend never needs.
+ */
+const loadClientLibrary = () => createRequire(import.meta.url)('node-zookeeper-client') as typeof ZooKeeperClient;
 
 /** Longest sleep between two looks at the queue, in case a watch is lost with a reconnect. */
 const MAX_WATCH_MS = 1_000;
@@ -40,9 +47,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
-  private session: Promise<zookeeper.Client> | undefined;
+  private session: Promise<ZooKeeperClient.Client> | undefined;
   private readonly knownDirs = new Set<string>();
   private closing = false;
+  private readonly zookeeper = loadClientLibrary();
 
   constructor(private readonly options: ZooKeeperLockOptions) {
     super(options);
@@ -91,7 +99,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
           return null;
         }
         const sleep = sleepUntilWoken(Math.min(remaining, MAX_WATCH_MS), budget.signal);
-        const predecessor = await this.call<zookeeper.Stat | null>(client, (done) =>
+        const predecessor = await this.call<ZooKeeperClient.Stat | null>(client, (done) =>
           client.exists(posix.join(dir, children[index - 1]!), () => sleep.wake(), done),
         );
         if (!predecessor) sleep.wake();
@@ -130,7 +138,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     client?.close();
   }
 
-  private async enqueue(key: string, owner: string): Promise<{ client: zookeeper.Client; dir: string; path: string }> {
+  private async enqueue(
+    key: string,
+    owner: string,
+  ): Promise<{ client: ZooKeeperClient.Client; dir: string; path: string }> {
     const client = await this.connected();
     const dir = this.dirOf(key);
     if (!this.knownDirs.has(dir)) {
@@ -142,7 +153,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
       client.create(
         posix.join(dir, `${owner}-lock-`),
         Buffer.alloc(0),
-        zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
+        this.zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
         done,
       ),
     );
@@ -154,7 +165,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   private async grant(
-    client: zookeeper.Client,
+    client: ZooKeeperClient.Client,
     dir: string,
     path: string,
     requestedAt: number,
@@ -163,9 +174,9 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     return { fence, leaseMs: client.getSessionTimeout(), requestedAt, handle: { client, path } };
   }
 
-  private async issueFence(client: zookeeper.Client, dir: string): Promise<number> {
+  private async issueFence(client: ZooKeeperClient.Client, dir: string): Promise<number> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const [data, stat] = await this.call<[Buffer | null, zookeeper.Stat]>(client, (done) =>
+      const [data, stat] = await this.call<[Buffer | null, ZooKeeperClient.Stat]>(client, (done) =>
         client.getData(dir, (error, value, stat) => done(error, [value, stat])),
       );
       const last = Number(data?.toString() || '0');
@@ -175,42 +186,42 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
         return fence;
       } catch (error) {
         // A lapsed holder raced us for the counter: read it again.
-        if (codeOf(error) !== zookeeper.Exception.BAD_VERSION) throw error;
+        if (codeOf(error) !== this.zookeeper.Exception.BAD_VERSION) throw error;
       }
     }
     throw new LockUnavailableError(dir, 'the fencing counter kept changing under a compare-and-set');
   }
 
-  private async sortedChildren(client: zookeeper.Client, dir: string): Promise<string[]> {
+  private async sortedChildren(client: ZooKeeperClient.Client, dir: string): Promise<string[]> {
     const children = await this.call<string[]>(client, (done) =>
       client.getChildren(dir, (error, names) => done(error, names)),
     );
     return children.filter((name) => /-lock-\d{10}$/.test(name)).sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 
-  private async ownsNode(client: zookeeper.Client, path: string): Promise<boolean> {
-    const stat = await this.call<zookeeper.Stat | null>(client, (done) => client.exists(path, done));
+  private async ownsNode(client: ZooKeeperClient.Client, path: string): Promise<boolean> {
+    const stat = await this.call<ZooKeeperClient.Stat | null>(client, (done) => client.exists(path, done));
     return stat?.ephemeralOwner.equals(client.getSessionId()) ?? false;
   }
 
-  private async removeNode(client: zookeeper.Client, path: string): Promise<void> {
+  private async removeNode(client: ZooKeeperClient.Client, path: string): Promise<void> {
     try {
       await this.call(client, (done) => client.remove(path, -1, done));
     } catch (error) {
-      if (codeOf(error) !== zookeeper.Exception.NO_NODE) throw error;
+      if (codeOf(error) !== this.zookeeper.Exception.NO_NODE) throw error;
     }
   }
 
   /** The current session; a new one after the last expired (its holds are reported lost). */
-  private connected(): Promise<zookeeper.Client> {
+  private connected(): Promise<ZooKeeperClient.Client> {
     if (this.closing) return Promise.reject(new LockUnavailableError('*', 'the ZooKeeper lock client is closed'));
     if (!this.session) {
-      const client = zookeeper.createClient(this.options.connect, {
+      const client = this.zookeeper.createClient(this.options.connect, {
         sessionTimeout: this.sessionTimeoutMs,
         spinDelay: 100,
         retries: 0,
       });
-      const session = new Promise<zookeeper.Client>((resolve, reject) => {
+      const session = new Promise<ZooKeeperClient.Client>((resolve, reject) => {
         const timer = setTimeout(() => {
           client.close();
           reject(
@@ -258,10 +269,10 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
    * reconnect once requests are queued on a dropped connection.
    */
   private call<T = unknown>(
-    client: zookeeper.Client,
-    start: (done: (error: Error | zookeeper.Exception | null, value?: T) => void) => void,
+    client: ZooKeeperClient.Client,
+    start: (done: (error: Error | ZooKeeperClient.Exception | null, value?: T) => void) => void,
   ): Promise<T> {
-    if (client.getState() !== zookeeper.State.SYNC_CONNECTED) {
+    if (client.getState() !== this.zookeeper.State.SYNC_CONNECTED) {
       return Promise.reject(new LockUnavailableError('*', 'not connected to ZooKeeper'));
     }
     return new Promise<T>((resolve, reject) => {
