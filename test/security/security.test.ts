@@ -16,7 +16,7 @@ import {
 
 const ADMIN_TOKEN = `sec-admin-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-const DOCUMENT_ONLY_HEADERS = [
+const HTML_OR_LEGACY_HEADERS = [
   'cross-origin-opener-policy',
   'origin-agent-cluster',
   'x-dns-prefetch-control',
@@ -50,7 +50,7 @@ describe('security headers', () => {
       expect(h.get('cross-origin-resource-policy'), path).toBe('same-origin');
       expect(h.get('x-powered-by'), path).toBeNull();
       // Headers for HTML documents or for browsers long gone: a JSON answer does not pay for them.
-      for (const name of DOCUMENT_ONLY_HEADERS) expect(h.get(name), `${path} ${name}`).toBeNull();
+      for (const name of HTML_OR_LEGACY_HEADERS) expect(h.get(name), `${path} ${name}`).toBeNull();
     }
   });
 
