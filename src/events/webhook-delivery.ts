@@ -62,7 +62,7 @@ export class WebhookDelivery {
    * rather than with this module: undici takes about 5 MB of heap (20 MB of memory), which an instance whose shop
    * registered no webhook never needs.
    */
-  private client: { undici: typeof Undici; dispatcher: Undici.Agent } | undefined;
+  private client: ReturnType<typeof loadHttpClient> | undefined;
   /** How busy the event loop was over the last window (see makeWay). */
   private loop = { sample: performance.eventLoopUtilization(), at: performance.now(), busy: false };
 

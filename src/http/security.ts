@@ -40,10 +40,7 @@ export function securityHeaders(): RequestHandler {
     xPermittedCrossDomainPolicies: false,
     xXssProtection: false,
   })({} as Request, recorder as unknown as Response, () => {});
-  return (_req, res, next) => {
-    res.setHeaders(headers);
-    next();
-  };
+  return setAll(headers);
 }
 
 /**
@@ -52,11 +49,17 @@ export function securityHeaders(): RequestHandler {
  * browsing context group (Cross-Origin-Opener-Policy) and an origin-keyed agent cluster.
  */
 export function pageHeaders(contentSecurityPolicy: string): RequestHandler {
-  const headers = new Map([
-    ['Content-Security-Policy', contentSecurityPolicy],
-    ['Cross-Origin-Opener-Policy', 'same-origin'],
-    ['Origin-Agent-Cluster', '?1'],
-  ]);
+  return setAll(
+    new Map([
+      ['Content-Security-Policy', contentSecurityPolicy],
+      ['Cross-Origin-Opener-Policy', 'same-origin'],
+      ['Origin-Agent-Cluster', '?1'],
+    ]),
+  );
+}
+
+/** Sets the same headers on every response, in one call. */
+function setAll(headers: Map<string, string>): RequestHandler {
   return (_req, res, next) => {
     res.setHeaders(headers);
     next();
