@@ -214,13 +214,17 @@ export function decideBatch<O extends PlannableOrder>(
 
 const openCache = new WeakMap<SkuEntry, { empty: number; open: number[] }>();
 const keysCache = new WeakMap<SkuEntry, string[]>();
+/** 0 … n−1 by segment count n: what every SKU with no empty segment (most of them) shares. */
+const everySegment: number[][] = [];
 
 /** The SKU's segments not known to be empty (computed again only when a segment was marked empty since). */
-export function openSegments(entry: SkuEntry): number[] {
+export function openSegments(entry: SkuEntry): readonly number[] {
+  const count = entry.segmentCount;
+  if (entry.emptySegments.size === 0) return (everySegment[count] ??= Array.from({ length: count }, (_, s) => s));
   const cached = openCache.get(entry);
   if (cached && cached.empty === entry.emptySegments.size) return cached.open;
   const open: number[] = [];
-  for (let segment = 0; segment < entry.segmentCount; segment++) {
+  for (let segment = 0; segment < count; segment++) {
     if (!entry.emptySegments.has(segment)) open.push(segment);
   }
   openCache.set(entry, { empty: entry.emptySegments.size, open });

@@ -94,7 +94,7 @@ export class BatchSteps {
     try {
       await this.decideAndWrite(plan, segments, leaseOf, { open, retries });
     } catch (error) {
-      for (const key of leaseOf.keys()) this.memory.forgetKey(key);
+      for (const key of leaseOf.keys()) this.memory.forget(key);
       for (const order of open) order.fail(error);
     } finally {
       // After a write too: a release that fails only leaves the lease to expire, never undoes an order.
@@ -151,7 +151,7 @@ export class BatchSteps {
     if (usedLeases.some((lease) => lease.signal.aborted)) {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
       this.hooks.onLockLost?.();
-      for (const key of used) this.memory.forgetKey(key);
+      for (const key of used) this.memory.forget(key);
       for (const { order } of taking) ending(order, 'retry');
       return endShort(false);
     }
@@ -190,13 +190,13 @@ export class BatchSteps {
       const { entry, ref } = planned.get(key)!;
       if (!result.written.has(i)) {
         // Refused by the fence, or by a per-customer limit set since this instance looked: look at the SKU afresh.
-        this.memory.forget(lease);
+        this.memory.forget(key);
         this.hooks.onFencedOut?.();
         this.directory.invalidate(entry);
         continue;
       }
       const available = states.get(key)!.available - (takenFrom.get(key) ?? 0);
-      this.memory.remember(lease, { segment: ref.segment, available, fence: lease.fence }, entry);
+      this.memory.remember(key, lease, { segment: ref.segment, available, fence: lease.fence }, entry);
       if (available === 0) this.directory.markEmpty(entry, ref.segment);
     }
     for (const { order, takes } of taking) {
@@ -220,7 +220,7 @@ export class BatchSteps {
     const states = new Map<string, { available: number; fence: number }>();
     const unknown: PlannedSegment[] = [];
     for (const segment of held) {
-      const recalled = this.memory.recall(leaseOf.get(segment.key)!, segment.entry, segment.ref.segment);
+      const recalled = this.memory.recall(segment.key, leaseOf.get(segment.key)!, segment.entry, segment.ref.segment);
       if (recalled) states.set(segment.key, recalled);
       else unknown.push(segment);
     }
@@ -236,7 +236,7 @@ export class BatchSteps {
         continue;
       }
       states.set(segment.key, state);
-      this.memory.remember(leaseOf.get(segment.key)!, state, segment.entry);
+      this.memory.remember(segment.key, leaseOf.get(segment.key)!, state, segment.entry);
       if (state.available === 0) this.directory.markEmpty(segment.entry, segment.ref.segment);
     }
     return states;

@@ -1,9 +1,9 @@
 import type { Db } from '../db/database.js';
-import { type BatchPlan, openSegments, planBatch, refOf } from './batch-plan.js';
+import { type BatchPlan, openSegments, planBatch, refOf, segmentKeysOf } from './batch-plan.js';
 import { type BatchHooks, type BatchOrder, BatchSteps, type Ending } from './batch-steps.js';
 import { lockBusy, outOfStock } from './refusals.js';
 import { outsideWindow } from './sale-window.js';
-import { compareRefs, type SegmentLocks, segmentKey } from './segment-locks.js';
+import { compareRefs, type SegmentLocks } from './segment-locks.js';
 import { SegmentMemory } from './segment-memory.js';
 import type { SharedClock } from './shared-clock.js';
 import type { SkuDirectory } from './sku-directory.js';
@@ -159,14 +159,15 @@ export class OrderBatcher {
   private async runInOrder(orders: BatchOrder[]): Promise<void> {
     const plan: BatchPlan<BatchOrder> = { segments: new Map(), bySku: new Map(), orders: [] };
     for (const order of orders) {
-      const candidates = order.lines.map((line) =>
-        openSegments(line.entry).map((segment) => {
-          const ref = refOf(line.entry, segment);
-          const key = segmentKey(ref);
-          if (!plan.segments.has(key)) plan.segments.set(key, { ref, key, entry: line.entry, left: 0 });
+      const candidates = order.lines.map((line) => {
+        const keys = segmentKeysOf(line.entry);
+        return openSegments(line.entry).map((segment) => {
+          const key = keys[segment]!;
+          if (!plan.segments.has(key))
+            plan.segments.set(key, { ref: refOf(line.entry, segment), key, entry: line.entry, left: 0 });
           return key;
-        }),
-      );
+        });
+      });
       plan.orders.push({ order, candidates, covers: candidates.map(() => true) });
     }
     const segments = [...plan.segments.values()].sort((a, b) => compareRefs(a.ref, b.ref));

@@ -5,6 +5,12 @@ import type { SkuEntry } from './sku-directory.js';
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;
 
+/** A segment's row as last seen (`fence` is the row's token), the token of the hold that saw it, and the SKU's entry. */
+interface Seen extends SegmentState {
+  heldWith: number;
+  entry: SkuEntry;
+}
+
 /**
  * What this process last saw of each segment, and under which fencing token. The lock tells each acquisition which
  * token was issued just before its own; when that is the token this process last used, nobody else held the lock in
@@ -15,25 +21,29 @@ const MAX_ENTRIES = 100_000;
  * memory costs one refused write and a fresh read, never a wrong one.
  */
 export class SegmentMemory {
-  private readonly known = new Map<string, { fence: number; state: SegmentState; entry: SkuEntry }>();
+  /**
+   * By `segmentKey`, under the string `segmentKeysOf` keeps with the SKU's entry rather than each lease's copy of it:
+   * one string per segment this instance has served, not two.
+   */
+  private readonly known = new Map<string, Seen>();
 
   /**
    * The segment's state if nobody else held its lock since this process last saw it: under its own last hold, or
-   * when the SKU's `entry` was loaded (`loadedStates`; a row's token is its last writer's, so a lock whose previous
+   * when the SKU's `entry` was loaded (`loadedFences`; a row's token is its last writer's, so a lock whose previous
    * token is the row's has not been held since that write).
    */
-  recall(lease: LockLease, entry: SkuEntry, segment: number): SegmentState | undefined {
+  recall(key: string, lease: LockLease, entry: SkuEntry, segment: number): SegmentState | undefined {
     const previous = lease.previousFence;
     if (previous === undefined) return undefined;
-    const known = this.known.get(lease.key);
-    if (known?.fence === previous) return known.state;
-    const loaded = entry.loadedStates[segment];
-    return loaded?.fence === previous ? loaded : undefined;
+    const known = this.known.get(key);
+    if (known?.heldWith === previous) return known;
+    if (entry.loadedFences[segment] !== previous) return undefined;
+    return { segment, available: entry.loadedAvailable[segment]!, fence: previous };
   }
 
-  /** What this process last saw the segment (by `segmentKey`) hold, whoever held it since: a guess for planning, never for writing. */
+  /** What this process last saw the segment hold, whoever held it since: a guess for planning, never for writing. */
   peek(key: string): number | undefined {
-    return this.known.get(key)?.state.available;
+    return this.known.get(key)?.available;
   }
 
   /**
@@ -43,22 +53,17 @@ export class SegmentMemory {
    */
   upperBound(key: string, entry: SkuEntry): number | undefined {
     const known = this.known.get(key);
-    return known && known.entry === entry && !entry.stale ? known.state.available : undefined;
+    return known && known.entry === entry && !entry.stale ? known.available : undefined;
   }
 
   /** The state as the holder of `lease`, on the SKU's `entry`, last saw or wrote it. */
-  remember(lease: LockLease, state: SegmentState, entry: SkuEntry): void {
-    const key = lease.key;
+  remember(key: string, lease: LockLease, { segment, available, fence }: SegmentState, entry: SkuEntry): void {
     if (this.known.size >= MAX_ENTRIES && !this.known.has(key)) this.known.clear();
-    this.known.set(key, { fence: lease.fence, state, entry });
+    this.known.set(key, { segment, available, fence, heldWith: lease.fence, entry });
   }
 
   /** After a failed or uncertain write: the row may or may not hold what we meant to write. */
-  forget(lease: LockLease): void {
-    this.forgetKey(lease.key);
-  }
-
-  forgetKey(key: string): void {
+  forget(key: string): void {
     this.known.delete(key);
   }
 }

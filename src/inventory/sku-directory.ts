@@ -2,12 +2,13 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
 import type { RedisConnections } from '../redis/connections.js';
-import { findSkuWithSegments, type SegmentState } from './inventory.repository.js';
+import { findSkuWithSegments } from './inventory.repository.js';
 import type { SaleWindow } from './sale-window.js';
 
 /**
  * Bounds the memory whatever the size of the catalogue: past this many SKUs the cache starts over, as SegmentMemory
- * does (an entry with 20 segments is about 1.5 KB; a SKU no longer cached costs its next order one query).
+ * does (a SKU of 20 segments costs an instance 3–4 KB of heap with its segment keys and what SegmentMemory keeps of
+ * it; a SKU no longer cached costs its next order one query).
  */
 const MAX_ENTRIES = 20_000;
 
@@ -26,10 +27,12 @@ export interface SkuEntry extends SaleWindow {
    */
   readonly emptySegments: Set<number>;
   /**
-   * The segments' state as read with the entry, by segment: what a lock holder may use instead of reading the row
-   * under its lock, if nobody held that lock since (SegmentMemory.recall). Spares the first order of each segment a read.
+   * The segments' stock and fencing tokens as read with the entry, by segment: what a lock holder may use instead of
+   * reading the row under its lock, if nobody held that lock since (SegmentMemory.recall). Spares the first order of
+   * each segment a read. Two arrays of numbers rather than an object per segment: every cached SKU keeps them.
    */
-  readonly loadedStates: readonly SegmentState[];
+  readonly loadedAvailable: readonly number[];
+  readonly loadedFences: readonly number[];
   /** Set once a change notice or a failed read showed this layout is outdated. */
   stale: boolean;
 }
@@ -121,7 +124,8 @@ export class SkuDirectory {
       saleStartsAt: row.sale_starts_at?.getTime() ?? null,
       saleEndsAt: row.sale_ends_at?.getTime() ?? null,
       emptySegments: new Set(),
-      loadedStates: row.segments.map(([segment, available, fence]) => ({ segment, available, fence })),
+      loadedAvailable: row.segments.map(([, available]) => available),
+      loadedFences: row.segments.map(([, , fence]) => fence),
       stale: this.changeCount !== changeCountAtStart,
     };
     if (!entry.stale) {

@@ -23,9 +23,13 @@ export const redisKeys = {
   releasedChannel: (name: string) => `lock:released:{${name}}`,
   /** Published when a release hands the lock to the head of the fair queue; the payload names the new owner. */
   grantedChannel: (name: string) => `lock:granted:{${name}}`,
-  /** The lock name of one segment of one layout of a SKU (the order flow's SegmentRef). */
+  /**
+   * The lock name of one segment of one layout of a SKU (the order flow's SegmentRef). Joined rather than a template:
+   * an instance keeps this name for every segment it has served, and a template literal leaves it as a chain of pieces
+   * several times the size of the one flat string `join` makes.
+   */
   segmentLock: ({ sku, layoutVersion, segment }: { sku: string; layoutVersion: number; segment: number }) =>
-    `stock/${sku}/v${layoutVersion}/${segment}`,
+    ['stock', sku, `v${layoutVersion}`, segment].join('/'),
   /**
    * Restock and re-segmentation notices: instances drop what they cached about the SKU. One shard channel for all
    * SKUs, since every instance listens to every SKU's changes; they are rare (admin writes), so one shard carries them.

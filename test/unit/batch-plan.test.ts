@@ -19,7 +19,8 @@ const sku = (segmentCount: number, name = `sku-${nextId}`): SkuEntry => ({
   saleStartsAt: null,
   saleEndsAt: null,
   emptySegments: new Set(),
-  loadedStates: [],
+  loadedAvailable: [],
+  loadedFences: [],
   stale: false,
 });
 const line = (entry: SkuEntry, quantity: number): BatchLine => ({ entry, quantity, wantsEvery: false });
