@@ -8,7 +8,7 @@ import { readSegmentStates } from './inventory.repository.js';
 import { type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite, writeBatch } from './order-writes.js';
 import { outOfStock, purchaseLimit } from './refusals.js';
 import type { SegmentLocks } from './segment-locks.js';
-import type { SegmentMemory } from './segment-memory.js';
+import type { RowState, SegmentMemory } from './segment-memory.js';
 import type { SkuDirectory } from './sku-directory.js';
 
 /** How an order the batcher took ends: the one vocabulary of the order flow. Failures (Postgres away) reject. */
@@ -196,7 +196,7 @@ export class BatchSteps {
         continue;
       }
       const available = states.get(key)!.available - (takenFrom.get(key) ?? 0);
-      this.memory.remember(key, lease, { segment: ref.segment, available, fence: lease.fence }, entry);
+      this.memory.remember(key, lease, { available, fence: lease.fence }, entry);
       if (available === 0) this.directory.markEmpty(entry, ref.segment);
     }
     for (const { order, takes } of taking) {
@@ -217,7 +217,7 @@ export class BatchSteps {
    * A segment missing from Postgres belongs to an outdated layout: its SKU is looked up again.
    */
   private async readStates(held: PlannedSegment[], leaseOf: Map<string, LockLease>) {
-    const states = new Map<string, { available: number; fence: number }>();
+    const states = new Map<string, RowState>();
     const unknown: PlannedSegment[] = [];
     for (const segment of held) {
       const recalled = this.memory.recall(segment.key, leaseOf.get(segment.key)!, segment.entry, segment.ref.segment);

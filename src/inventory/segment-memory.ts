@@ -5,8 +5,11 @@ import type { SkuEntry } from './sku-directory.js';
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;
 
-/** A segment's row as last seen (`fence` is the row's token), the token of the hold that saw it, and the SKU's entry. */
-interface Seen extends SegmentState {
+/** What a lock holder needs of a segment's row: its stock and its fencing token (its last writer's). */
+export type RowState = Pick<SegmentState, 'available' | 'fence'>;
+
+/** A segment's row as last seen, the token of the hold that saw it, and the SKU's entry then. */
+interface Seen extends RowState {
   heldWith: number;
   entry: SkuEntry;
 }
@@ -32,13 +35,13 @@ export class SegmentMemory {
    * when the SKU's `entry` was loaded (`loadedFences`; a row's token is its last writer's, so a lock whose previous
    * token is the row's has not been held since that write).
    */
-  recall(key: string, lease: LockLease, entry: SkuEntry, segment: number): SegmentState | undefined {
+  recall(key: string, lease: LockLease, entry: SkuEntry, segment: number): RowState | undefined {
     const previous = lease.previousFence;
     if (previous === undefined) return undefined;
     const known = this.known.get(key);
     if (known?.heldWith === previous) return known;
     if (entry.loadedFences[segment] !== previous) return undefined;
-    return { segment, available: entry.loadedAvailable[segment]!, fence: previous };
+    return { available: entry.loadedAvailable[segment]!, fence: previous };
   }
 
   /** What this process last saw the segment hold, whoever held it since: a guess for planning, never for writing. */
@@ -57,9 +60,9 @@ export class SegmentMemory {
   }
 
   /** The state as the holder of `lease`, on the SKU's `entry`, last saw or wrote it. */
-  remember(key: string, lease: LockLease, { segment, available, fence }: SegmentState, entry: SkuEntry): void {
+  remember(key: string, lease: LockLease, { available, fence }: RowState, entry: SkuEntry): void {
     if (this.known.size >= MAX_ENTRIES && !this.known.has(key)) this.known.clear();
-    this.known.set(key, { segment, available, fence, heldWith: lease.fence, entry });
+    this.known.set(key, { available, fence, heldWith: lease.fence, entry });
   }
 
   /** After a failed or uncertain write: the row may or may not hold what we meant to write. */
