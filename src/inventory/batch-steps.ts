@@ -60,6 +60,9 @@ export interface BatchOrder {
  * release every lock (one round trip). Orders it could not decide go back to the batcher.
  */
 export class BatchSteps {
+  /** Batches asleep in their business step now: they hold their locks, but no connection and no CPU. */
+  asleep = 0;
+
   constructor(
     private readonly db: Db,
     private readonly locks: SegmentLocks,
@@ -70,6 +73,8 @@ export class BatchSteps {
     /** Whether placed orders write their events (EVENTS). */
     private readonly events: boolean,
     private readonly hooks: BatchHooks,
+    /** Called as a batch falls asleep in its business step. */
+    private readonly onAsleep: () => void,
   ) {}
 
   /** Runs the steps; every order of the batch ends, or is returned to go back in line. */
@@ -146,7 +151,11 @@ export class BatchSteps {
     if (this.criticalSectionDelayMs > 0) {
       // The business steps of the orders taken are independent of each other: they run side by side.
       const lockLost = AbortSignal.any(usedLeases.map((lease) => lease.signal));
-      await sleep(this.criticalSectionDelayMs, undefined, { signal: lockLost }).catch(() => undefined);
+      this.asleep++;
+      this.onAsleep();
+      await sleep(this.criticalSectionDelayMs, undefined, { signal: lockLost })
+        .catch(() => undefined)
+        .finally(() => this.asleep--);
     }
     if (usedLeases.some((lease) => lease.signal.aborted)) {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).

@@ -58,6 +58,10 @@ export class OrderBatcher {
       options.criticalSectionDelayMs,
       options.events,
       hooks,
+      // Its runner no longer counts against the limit: another may plan meanwhile.
+      () => {
+        if (this.pending.length > 0) this.kick();
+      },
     );
   }
 
@@ -79,9 +83,17 @@ export class OrderBatcher {
     this.kick();
   }
 
-  /** Starts another batch runner if fewer than `batchesInFlight` run. */
+  /**
+   * Runners that plan, lock, read or write: at most `batchesInFlight` (the order path's Postgres connections). One
+   * whose batch sleeps in its business step does not count meanwhile, so a long step does not cap the segments held.
+   */
+  private get active(): number {
+    return this.running - this.steps.asleep;
+  }
+
+  /** Starts another batch runner if fewer than `batchesInFlight` are active. */
   private kick(): void {
-    if (this.running < this.options.batchesInFlight) {
+    if (this.active < this.options.batchesInFlight) {
       this.running++;
       setImmediate(() => void this.work());
     }
@@ -90,7 +102,8 @@ export class OrderBatcher {
   /** One of the batch runners: takes batches while there are orders it can plan. */
   private async work(): Promise<void> {
     try {
-      for (;;) {
+      // A runner whose batch woke from its business step while others took its place leaves after that batch.
+      while (this.active <= this.options.batchesInFlight) {
         this.reviewPending();
         this.startInOrderRuns();
         const plan = planBatch(this.pending, this.options.maxBatch, {

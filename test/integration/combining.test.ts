@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
 import { type OrderWrite, writeBatch } from '../../src/inventory/order-writes.js';
+import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
 import { scrapeCounter } from '../support/scrape-metric.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
@@ -97,6 +100,44 @@ describe('flat combining', () => {
     expect(statements).toBe(100);
     expect(orders).toBe(100);
     expect(await auditSku(db, sku)).toMatchObject({ sold: 100, soldCounted: 100, available: 0 });
+  });
+});
+
+/** BATCHES_IN_FLIGHT bounds the batches that plan, lock, read or write: not those asleep in a business step. */
+describe('batches in flight', () => {
+  let db: Db;
+  let redis: Redis;
+  let service: ServiceProcess;
+  beforeAll(async () => {
+    db = createDatabase(testEndpoints().databaseUrl, 2);
+    redis = new Redis(testEndpoints().redisUrl);
+    // Two runners, one order per batch, a long business step: without the exemption, two segments held at most.
+    const env = { BATCHES_IN_FLIGHT: '2', COMBINE_MAX_BATCH: '1', CRITICAL_SECTION_DELAY_MS: '1500' };
+    service = await ServiceProcess.spawn({ ...env, LOCK_WAIT_MS: '15000' });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    redis?.disconnect();
+    await db?.destroy();
+  });
+
+  it('keeps more segments held at once than batches in flight while their business steps sleep', async () => {
+    const sku = uniqueSku('in-flight');
+    expect((await call(service.url, 'POST', '/skus', { sku, stock: 60, segments: 6 })).status).toBe(201);
+    const locks = Array.from({ length: 6 }, (_, segment) =>
+      redisKeys.lock(redisKeys.segmentLock({ sku, layoutVersion: 1, segment })),
+    );
+    let answered = false;
+    const answers = burst([service.url], 6, () => ({ sku, quantity: 1 })).finally(() => (answered = true));
+    // The most segment locks seen held at once, read from Redis while the orders are in their steps.
+    let mostHeld = 0;
+    while (!answered) {
+      mostHeld = Math.max(mostHeld, await redis.exists(...locks));
+      await sleep(5);
+    }
+    expect((await answers).map((a) => a.status)).toEqual(Array(6).fill(201));
+    expect(mostHeld).toBeGreaterThan(2);
+    expect(await auditSku(db, sku)).toMatchObject({ sold: 6, soldCounted: 6, available: 54, negativeSegments: 0 });
   });
 });
 
