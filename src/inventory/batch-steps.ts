@@ -41,6 +41,12 @@ export interface BatchHooks {
   onSegmentsRead?(count: number): void;
 }
 
+/** Told when a batch falls asleep in its business step, and when it wakes. */
+export interface Napping {
+  asleep(): void;
+  awake(): void;
+}
+
 /** An order the batcher carries until it ends. */
 export interface BatchOrder {
   readonly fields: OrderFields;
@@ -60,9 +66,6 @@ export interface BatchOrder {
  * release every lock (one round trip). Orders it could not decide go back to the batcher.
  */
 export class BatchSteps {
-  /** Batches asleep in their business step now: they hold their locks, but no connection and no CPU. */
-  asleep = 0;
-
   constructor(
     private readonly db: Db,
     private readonly locks: SegmentLocks,
@@ -73,15 +76,17 @@ export class BatchSteps {
     /** Whether placed orders write their events (EVENTS). */
     private readonly events: boolean,
     private readonly hooks: BatchHooks,
-    /** Called as a batch falls asleep in its business step. */
-    private readonly onAsleep: () => void,
   ) {}
 
-  /** Runs the steps; every order of the batch ends, or is returned to go back in line. */
+  /**
+   * Runs the steps; every order of the batch ends, or is returned to go back in line. `napping` is told when the batch
+   * falls asleep in its business step, holding its locks but no connection and no CPU, and when it wakes.
+   */
   async run(
     plan: BatchPlan<BatchOrder>,
     segments: PlannedSegment[],
     leases: (LockLease | null)[],
+    napping?: Napping,
   ): Promise<BatchOrder[]> {
     const leaseOf = new Map<string, LockLease>();
     for (const [i, lease] of leases.entries()) {
@@ -97,7 +102,7 @@ export class BatchSteps {
     const open = new Set(plan.orders.map(({ order }) => order));
     const retries: BatchOrder[] = [];
     try {
-      await this.decideAndWrite(plan, segments, leaseOf, { open, retries });
+      await this.decideAndWrite(plan, segments, leaseOf, { open, retries, napping });
     } catch (error) {
       for (const key of leaseOf.keys()) this.memory.forget(key);
       for (const order of open) order.fail(error);
@@ -113,7 +118,7 @@ export class BatchSteps {
     plan: BatchPlan<BatchOrder>,
     segments: PlannedSegment[],
     leaseOf: Map<string, LockLease>,
-    { open, retries }: { open: Set<BatchOrder>; retries: BatchOrder[] },
+    { open, retries, napping }: { open: Set<BatchOrder>; retries: BatchOrder[]; napping: Napping | undefined },
   ): Promise<void> {
     const ending = (order: BatchOrder, value: Ending | 'retry') => {
       open.delete(order);
@@ -151,11 +156,10 @@ export class BatchSteps {
     if (this.criticalSectionDelayMs > 0) {
       // The business steps of the orders taken are independent of each other: they run side by side.
       const lockLost = AbortSignal.any(usedLeases.map((lease) => lease.signal));
-      this.asleep++;
-      this.onAsleep();
+      napping?.asleep();
       await sleep(this.criticalSectionDelayMs, undefined, { signal: lockLost })
         .catch(() => undefined)
-        .finally(() => this.asleep--);
+        .finally(() => napping?.awake());
     }
     if (usedLeases.some((lease) => lease.signal.aborted)) {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).

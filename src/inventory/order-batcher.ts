@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js';
 import { type BatchPlan, openSegments, planBatch, refOf, segmentKeysOf } from './batch-plan.js';
-import { type BatchHooks, type BatchOrder, BatchSteps, type Ending } from './batch-steps.js';
+import { type BatchHooks, type BatchOrder, BatchSteps, type Ending, type Napping } from './batch-steps.js';
 import { lockBusy, outOfStock } from './refusals.js';
 import { outsideWindow } from './sale-window.js';
 import { compareRefs, type SegmentLocks } from './segment-locks.js';
@@ -36,6 +36,16 @@ export class OrderBatcher {
   private readonly memory = new SegmentMemory();
   private readonly steps: BatchSteps;
   private running = 0;
+  /** Runners whose batch sleeps in its business step (in-order runs are not runners, and are not counted). */
+  private asleep = 0;
+  private readonly runnerNapping: Napping = {
+    asleep: () => {
+      this.asleep++;
+      // This runner no longer counts against the limit: another may plan meanwhile.
+      if (this.pending.length > 0) this.kick();
+    },
+    awake: () => this.asleep--,
+  };
   private recheck: NodeJS.Timeout | undefined;
   /** The sets of SKUs (and layouts) whose orders are waiting for every segment in order. */
   private readonly inOrderRuns = new Set<string>();
@@ -58,10 +68,6 @@ export class OrderBatcher {
       options.criticalSectionDelayMs,
       options.events,
       hooks,
-      // Its runner no longer counts against the limit: another may plan meanwhile.
-      () => {
-        if (this.pending.length > 0) this.kick();
-      },
     );
   }
 
@@ -88,7 +94,7 @@ export class OrderBatcher {
    * whose batch sleeps in its business step does not count meanwhile, so a long step does not cap the segments held.
    */
   private get active(): number {
-    return this.running - this.steps.asleep;
+    return this.running - this.asleep;
   }
 
   /** Starts another batch runner if fewer than `batchesInFlight` are active. */
@@ -119,7 +125,7 @@ export class OrderBatcher {
           for (const order of taken) order.fail(error);
           return null;
         });
-        if (leases) this.requeue(await this.steps.run(plan, segments, leases));
+        if (leases) this.requeue(await this.steps.run(plan, segments, leases, this.runnerNapping));
       }
     } finally {
       this.running--;
