@@ -46,6 +46,8 @@ export class OrderBatcher {
     },
     awake: () => this.asleep--,
   };
+  /** The last plan found no order it could take: every one left needs a segment held now. */
+  private plannedNothing = false;
   private recheck: NodeJS.Timeout | undefined;
   /** The sets of SKUs (and layouts) whose orders are waiting for every segment in order. */
   private readonly inOrderRuns = new Set<string>();
@@ -97,9 +99,14 @@ export class OrderBatcher {
     return this.running - this.asleep;
   }
 
-  /** Starts another batch runner if fewer than `batchesInFlight` are active. */
+  /**
+   * Starts another batch runner if fewer than `batchesInFlight` are active. Beyond that many runners in all (naps
+   * counted), only while the last plan took orders: when it found none, a new runner would most likely find none
+   * either, and a runner whose batch releases its segments plans again anyway.
+   */
   private kick(): void {
-    if (this.active < this.options.batchesInFlight) {
+    const limit = this.options.batchesInFlight;
+    if (this.active < limit && (this.running < limit || !this.plannedNothing)) {
       this.running++;
       setImmediate(() => void this.work());
     }
@@ -117,7 +124,8 @@ export class OrderBatcher {
           estimate: (key) => this.memory.peek(key),
           isWaitedFor: (entry) => this.waitedFor.has(entry.sku),
         });
-        if (plan.orders.length === 0) return;
+        this.plannedNothing = plan.orders.length === 0;
+        if (this.plannedNothing) return;
         const taken = new Set(plan.orders.map(({ order }) => order));
         this.pending.splice(0, this.pending.length, ...this.pending.filter((order) => !taken.has(order)));
         const segments = [...plan.segments.values()];
