@@ -27,8 +27,8 @@ const RECHECK_MS = 20;
  * The instance's orders in flight, whatever their SKUs, placed in batches: plan the segments a batch needs, take
  * their locks in one round trip, read what memory cannot recall in one query, decide every order against that stock,
  * run the business step, write everything in one fenced statement, answer, release in one round trip. Up to
- * `batchesInFlight` batches run at once, each on segments no other holds; an order that finds no room waits for the
- * next batch, so batches fill while others run.
+ * `batchesInFlight` batches run at once (those asleep in their business step aside), each on segments no other holds;
+ * an order that finds no room waits for the next batch, so batches fill while others run.
  */
 export class OrderBatcher {
   private readonly pending: BatchOrder[] = [];
