@@ -34,14 +34,21 @@ describeLockContract('redis', { ttlMs: 600, ttlLease: true }, async () => {
 
 describe('redis lock: fair queue and waiting across clients', () => {
   let server: RedisServer;
+  let admin: Redis;
   let n = 0;
   const name = () => `lock-${++n}-${Math.random().toString(36).slice(2, 8)}`;
   const client = () => new RedisLock({ redis: new Redis(server.url), ownsConnection: true });
+  /** Fair waiters queued in Redis for the lock. */
+  const queued = (lock: string) => admin.zcard(redisKeys.scriptKeys(lock)[2]);
+  /** Waits until `ready` holds in Redis (observable state, not a guess at how long a round trip takes). */
+  const until = async (ready: () => Promise<boolean>) => expect(await waitFor(ready, 10_000, 5)).toBeLessThan(Infinity);
 
   beforeAll(async () => {
     server = await RedisServer.start();
+    admin = new Redis(server.url);
   });
   afterAll(async () => {
+    admin.disconnect();
     await server.destroy();
   });
 
@@ -63,7 +70,8 @@ describe('redis lock: fair queue and waiting across clients', () => {
           { fair: true, waitMs: 10_000 },
         ),
       );
-      await sleep(30); // arrival order is what fairness promises: let each join the queue before the next
+      // Arrival order is what fairness promises: each joins the queue in Redis before the next sets out.
+      await until(async () => (await queued(lock)) === i + 1);
     }
     await holder.release(held);
     await Promise.all(waits);
@@ -77,7 +85,7 @@ describe('redis lock: fair queue and waiting across clients', () => {
     const b = client();
     const held = (await a.tryAcquire(lock))!;
     const quitter = b.acquire(lock, { fair: true, waitMs: 200 });
-    await sleep(20);
+    await until(async () => (await queued(lock)) === 1);
     const patient = a.acquire(lock, { fair: true, waitMs: 5_000 });
     await expect(quitter).rejects.toThrow(/wait budget/);
     await a.release(held);
@@ -114,7 +122,6 @@ describe('redis lock: fair queue and waiting across clients', () => {
     const locals = Array.from({ length: 20 }, () =>
       local.using(lock, async (lease) => void fences.push(lease.fence), { waitMs: 10_000 }),
     );
-    await sleep(50);
     let remoteFence = 0;
     const other = remote.using(
       lock,
@@ -124,7 +131,8 @@ describe('redis lock: fair queue and waiting across clients', () => {
       },
       { waitMs: 10_000 },
     );
-    await sleep(50);
+    // The other process has tried the lock (its failed attempt marks it contended), so the release will know.
+    await until(async () => (await admin.hget(redisKeys.lock(lock), 'contended')) === '1');
     await local.release(first);
     await Promise.all([...locals, other]);
     for (let i = 1; i < fences.length; i++) expect(fences[i]).toBeGreaterThan(fences[i - 1]!);

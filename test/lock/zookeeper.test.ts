@@ -1,10 +1,10 @@
 import { posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import * as zookeeper from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZooKeeperServer, zookeeperMissing } from '../support/servers/index.js';
 import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import { LockLostError } from '../../src/lock/errors.js';
+import { waitFor } from '../support/wait-for.js';
 import { describeLockContract } from './contract.js';
 
 const missing = zookeeperMissing();
@@ -93,14 +93,18 @@ describe.skipIf(missing !== undefined)('zookeeper', () => {
       );
       const first = (await clients[0]!.tryAcquire(key))!;
       const order: number[] = [];
-      const waits = [1, 2].map(async (i) => {
-        await sleep(i * 100);
-        const lease = await clients[i]!.acquire(key, { waitMs: 10_000 });
-        order.push(i);
-        await sleep(20);
-        await clients[i]!.release(lease);
-      });
-      await sleep(400);
+      const waits: Promise<void>[] = [];
+      for (const i of [1, 2]) {
+        waits.push(
+          clients[i]!.acquire(key, { waitMs: 10_000 }).then(async (lease) => {
+            order.push(i);
+            await clients[i]!.release(lease);
+          }),
+        );
+        // Each contender's node is in the queue before the next sets out: arrival order, seen in ZooKeeper.
+        const queued = async () => (await children(key)).length === i + 1;
+        expect(await waitFor(queued, 10_000, 10)).toBeLessThan(Infinity);
+      }
       expect((await children(key)).length).toBe(3);
       await clients[0]!.release(first);
       await Promise.all(waits);
