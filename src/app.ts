@@ -20,9 +20,9 @@ import { webhookRoutes } from './http/routes/webhooks.routes.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
-import { docsRoutes } from './http/docs/docs.routes.js';
+import { docsRoutes, openApiRoutes } from './http/docs/docs.routes.js';
 import { errorHandler, sendProblem } from './http/problem.js';
-import { healthRoutes, type Unreadiness } from './http/routes/health.routes.js';
+import { liveness, readiness, type Unreadiness } from './http/routes/health.routes.js';
 import { metricsRoutes } from './http/routes/metrics.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
@@ -176,8 +176,12 @@ export class StockService {
     app.set('etag', false);
     if (this.config.trustProxyHops > 0) app.set('trust proxy', this.config.trustProxyHops);
     app.use(securityHeaders());
+    // Every router is mounted at its own path, so a request enters only the one that serves it: express hands a
+    // request back from a router that had nothing for it only on the next turn of the event loop (setImmediate).
     // Health first: liveness stays 200 while draining, readiness says why not.
-    app.use(healthRoutes(() => this.unreadiness()));
+    const ready = readiness(() => this.unreadiness());
+    app.get('/healthz', liveness);
+    app.get('/readyz', ready);
     app.use((_req, res, next) => {
       if (this.stopping) {
         res.set('Connection', 'close');
@@ -187,27 +191,29 @@ export class StockService {
       next();
     });
     // Open whatever is configured: the API document describes how to call the rest.
-    app.use(docsRoutes());
+    app.use('/openapi.json', openApiRoutes());
+    app.use('/docs', docsRoutes());
     const access = this.access;
     const authenticate = access.authenticate();
     if (authenticate) app.use(authenticate);
-    // The busiest routes first: every router a request passes costs it a path match.
+    // The busiest routes first: every mount a request passes costs it a path match.
     const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log, (req, res) =>
       access.rateLimitKey(req, res),
     );
     const orders = new OrderService(this.db);
     app.use(
+      '/orders',
       orderRoutes(placement, this.lifecycle, orders, access, {
         maxOrderQuantity: this.config.maxOrderQuantity,
         limitOrders,
       }),
     );
-    app.use(skuRoutes(admin, access));
-    app.use(eventRoutes(this.db, this.streams, access.require(['events:read'])));
-    app.use(webhookRoutes(this.db, access.require(['webhooks:manage'])));
+    app.use('/skus', skuRoutes(admin, access));
+    app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
+    app.use('/webhooks', webhookRoutes(this.db, access.require(['webhooks:manage'])));
     const requireMonitoring = access.require(['metrics:read']);
-    app.use(metricsRoutes(this.metrics, requireMonitoring));
-    app.use(dashboardRoutes(this.dashboard, this.db, requireMonitoring));
+    app.use('/metrics', metricsRoutes(this.metrics, requireMonitoring));
+    app.use('/dashboard', dashboardRoutes(this.dashboard, this.db, requireMonitoring));
     if (this.extraRoutes) app.use(this.extraRoutes(this));
     app.use((req) => {
       throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);

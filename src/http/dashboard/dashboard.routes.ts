@@ -28,26 +28,26 @@ export function dashboardRoutes(feed: DashboardFeed, db: Db, requireMonitoring: 
   const router = Router();
 
   router
-    .route('/dashboard')
+    .route('/')
     .get(pagePolicy, (_req, res) => {
       res.set('Cache-Control', 'no-cache').sendFile('index.html', { root: publicDir });
     })
     .all(methodNotAllowed('GET'));
 
   router
-    .route('/dashboard/skus')
+    .route('/skus')
     .get(requireMonitoring, async (_req, res) => {
       res.json({ skus: await readAvailableBySku(db, 1000) });
     })
     .all(methodNotAllowed('GET'));
 
   router
-    .route('/dashboard/events')
+    .route('/events')
     .get(requireMonitoring, (req, res) => {
       feed.subscribe(parseOr400(skuName, req.query.sku, 'sku'), res);
     })
     .all(methodNotAllowed('GET'));
 
-  router.use('/dashboard', pagePolicy, express.static(publicDir, { index: false, fallthrough: true }));
+  router.use(pagePolicy, express.static(publicDir, { index: false, fallthrough: true }));
   return router;
 }

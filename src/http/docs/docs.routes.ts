@@ -17,26 +17,30 @@ const DOCS_POLICY =
 
 const docsPolicy = pageHeaders(DOCS_POLICY);
 
-/** `GET /openapi.json` (the document, built once from the schemas) and `GET /docs` (Swagger UI over it). */
-export function docsRoutes(): Router {
+/** `GET /openapi.json`, mounted there: the document, built once from the schemas. */
+export function openApiRoutes(): Router {
   const router = Router();
   const document = buildOpenApi();
-
   router
-    .route('/openapi.json')
+    .route('/')
     .get((_req, res) => {
       res.json(document);
     })
     .all(methodNotAllowed('GET'));
+  return router;
+}
 
+/** `GET /docs`, mounted there: Swagger UI over `/openapi.json`, its files and the page's own. */
+export function docsRoutes(): Router {
+  const router = Router();
   router
-    .route('/docs')
+    .route('/')
     .get(docsPolicy, (_req, res) => {
       res.sendFile('index.html', { root: publicDir });
     })
     .all(methodNotAllowed('GET'));
 
-  router.use('/docs/ui', docsPolicy, express.static(swaggerUiDir, { index: false }));
-  router.use('/docs', docsPolicy, express.static(publicDir, { index: false }));
+  router.use('/ui', docsPolicy, express.static(swaggerUiDir, { index: false }));
+  router.use(docsPolicy, express.static(publicDir, { index: false }));
   return router;
 }

@@ -19,7 +19,7 @@ export function eventRoutes(db: Db, streams: EventStreams, requireRead: RequestH
   const router = Router();
 
   router
-    .route('/events')
+    .route('/')
     .get(requireRead, async (req, res) => {
       const query = parseOr400(eventsQuery, req.query, 'query');
       const events = await readEvents(db, { ...query, after: Number(query.after ?? 0) });
@@ -30,7 +30,7 @@ export function eventRoutes(db: Db, streams: EventStreams, requireRead: RequestH
     .all(methodNotAllowed('GET'));
 
   router
-    .route('/events/stream')
+    .route('/stream')
     .get(requireRead, async (req, res) => {
       const query = parseOr400(eventStreamQuery, req.query, 'query');
       const lastEventId = req.get('last-event-id');

@@ -6,7 +6,7 @@ import type { ServiceMetrics } from '../../metrics/service-metrics.js';
 export function metricsRoutes(metrics: ServiceMetrics, requireMonitoring: RequestHandler): Router {
   const router = Router();
   router
-    .route('/metrics')
+    .route('/')
     .get(requireMonitoring, async (_req, res) => {
       const body = await metrics.registry.metrics();
       res.type(metrics.registry.contentType).send(body);

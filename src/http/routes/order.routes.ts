@@ -16,7 +16,7 @@ import { cartOrderBody, customerOrdersQuery, orderId, singleOrderBody } from '..
 import { parseOr400 } from '../validate.js';
 
 /**
- * The order routes. A customer token acts for its customer only: it places for that customer, and another customer's
+ * The order routes, under `/orders`. A customer token acts for its customer only: it places for that customer, and another customer's
  * order answers 404 as an unknown id does. Service keys act by scope (Access).
  */
 export function orderRoutes(
@@ -36,7 +36,7 @@ export function orderRoutes(
   const mayEnd = access.require(['orders:place', 'orders:manage'], { openUntilKeys: true });
 
   router
-    .route('/orders')
+    .route('/')
     .post(mayPlace, ...jsonBody, ...limitOrders, async (req, res) => {
       const key = idempotencyKeyOf(req);
       const request = orderRequestOf(req.body, key, access.principalOf(res));
@@ -63,7 +63,7 @@ export function orderRoutes(
     .all(methodNotAllowed('GET', 'POST'));
 
   router
-    .route('/orders/:id')
+    .route('/:id')
     .get(mayRead, async (req, res) => {
       const id = parseOr400(orderId, req.params.id, 'id');
       res.json(orderView(await orders.get(id, boundCustomer(access.principalOf(res)))));
@@ -71,7 +71,7 @@ export function orderRoutes(
     .all(methodNotAllowed('GET'));
 
   router
-    .route('/orders/:id/confirm')
+    .route('/:id/confirm')
     .post(mayEnd, async (req, res) => {
       const id = parseOr400(orderId, req.params.id, 'id');
       await ownOrder(access.principalOf(res), id);
@@ -80,7 +80,7 @@ export function orderRoutes(
     .all(methodNotAllowed('POST'));
 
   router
-    .route('/orders/:id/cancel')
+    .route('/:id/cancel')
     .post(mayEnd, async (req, res) => {
       const id = parseOr400(orderId, req.params.id, 'id');
       const principal = access.principalOf(res);

@@ -8,14 +8,14 @@ import { methodNotAllowed } from '../method-not-allowed.js';
 import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
-/** SKU writes need `stock:admin`; reading a SKU, any credential (none until keys are configured). */
+/** The SKU routes, under `/skus`. Writes need `stock:admin`; reading a SKU, any credential (none until keys are configured). */
 export function skuRoutes(admin: StockAdmin, access: Access): Router {
   const router = Router();
   const requireAdmin = access.require(['stock:admin']);
   const mayRead = access.require('credential', { openUntilKeys: true });
 
   router
-    .route('/skus')
+    .route('/')
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
       const answer = await admin.create(input, adminRequest(req, ['create', input]));
@@ -25,7 +25,7 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
     .all(methodNotAllowed('POST'));
 
   router
-    .route('/skus/:sku')
+    .route('/:sku')
     .get(mayRead, async (req, res) => {
       res.json(await admin.view(parseOr400(skuName, req.params.sku, 'sku')));
     })
@@ -42,7 +42,7 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
     .all(methodNotAllowed('GET', 'PATCH'));
 
   router
-    .route('/skus/:sku/segments')
+    .route('/:sku/segments')
     .put(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { segments } = parseOr400(resegmentBody, req.body, 'body');
@@ -51,7 +51,7 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
     .all(methodNotAllowed('PUT'));
 
   router
-    .route('/skus/:sku/restock')
+    .route('/:sku/restock')
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { quantity } = parseOr400(restockBody, req.body, 'body');

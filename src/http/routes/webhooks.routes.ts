@@ -23,7 +23,7 @@ import {
   type WebhookRow,
 } from '../../events/webhook.repository.js';
 
-/** Registering and managing webhook endpoints (`webhooks:manage`). The signing secret is shown once, at creation. */
+/** Registering and managing webhook endpoints, under `/webhooks` (`webhooks:manage`). The signing secret is shown once, at creation. */
 export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
   const router = Router();
   const found = (id: string, row: WebhookRow | undefined): WebhookRow => {
@@ -33,7 +33,7 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
   const idOf = (raw: string | undefined) => parseOr400(webhookId, raw, 'id');
 
   router
-    .route('/webhooks')
+    .route('/')
     .post(requireManage, ...jsonBody, async (req, res) => {
       const row = await insertWebhook(db, parseOr400(createWebhookBody, req.body, 'body'));
       res.location(`/webhooks/${row.id}`);
@@ -45,7 +45,7 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
     .all(methodNotAllowed('GET', 'POST'));
 
   router
-    .route('/webhooks/:id')
+    .route('/:id')
     .get(requireManage, async (req, res) => {
       const id = idOf(req.params.id);
       res.json(viewOf(found(id, await findWebhook(db, id))));
@@ -63,7 +63,7 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
     .all(methodNotAllowed('GET', 'PATCH', 'DELETE'));
 
   router
-    .route('/webhooks/:id/deliveries')
+    .route('/:id/deliveries')
     .get(requireManage, async (req, res) => {
       const id = idOf(req.params.id);
       const { limit } = parseOr400(deliveriesQuery, req.query, 'query');
@@ -81,7 +81,7 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
     .all(methodNotAllowed('GET'));
 
   router
-    .route('/webhooks/:id/replay')
+    .route('/:id/replay')
     .post(requireManage, ...jsonBody, async (req, res) => {
       const id = idOf(req.params.id);
       const { after } = parseOr400(replayWebhookBody, req.body, 'body');
