@@ -16,8 +16,8 @@ import { cartOrderBody, customerOrdersQuery, orderId, singleOrderBody } from '..
 import { parseOr400 } from '../validate.js';
 
 /**
- * The order routes, under `/orders`. A customer token acts for its customer only: it places for that customer, and another customer's
- * order answers 404 as an unknown id does. Service keys act by scope (Access).
+ * The order routes, under `/orders`. A customer token acts for its customer only: it places for that customer, and
+ * another customer's order answers 404 as an unknown id does. Service keys act by scope (Access).
  */
 export function orderRoutes(
   placement: OrderPlacement,

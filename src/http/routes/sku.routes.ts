@@ -8,7 +8,10 @@ import { methodNotAllowed } from '../method-not-allowed.js';
 import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
-/** The SKU routes, under `/skus`. Writes need `stock:admin`; reading a SKU, any credential (none until keys are configured). */
+/**
+ * The SKU routes, under `/skus`. Writes need `stock:admin`; reading a SKU, any credential (none until keys are
+ * configured).
+ */
 export function skuRoutes(admin: StockAdmin, access: Access): Router {
   const router = Router();
   const requireAdmin = access.require(['stock:admin']);

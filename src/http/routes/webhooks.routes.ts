@@ -23,7 +23,10 @@ import {
   type WebhookRow,
 } from '../../events/webhook.repository.js';
 
-/** Registering and managing webhook endpoints, under `/webhooks` (`webhooks:manage`). The signing secret is shown once, at creation. */
+/**
+ * Registering and managing webhook endpoints, under `/webhooks` (`webhooks:manage`). The signing secret is shown
+ * once, at creation.
+ */
 export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
   const router = Router();
   const found = (id: string, row: WebhookRow | undefined): WebhookRow => {
