@@ -161,7 +161,7 @@ export class BatchSteps {
         .catch(() => undefined)
         .finally(() => napping?.awake());
     }
-    if (usedLeases.some((lease) => lease.signal.aborted)) {
+    if (usedLeases.some((lease) => lease.lost)) {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
       this.hooks.onLockLost?.();
       for (const key of used) this.memory.forget(key);

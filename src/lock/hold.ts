@@ -103,6 +103,9 @@ export class Lease<H> implements LockLease {
   get signal() {
     return this.hold.controller.signal;
   }
+  get lost() {
+    return this.hold.lost;
+  }
 }
 
 /** Redlock's allowance for clocks running at different rates: 1 % of the lease plus 2 ms. */

@@ -191,7 +191,9 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
         const key = freshKey('expire');
         const lease = (await lock.tryAcquire(key, { watchdog: false }))!;
         expect(await rival.tryAcquire(key)).toBeNull();
+        expect(lease.lost).toBe(false);
         await sleep(ttlMs + 100);
+        expect(lease.lost).toBe(true);
         expect(lease.signal.aborted).toBe(true);
         const next = (await rival.tryAcquire(key))!;
         expect(next).not.toBeNull();
@@ -210,6 +212,7 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
       await harness.steal(key);
       const reason = await lost;
       expect(reason).toBeInstanceOf(LockLostError);
+      expect(lease.lost).toBe(true);
       expect(Date.now() - stolenAt).toBeLessThan(ttlMs + 1_000);
       await expect(lock.release(lease)).rejects.toBeInstanceOf(NotLockOwnerError);
     });
