@@ -192,7 +192,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
         await this.release(lease).catch(() => {});
         throw error;
       }
-      if (lease.signal.aborted) {
+      if (lease.lost) {
         await this.release(lease).catch(() => {});
         throw lease.signal.reason;
       }
