@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db } from '../db/database.js';
+import { arrayLiteral, type Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { EventType, SkuTotals } from './event-types.js';
 import { PeriodicJob } from './periodic-job.js';
@@ -183,6 +183,9 @@ export class EventSequencer {
 
       const last = rows.at(-1)!;
       const skuStates = [...states];
+      // One array parameter per column, written as a literal here (one event per order on spread traffic).
+      const event = (value: (e: SequencedEvent) => unknown) => arrayLiteral(events.map(value));
+      const skuState = (value: (entry: [number, SkuState]) => unknown) => arrayLiteral(skuStates.map(value));
       // Every step by a primary key (the outbox's is its (xid, id)), never by a join the planner might turn into a
       // scan: the outbox churns, and a scan of it would grow with whatever it has not vacuumed yet. The events take
       // their data and time from the outbox rows as they are deleted (a join of two lists of at most BATCH rows), so
@@ -201,22 +204,19 @@ export class EventSequencer {
                  coalesce(e.data, case when e.item is null then m.data
                                        else jsonb_build_object('order', m.data->'orders'->e.item) end)
                    || jsonb_build_object('available', e.available, 'reserved', e.reserved, 'sold', e.sold)
-            from unnest(${events.map((e) => e.position)}::bigint[], ${events.map((e) => e.sourceId)}::bigint[],
-                        ${events.map((e) => e.item)}::int[],
-                        ${events.map((e) => e.skuId)}::int[], ${events.map((e) => e.sku)}::text[],
-                        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.sequence)}::bigint[],
-                        ${events.map((e) => e.totals.available)}::bigint[],
-                        ${events.map((e) => e.totals.reserved)}::bigint[], ${events.map((e) => e.totals.sold)}::bigint[],
-                        ${events.map((e) => e.derivedData)}::jsonb[])
+            from unnest(${event((e) => e.position)}::bigint[], ${event((e) => e.sourceId)}::bigint[],
+                        ${event((e) => e.item)}::int[], ${event((e) => e.skuId)}::int[], ${event((e) => e.sku)}::text[],
+                        ${event((e) => e.type)}::text[], ${event((e) => e.sequence)}::bigint[],
+                        ${event((e) => e.totals.available)}::bigint[], ${event((e) => e.totals.reserved)}::bigint[],
+                        ${event((e) => e.totals.sold)}::bigint[], ${event((e) => e.derivedData)}::jsonb[])
                    as e(position, source_id, item, sku_id, sku, type, sequence, available, reserved, sold, data)
             join moved_rows m on m.id = e.source_id
         ), sku_states as (
           insert into event_sku_state (sku_id, last_sequence, available, reserved, sold, low_stock_threshold)
-          select * from unnest(${skuStates.map(([id]) => id)}::int[], ${skuStates.map(([, s]) => s.lastSequence)}::bigint[],
-                               ${skuStates.map(([, s]) => s.available)}::bigint[],
-                               ${skuStates.map(([, s]) => s.reserved)}::bigint[],
-                               ${skuStates.map(([, s]) => s.sold)}::bigint[],
-                               ${skuStates.map(([, s]) => s.lowStockThreshold)}::bigint[])
+          select * from unnest(${skuState(([id]) => id)}::int[], ${skuState(([, s]) => s.lastSequence)}::bigint[],
+                               ${skuState(([, s]) => s.available)}::bigint[], ${skuState(([, s]) => s.reserved)}::bigint[],
+                               ${skuState(([, s]) => s.sold)}::bigint[],
+                               ${skuState(([, s]) => s.lowStockThreshold)}::bigint[])
           on conflict (sku_id) do update
             set last_sequence = excluded.last_sequence, available = excluded.available,
                 reserved = excluded.reserved, sold = excluded.sold, low_stock_threshold = excluded.low_stock_threshold
