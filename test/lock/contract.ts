@@ -230,15 +230,18 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
       await lock.release(lease);
     });
 
-    it('wakes a waiter soon after the release', async () => {
+    // A waiter is woken by the release (a notice, a watch) and, should that be lost, looks again by itself within a
+    // second on every backend: it takes a freed lock within about a second, never at the end of its 10 s budget. The
+    // bound is that second, not the notice's usual few milliseconds, so a busy machine does not fail it.
+    it('wakes a waiter within a second of the release, long before its wait budget', async () => {
       const key = freshKey('wake');
       const held = (await rival.tryAcquire(key))!;
-      const waiting = lock.acquire(key, { waitMs: 5_000 }).then((lease) => ({ lease, at: Date.now() }));
+      const waiting = lock.acquire(key, { waitMs: 10_000 }).then((lease) => ({ lease, at: Date.now() }));
       await sleep(300);
       const releasedAt = Date.now();
       await rival.release(held);
       const { lease, at } = await waiting;
-      expect(at - releasedAt).toBeLessThan(300);
+      expect(at - releasedAt).toBeLessThan(1_000);
       await lock.release(lease);
     });
 
