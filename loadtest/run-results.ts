@@ -5,7 +5,6 @@ import type { ServiceTarget } from './infra/service-process.js';
 import type { RunContext } from './scenarios/context.js';
 import type { RunCases } from './scenarios/plan.js';
 
-/** Everything one run measured; written as loadtest/results/<timestamp>.json and read by the report writer. */
 export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
 
 /** The run's machine, commit, command and settings: the report's "Machine and method". */
@@ -24,12 +23,12 @@ export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunCon
     target: remote
       ? `the running service at ${remote.url}${audit}`
       : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
-    backing: ctx.backing?.description ?? 'the target’s own',
+    backing: ctx.backing?.description() ?? 'the target’s own',
     settings: ctx.settings,
   };
 }
 
-/** The commit measured; marked when the service's sources differ from it (the build used the working tree). */
+/** The commit measured, marked when the service's sources differ from it (the build used the working tree). */
 function gitCommit(): string {
   const git = (...args: string[]) =>
     execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();

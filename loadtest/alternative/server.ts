@@ -1,11 +1,5 @@
-/**
- * The yardstick, not the product: what a user would write instead of this service. express + pg, the stock of a SKU
- * in one row, and one autocommit statement per order that deducts only if enough is left and records the order in
- * the same statement. No lock, no segments, no fencing, no idempotency. The benchmark starts it as its own process
- * on the same Postgres and measures it like the service (`npm run loadtest`, "the alternative").
- *
- * Env: DATABASE_URL, PORT, PG_POOL_SIZE (default 20, as the service's).
- */
+// The yardstick: what a user would write instead of the service. express + pg, one conditional UPDATE per order, no
+// lock, no segments, no fencing. Env: DATABASE_URL, PORT, PG_POOL_SIZE (default 20, as the service's).
 import express from 'express';
 import pg from 'pg';
 
@@ -21,10 +15,8 @@ app.use(express.json());
 
 app.post('/orders', async (req, res) => {
   const { sku, quantity } = req.body as { sku?: unknown; quantity?: unknown };
-  if (typeof sku !== 'string' || !Number.isInteger(quantity) || (quantity as number) < 1) {
-    res.status(400).json({ error: 'sku (string) and quantity (positive integer) are required' });
-    return;
-  }
+  if (typeof sku !== 'string' || !Number.isInteger(quantity) || (quantity as number) < 1)
+    return void res.status(400).json({ error: 'sku (string) and quantity (positive integer) are required' });
   inFlight++;
   try {
     const { rows } = await pool.query(
@@ -48,33 +40,20 @@ app.post('/skus', async (req, res) => {
   await pool.query('insert into alternative_stock (sku, stock, available) values ($1, $2, $2)', [sku, stock]);
   res.status(201).json(await skuView(sku));
 });
-app.get('/skus/:sku', async (req, res) => {
-  res.json(await skuView(req.params.sku));
-});
-app.get('/readyz', (_req, res) => {
-  res.send('ready');
-});
-app.get('/metrics', (_req, res) => {
-  res.type('text/plain').send(`stock_orders_in_progress ${inFlight}\n`);
-});
+app.get('/skus/:sku', async (req, res) => void res.json(await skuView(req.params.sku)));
+app.get('/readyz', (_req, res) => void res.send('ready'));
+app.get('/metrics', (_req, res) => void res.type('text/plain').send(`stock_orders_in_progress ${inFlight}\n`));
 
 /** The SKU's books: units sold are counted from the orders, so a lost insert or a double deduction shows. */
 async function skuView(sku: string) {
-  const { rows } = await pool.query(
-    `select s.stock, s.available, (select coalesce(sum(quantity), 0) from alternative_orders o where o.sku = s.sku) as sold
+  const { rows } = await pool.query<{ stock: number; available: number; sold: number }>(
+    `select s.stock::float8, s.available::float8,
+       (select coalesce(sum(quantity), 0) from alternative_orders o where o.sku = s.sku)::float8 as sold
        from alternative_stock s where s.sku = $1`,
     [sku],
   );
-  const row = rows[0] as { stock: string; available: string; sold: string };
-  const available = Number(row.available);
-  return {
-    sku,
-    segments: 1,
-    stock: Number(row.stock),
-    available,
-    sold: Number(row.sold),
-    segmentStock: [{ segment: 0, available }],
-  };
+  const { stock, available, sold } = rows[0]!;
+  return { sku, segments: 1, stock, available, sold, segmentStock: [{ segment: 0, available }] };
 }
 
 app.listen(Number(process.env.PORT), '127.0.0.1');

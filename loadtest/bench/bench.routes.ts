@@ -7,12 +7,8 @@ import { orderLine, skuName } from '../../src/http/schemas.js';
 import { parseOr400 } from '../../src/http/validate.js';
 import { type GuardMode, guardModes, UnguardedSales } from './unguarded-sales.js';
 
-/**
- * The benchmark routes, mounted on the service through its extension point (`StockService`'s `extraRoutes`) by the
- * load test's entry point (bench-main.ts) only; the product's own entry point never loads this file. The HTTP
- * ceiling, the oversell demonstration's unguarded modes and the lock-free baselines. All but the ceiling can sell
- * wrongly on purpose or bypass the segment locks, so they need the `stock:admin` scope once credentials are set.
- */
+// Mounted only by the load test's entry point (bench-main.ts). All but the ceiling sell wrongly on purpose or bypass
+// the segment locks, so they need the `stock:admin` scope once credentials are set.
 export function benchRoutes(service: StockService): Router {
   const { config, db, redis, locks, access } = service;
   const sales = new UnguardedSales(db, redis, locks, {

@@ -8,15 +8,11 @@ import { outOfStock } from '../../src/inventory/refusals.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import type { RedisClient } from '../../src/redis/connections.js';
 
-/** What guards the oversell demonstration's read-decide-write: nothing, a mutex in this process, or the segment lock. */
+/** What guards the oversell demonstration's read-decide-write: nothing, a process-local mutex, or the segment lock. */
 export const guardModes = ['none', 'local-mutex', 'redis-lock'] as const;
 export type GuardMode = (typeof guardModes)[number];
 
-/*
- * Checks and decrements a stock counter atomically: KEYS[1] the counter, ARGV[1] the quantity. Returns the stock left
- * (>= 0), -1 when short, -2 when the counter does not exist yet. Beside its only caller, a benchmark baseline; the
- * service's own scripts live in src/lock/lua.
- */
+/** Checks and decrements KEYS[1] by ARGV[1]: the stock left, -1 when short, -2 when the counter does not exist yet. */
 const takeStockLua = `
 local stock = redis.call('GET', KEYS[1])
 if not stock then return -2 end
@@ -25,25 +21,14 @@ return redis.call('DECRBY', KEYS[1], ARGV[1])
 `;
 
 /** One sale as the benchmark routes write it: the order row and its single ledger row, on one segment. */
-interface BenchSale {
-  orderId: string;
-  skuId: number;
-  layoutVersion: number;
-  segment: number;
-  quantity: number;
-}
+type BenchSale = { orderId: string; skuId: number; layoutVersion: number; segment: number; quantity: number };
 type SegmentRef = Pick<BenchSale, 'skuId' | 'layoutVersion' | 'segment'>;
 const segmentOf = (ref: SegmentRef) =>
   sql`sku_id = ${ref.skuId} and layout_version = ${ref.layoutVersion} and segment = ${ref.segment}`;
 
-/**
- * Sales the product never makes, for the benchmark: the oversell demonstration (the order's critical section under
- * each guard; without a lock shared by every instance, two callers read the same stock and both sell it), and
- * lock-free designs a user might choose instead (a conditional UPDATE in Postgres, or a Redis counter with only the
- * ledger in Postgres). Each writes the same order and ledger rows as the product.
- */
+/** Sales the product never makes: the oversell demonstration and lock-free designs, writing the product's rows. */
 export class UnguardedSales {
-  /** SKU layouts: benchmark SKUs are created for one run and never re-segmented, so a layout read once stays true. */
+  /** Benchmark SKUs are never re-segmented, so a layout read once stays true. */
   private readonly skus = new Map<string, Promise<{ id: number; sku: string; segments: number; version: number }>>();
   /** A process-local mutex per SKU, first come first served: a chain of the holders' promises. */
   private readonly mutexTails = new Map<string, Promise<void>>();
@@ -77,7 +62,6 @@ export class UnguardedSales {
       release = () => this.locks.releaseAll([lease]);
     }
     try {
-      // The read half of the read-decide-write.
       const read = sql<{ available: string }>`select available from stock_segments where ${segmentOf(segment)}`;
       const [row] = (await read.execute(this.db)).rows;
       if (!row) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
@@ -87,9 +71,8 @@ export class UnguardedSales {
           available,
         });
       if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
-      // The write half stores the stock computed from the read. With a fence it applies only if no later lock holder
-      // wrote the row (the product's rule); without, blindly, which is what loses updates when nothing serialises
-      // the callers. No row: the fence refused the write.
+      // The write stores the stock computed from the read: fenced, only if no later holder wrote the row (the
+      // product's rule); unfenced, blindly, which loses updates when nothing serialises the callers.
       const sale = { orderId: randomUUID(), ...segment, quantity };
       const fenced = fence === null ? sql`true` : sql`fence_token < ${fence}`;
       const write = sql`update stock_segments
@@ -103,16 +86,18 @@ export class UnguardedSales {
     }
   }
 
-  /**
-   * The lock-free Postgres baseline: tries the SKU's rows from a random one onwards; each try is one statement that
-   * deducts only if enough is there (`available >= q`, decided under Postgres's row lock).
-   */
+  /** The lock-free Postgres baseline: from a random row on, a statement per row that deducts only if enough is left. */
   async sellConditional(skuName: string, quantity: number) {
     const sku = await this.sku(skuName);
     const start = Math.floor(Math.random() * sku.segments);
     for (let i = 0; i < sku.segments; i++) {
-      const segment = (start + i) % sku.segments;
-      const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.version, segment, quantity };
+      const sale = {
+        orderId: randomUUID(),
+        skuId: sku.id,
+        layoutVersion: sku.version,
+        segment: (start + i) % sku.segments,
+        quantity,
+      };
       const deduct = sql`update stock_segments set available = available - ${quantity}, sold = sold + ${quantity}
         where ${segmentOf(sale)} and available >= ${quantity} returning sku_id`;
       if (await this.withOrderAndLedger(sale, deduct)) return { orderId: sale.orderId, sku: sku.sku, quantity };
@@ -131,9 +116,8 @@ export class UnguardedSales {
     }
     if (left < 0) throw outOfStock(sku.sku, quantity, Number(await this.redis.get(key)));
     const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.version, segment: 0, quantity };
-    // The stock lives in Redis: the segment only counts the units sold.
+    // The stock lives in Redis: the segment only counts the units sold. A failed ledger write gives the units back.
     const count = sql`update stock_segments set sold = sold + ${quantity} where ${segmentOf(sale)} returning sku_id`;
-    // The ledger write failed: give the units back, or they would be neither sold nor available.
     await this.withOrderAndLedger(sale, count).catch(async (error: unknown) => {
       await this.redis.incrby(key, quantity).catch(() => {});
       throw error;
@@ -147,10 +131,7 @@ export class UnguardedSales {
     return value === null ? null : Number(value);
   }
 
-  /**
-   * The order and its ledger row, written only if the statement's first step (`step`, a CTE named `done`) returned a
-   * row; true when it did. One statement, so no caller ever sees the order without its ledger row.
-   */
+  /** The order and its ledger row in one statement with `step` (the CTE `done`), written only if it returned a row. */
   private async withOrderAndLedger(sale: BenchSale, step: RawBuilder<unknown>, fence: number | null = 0) {
     const { rows } = await sql<{ order_id: string }>`
     with done as (${step}),
@@ -170,19 +151,15 @@ export class UnguardedSales {
   }
 
   private sku(name: string) {
+    const columns = ['id', 'sku', 'segment_count', 'layout_version'] as const;
+    const read = async () => {
+      const row = await this.db.selectFrom('skus').select(columns).where('sku', '=', name).executeTakeFirst();
+      if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
+      return { id: row.id, sku: row.sku, segments: row.segment_count, version: row.layout_version };
+    };
     let entry = this.skus.get(name);
     if (!entry) {
-      const columns = ['id', 'sku', 'segment_count', 'layout_version'] as const;
-      entry = this.db
-        .selectFrom('skus')
-        .select(columns)
-        .where('sku', '=', name)
-        .executeTakeFirst()
-        .then((row) => {
-          if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
-          return { id: row.id, sku: row.sku, segments: row.segment_count, version: row.layout_version };
-        });
-      this.skus.set(name, entry);
+      this.skus.set(name, (entry = read()));
       entry.catch(() => this.skus.delete(name));
     }
     return entry;

@@ -10,12 +10,8 @@ import type { ProcessMarkers } from './process-usage.js';
 const CLUSTER_NOTE = 'local Redis Cluster: 3 primaries, 3 replicas, no persistence';
 export type BackingServices = Awaited<ReturnType<typeof startBackingServices>>;
 
-/**
- * Redis and Postgres for a run: REDIS_URL / DATABASE_URL when set, otherwise the service's embedded default
- * (redis-server with AOF, embedded Postgres with its default durability) in a throwaway directory, so the benchmark
- * measures what `npm start` runs. The servers only some cases need start on first use and stop with the rest: a
- * Redis Cluster beside the one Redis (or, with `redisCluster`, instead of it), and the lock benchmark's stores.
- */
+// Redis and Postgres for a run (REDIS_URL / DATABASE_URL, else the service's embedded default, as `npm start` runs);
+// the servers only some cases need start on first use and stop with the rest.
 export async function startBackingServices(env: NodeJS.ProcessEnv, options: { redisCluster?: boolean }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'stock-loadtest-'));
   // Started as root, Postgres runs as its own user, which must reach the data directory.
@@ -26,24 +22,23 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
   /** Starts a server on first call; it stops with the run. */
   const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>, note?: string) => {
     let started: Promise<T> | undefined;
-    return () => {
-      started ??= start().then((server) => {
+    return () =>
+      (started ??= start().then((server) => {
         stops.push(() => server.destroy());
         if (note) notes.push(note);
         return server;
-      });
-      return started;
-    };
+      }));
   };
   // The redis-server shows only its address in its process title; the postmaster names its data directory.
   const processMarkers: ProcessMarkers = { redis: [] };
   try {
     const ownCluster = options.redisCluster ? await RedisCluster.start() : undefined;
     if (ownCluster) stops.push(() => ownCluster.destroy());
-    const redisEnv = ownCluster
-      ? { REDIS_CLUSTER_NODES: ownCluster.seeds, DATABASE_URL: env.DATABASE_URL }
-      : { REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL };
-    const endpoints = await resolveEndpoints({ ...loadConfig(redisEnv), dataDir: dir }, createLogger('warn'));
+    const redis = ownCluster ? { REDIS_CLUSTER_NODES: ownCluster.seeds } : { REDIS_URL: env.REDIS_URL };
+    const endpoints = await resolveEndpoints(
+      { ...loadConfig({ ...redis, DATABASE_URL: env.DATABASE_URL }), dataDir: dir },
+      createLogger('warn'),
+    );
     stops.push(() => endpoints.stopEmbedded());
     const clusterView = (c: RedisCluster) => {
       const redisNodes = c.nodes.map((node) => `127.0.0.1:${node.port}`);
@@ -51,11 +46,12 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
       return { redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds }, redisNodes };
     };
     const own = ownCluster ? clusterView(ownCluster) : undefined;
+    const standalone = endpoints.redis.kind === 'standalone' ? endpoints.redis.url : '';
     if (ownCluster) notes.push(CLUSTER_NOTE);
-    else if (endpoints.redis.kind !== 'standalone') throw new Error('REDIS_URL or the embedded redis-server expected');
+    else if (!standalone) throw new Error('REDIS_URL or the embedded redis-server expected');
     else if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
     else {
-      processMarkers.redis.push(new URL(endpoints.redis.url).host);
+      processMarkers.redis.push(new URL(standalone).host);
       notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
     }
     if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
@@ -64,20 +60,17 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
     const cluster = lazy(() => RedisCluster.start(), `and a ${CLUSTER_NOTE}`);
-    // The lock benchmark's own Redis servers have no persistence; Redlock's are killed, not shut down, when a case
-    // takes one away.
+    // The lock benchmark's Redis servers have no persistence; a case takes one of Redlock's away by killing it.
     const lockNode = () => RedisServer.start({ stopMode: 'immediate' });
     return {
-      redisEnv: own?.redisEnv ?? { REDIS_URL: endpoints.redis.kind === 'standalone' ? endpoints.redis.url : '' },
-      redisNodes: own?.redisNodes ?? [endpoints.redis.kind === 'standalone' ? endpoints.redis.url : ''],
+      redisEnv: own?.redisEnv ?? { REDIS_URL: standalone },
+      redisNodes: own?.redisNodes ?? [standalone],
       databaseUrl: endpoints.databaseUrl,
       redisCluster: async () => own ?? clusterView(await cluster()),
       lockRedis: lazy(() => RedisServer.start()),
       redlockNodes: [lazy(lockNode), lazy(lockNode), lazy(lockNode)],
       zookeeper: lazy(() => ZooKeeperServer.start()),
-      get description() {
-        return notes.join('; ');
-      },
+      description: () => notes.join('; '),
       processMarkers,
       stop: stopAll,
     };

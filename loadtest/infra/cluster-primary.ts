@@ -1,21 +1,15 @@
-/**
- * Runs CLUSTER_WORKERS copies of the service with the benchmark routes (bench-main.js) with Node's cluster module, all
- * listening on PORT and sharing Redis and Postgres. Serves the workers' aggregated metrics on CLUSTER_METRICS_PORT,
- * and prints one JSON line `{"ready":true,"workers":[pid,…]}` once every worker listens.
- */
-import cluster, { type Worker } from 'node:cluster';
+// CLUSTER_WORKERS instances of bench-main.js on PORT, their aggregated metrics on CLUSTER_METRICS_PORT; prints
+// {"ready":true,"workers":[pid,…]} once every worker listens.
+import cluster from 'node:cluster';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry } from 'prom-client';
 
 const workerCount = Number(process.env.CLUSTER_WORKERS ?? 2);
-cluster.setupPrimary({
-  exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)),
-  execArgv: JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[],
-});
+const execArgv = JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[];
+cluster.setupPrimary({ exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)), execArgv });
 const aggregator = new AggregatorRegistry();
-const workers: Worker[] = [];
 const listening = new Set<number>();
 let stopping = false;
 
@@ -38,15 +32,14 @@ const metricsServer = createServer((req, res) => {
   );
 });
 metricsServer.listen(Number(process.env.CLUSTER_METRICS_PORT ?? 0), '127.0.0.1');
-for (let i = 0; i < workerCount; i++) workers.push(cluster.fork());
+const workers = Array.from({ length: workerCount }, () => cluster.fork());
 
 async function stop(exitCode: number): Promise<void> {
   if (stopping) return;
   stopping = true;
   metricsServer.close();
   // Each worker drains and releases its locks on SIGTERM, as a lone service does.
-  const alive = workers.filter((w) => !w.isDead());
-  await Promise.all(alive.map((w) => (w.process.kill('SIGTERM'), once(w, 'exit'))));
+  await Promise.all(workers.filter((w) => !w.isDead()).map((w) => (w.process.kill('SIGTERM'), once(w, 'exit'))));
   process.exit(exitCode);
 }
 process.on('SIGTERM', () => void stop(0));

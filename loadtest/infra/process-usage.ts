@@ -9,39 +9,22 @@ type CpuGroup = (typeof GROUPS)[number];
 /** Without /proc (not Linux) a run has no CPU or memory figures. */
 export const procAvailable = existsSync('/proc/stat');
 
-/** Who used the machine's CPUs during a round, in cores (CPU seconds per second). */
-export interface CpuUsage {
-  seconds: number;
-  /** Share of all CPUs busy, whoever used them. */
-  machineBusy: number;
-  cores: Record<CpuGroup | 'others', number>;
-  /** How long the round waited beforehand for other processes to calm down. */
-  waitedForQuietSeconds?: number;
-}
+/** Who used the machine's CPUs during a round, in cores; `waitedForQuietSeconds`: how long the round waited before. */
+export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>> & { waitedForQuietSeconds?: number };
 
-/**
- * The run's own servers in /proc/<pid>/cmdline: the postmaster's data directory (its backends are its children), and
- * the address of each redis-server.
- */
-export interface ProcessMarkers {
-  postgres?: string;
-  redis: string[];
-}
+/** The run's own servers in /proc/<pid>/cmdline: the postmaster's data directory, and each redis-server's address. */
+export type ProcessMarkers = { postgres?: string; redis: string[] };
 
-/**
- * Starts CPU accounting per process group, so that a case can say where its time went and how much other processes
- * on a shared machine took; the returned function ends it.
- */
-export function meterCpu(servicePids: number[], markers: ProcessMarkers): () => CpuUsage {
+/** Starts CPU accounting per process group, other processes included; the returned function ends it. */
+export function meterCpu(servicePids: number[], markers: ProcessMarkers) {
   const before = snapshot(servicePids, markers);
   return () => {
     const after = snapshot(servicePids, markers);
     const seconds = (after.at - before.at) / 1000;
     // Ticks per process, so that one starting during the round counts in full (one ending loses its last ticks).
     const cores = Object.fromEntries(GROUPS.map((g) => [g, 0])) as Record<CpuGroup, number>;
-    for (const [pid, { group, ticks }] of after.ticks) {
+    for (const [pid, { group, ticks }] of after.ticks)
       cores[group] += (ticks - (before.ticks.get(pid)?.ticks ?? 0)) / TICKS_PER_SECOND / seconds;
-    }
     const total = after.machine.total - before.machine.total;
     const machineBusy = total > 0 ? (after.machine.busy - before.machine.busy) / total : NaN;
     const cpus = readdirSync('/sys/devices/system/cpu').filter((d) => /^cpu\d+$/.test(d)).length || 1;
@@ -52,22 +35,21 @@ export function meterCpu(servicePids: number[], markers: ProcessMarkers): () => 
 
 function snapshot(servicePids: number[], { postgres, redis }: ProcessMarkers) {
   const processes = readProcesses();
-  const isPostmaster = (p: (typeof processes)[number]) =>
-    postgres && p.cmdline.includes(postgres) && p.cmdline.includes('postgres');
-  const postmasters = new Set(processes.filter(isPostmaster).map((p) => p.pid));
+  const postmasters = new Set(
+    processes
+      .filter((p) => postgres && p.cmdline.includes(postgres) && p.cmdline.includes('postgres'))
+      .map((p) => p.pid),
+  );
   const groupOf = (p: (typeof processes)[number]): CpuGroup | undefined => {
     if (servicePids.includes(p.pid)) return 'service';
     if (p.pid === process.pid) return 'load generator';
     if (postmasters.has(p.pid) || postmasters.has(p.ppid)) return 'postgres';
     if (p.cmdline.startsWith('redis-server') && redis.some((address) => p.cmdline.includes(address))) return 'redis';
   };
-  const ticks = new Map<number, { group: CpuGroup; ticks: number }>();
-  for (const p of processes) {
-    const group = groupOf(p);
-    if (group) ticks.set(p.pid, { group, ticks: p.ticks });
-  }
-  const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-  const n = fields.map(Number);
+  const ticks = new Map(
+    processes.flatMap((p) => (groupOf(p) ? [[p.pid, { group: groupOf(p)!, ticks: p.ticks }]] : [])),
+  );
+  const n = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   const total = n.reduce((a, b) => a + b, 0);
   return { at: performance.now(), ticks, machine: { busy: total - (n[3] ?? 0) - (n[4] ?? 0), total } };
 }
@@ -81,18 +63,16 @@ function readProcesses() {
         // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime (15th).
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-        const ticks = Number(fields[11]) + Number(fields[12]);
-        return [{ pid: Number(entry), ppid: Number(fields[1]), ticks, cmdline }];
+        return [
+          { pid: Number(entry), ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]), cmdline },
+        ];
       } catch {
         return []; // The process ended while we looked.
       }
     });
 }
 
-/**
- * Samples the resident memory of local processes every 250 ms while a round runs; the returned function stops it and
- * answers the largest RSS seen, and the peak since each process started (VmHWM).
- */
+/** Samples resident memory every 250 ms; the returned function answers the largest RSS seen and the peak (VmHWM). */
 export function sampleMemory(pids: number[]) {
   let maxRssBytes = 0;
   const sample = () =>

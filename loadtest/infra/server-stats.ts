@@ -2,19 +2,12 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 
-/** Statements listed per case: the ones an order pays for, most calls first. */
-const LISTED_STATEMENTS = 8;
 /** A script call is one round trip, however many commands the script runs inside Redis. */
 const SCRIPT_CALLS = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro']);
-
 type Sample = Awaited<ReturnType<ServerStats['sample']>>;
+const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 
-/**
- * What an order costs the servers, read from the servers themselves before and after a measured round: Redis
- * commands and CPU per node (INFO commandstats, INFO cpu), Postgres statements and their execution time
- * (pg_stat_statements, when loaded: the embedded default). Every client of the servers counts, the service's expiry
- * sweeps and health checks too, as they would in production.
- */
+/** What an order costs the servers, from their own counters around a round: every client counts, as in production. */
 export class ServerStats {
   private constructor(
     private readonly nodes: Redis[],
@@ -25,17 +18,16 @@ export class ServerStats {
   static async open(redisAddresses: string[], db: Db | null): Promise<ServerStats> {
     const nodes = redisAddresses.map((address) => {
       const redis = new Redis(address.includes('://') ? address : `redis://${address}`, { lazyConnect: true });
-      redis.on('error', () => {});
-      return redis;
+      return redis.on('error', () => {});
     });
-    if (!db) return new ServerStats(nodes, null);
-    try {
+    // Without pg_stat_statements in shared_preload_libraries the view fails to read, and statements are not counted.
+    const statements = async (db: Db) => {
       await sql`create extension if not exists pg_stat_statements`.execute(db);
       await sql`select 1 from pg_stat_statements limit 1`.execute(db);
-      return new ServerStats(nodes, db);
-    } catch {
-      return new ServerStats(nodes, null); // Not loaded (shared_preload_libraries): statements are not counted.
-    }
+      return true;
+    };
+    const loaded = db && (await statements(db).catch(() => false));
+    return new ServerStats(nodes, loaded ? db : null);
   }
 
   /** Starts counting; the returned function ends it and divides by the orders the round answered. */
@@ -82,7 +74,6 @@ async function sampleRedis(node: Redis) {
 
 function perOrder(before: Sample, after: Sample, orders: number) {
   const per = (n: number) => (orders > 0 ? n / orders : NaN);
-  const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
   const onPrimaries = new Map<string, number>();
   const nodes = after.redis.map((node, i) => {
     const earlier = before.redis[i]!;
@@ -104,6 +95,7 @@ function perOrder(before: Sample, after: Sample, orders: number) {
     const calls = now.calls - (then?.calls ?? 0);
     return calls > 0 ? [{ query: now.query, calls, execMs: now.execMs - (then?.execMs ?? 0) }] : [];
   });
+  const top = statements.sort((a, b) => b.calls - a.calls).slice(0, 8);
   return {
     orders,
     redis: {
@@ -118,14 +110,11 @@ function perOrder(before: Sample, after: Sample, orders: number) {
     postgres: after.postgres && {
       statementsPerOrder: per(sum(statements.map((s) => s.calls))),
       execMsPerOrder: per(sum(statements.map((s) => s.execMs))),
-      top: statements
-        .sort((a, b) => b.calls - a.calls)
-        .slice(0, LISTED_STATEMENTS)
-        .map((s) => ({
-          query: s.query.replace(/\s+/g, ' ').slice(0, 160),
-          perOrder: per(s.calls),
-          meanMs: s.execMs / s.calls,
-        })),
+      top: top.map((s) => ({
+        query: s.query.replace(/\s+/g, ' ').slice(0, 160),
+        perOrder: per(s.calls),
+        meanMs: s.execMs / s.calls,
+      })),
     },
   };
 }

@@ -16,9 +16,8 @@ export interface ServiceTarget {
   url: string;
   metricsUrl: string;
   adminToken: string | undefined;
-  /** Process ids of the service instances, when they run on this machine. */
+  /** The service instances' process ids, and with a cluster's primary (`allPids`), when they run on this machine. */
   pids: number[];
-  /** Every process of the service: the instances and, for a cluster, its primary. */
   allPids: number[];
   /** False once a service this run started has exited; a remote one is assumed to live. */
   alive(): boolean;
@@ -33,7 +32,6 @@ export interface LocalServiceOptions {
   env?: Record<string, string>;
   /** More than 1: that many instances behind one port (Node cluster, cluster-primary.ts). */
   instances?: number;
-  /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
   nodeArgs?: SpawnOptions['nodeArgs'];
   /** The service with the benchmark routes (default), the alternative a user would write instead, or a bare echo. */
   program?: keyof typeof programs;
@@ -42,22 +40,23 @@ export interface LocalServiceOptions {
 /** A service this run starts, on the run's Redis and Postgres, spawned by the tests' spawner. */
 export async function startService(backing: BackingServices, options: LocalServiceOptions): Promise<ServiceTarget> {
   const { label, instances = 1 } = options;
-  const base = { ...backing.redisEnv, DATABASE_URL: backing.databaseUrl, ADMIN_TOKEN: '', LOG_LEVEL: 'warn' };
-  const env = { ...base, ...options.env };
-  const metricsPort = instances > 1 ? await freePort() : 0;
-  const cluster = {
-    ...env,
-    CLUSTER_WORKERS: String(instances),
-    CLUSTER_METRICS_PORT: String(metricsPort),
-    CLUSTER_WORKER_NODE_ARGS: JSON.stringify(options.nodeArgs ?? []),
+  const env = {
+    ...backing.redisEnv,
+    DATABASE_URL: backing.databaseUrl,
+    ADMIN_TOKEN: '',
+    LOG_LEVEL: 'warn',
+    ...options.env,
   };
+  const metricsPort = instances > 1 ? await freePort() : 0;
+  const workers = { CLUSTER_WORKERS: String(instances), CLUSTER_METRICS_PORT: String(metricsPort) };
+  const cluster = { ...env, ...workers, CLUSTER_WORKER_NODE_ARGS: JSON.stringify(options.nodeArgs ?? []) };
   const spawned =
     instances === 1
       ? await SpawnedService.start(programs[options.program ?? 'service'], env, options)
       : await SpawnedService.start(script('./cluster-primary.js'), cluster, { readyLine: /^\{"ready"/ });
   // A cluster primary names its workers on the line that says they all listen.
-  const ready = () => spawned.output.find((line) => line.startsWith('{"ready"'))!;
-  const pids = instances === 1 ? [spawned.pid] : (JSON.parse(ready()) as { workers: number[] }).workers;
+  const ready = () => JSON.parse(spawned.output.find((line) => line.startsWith('{"ready"'))!) as { workers: number[] };
+  const pids = instances === 1 ? [spawned.pid] : ready().workers;
   return {
     label,
     url: spawned.url,
@@ -74,15 +73,7 @@ export async function startService(backing: BackingServices, options: LocalServi
 
 /** A service someone else runs (`--url`): the run measures it as it is configured. */
 export function remoteService(url: string, adminToken: string | undefined): ServiceTarget {
-  return {
-    label: 'target',
-    url,
-    metricsUrl: `${url}/metrics`,
-    adminToken,
-    pids: [],
-    allPids: [],
-    alive: () => true,
-    diagnostics: () => `target: a service this run does not control (${url})`,
-    stop: async () => {},
-  };
+  const diagnostics = () => `target: a service this run does not control (${url})`;
+  const local = { pids: [], allPids: [], alive: () => true, diagnostics, stop: async () => {} };
+  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, ...local };
 }

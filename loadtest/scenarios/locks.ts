@@ -1,7 +1,4 @@
-/**
- * The lock alone, no HTTP and no database in the way: `workers` loops of acquire → hold H ms → release on K keys,
- * this lock (both modes) against redlock and redis-semaphore on one private Redis, or this lock on each backend.
- */
+/** The lock alone: workers acquire → hold H ms → release on K keys; this lock against libraries, or per backend. */
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -14,34 +11,37 @@ import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
 import type { RunContext } from './context.js';
 
-/** Long enough that no section here outlives its lease, as in the libraries' own examples. */
+/** Long enough that no section outlives its lease, as in the libraries' own examples. */
 const LEASE_MS = 10_000;
 /** Nobody gives up waiting: waiting is what is measured. */
 const WAIT_MS = 600_000;
-
-/** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
-interface Contender {
-  acquire(key: string, stop: AbortSignal): Promise<() => Promise<unknown>>;
-  close(): Promise<unknown>;
-}
-
-export type LockCell = Awaited<ReturnType<typeof runCell>>;
 /** Keys of this run, apart from any earlier run's on the same servers. */
 const runId = Date.now().toString(36);
 
-/**
- * A contender by name: a library (each with connections of its own to the same Redis, and each library's default way
- * of waiting) or, named `backend:<kind>`, this lock on one backend with the service's defaults (10 s lease, watchdog
- * on), on the run's lock stores.
- */
+/** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
+type Contender = {
+  acquire(key: string, stop: AbortSignal): Promise<() => Promise<unknown>>;
+  close(): Promise<unknown>;
+};
+export type LockCell = Awaited<ReturnType<typeof runCell>>;
+
+const lockContender = (lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender => ({
+  acquire: async (k, signal) => {
+    const lease = await lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal });
+    return () => lock.release(lease);
+  },
+  close: () => lock.close(),
+});
+
+/** A library with its own connection and default waiting, or (`backend:<kind>`) this lock on that backend. */
 async function openContender(ctx: RunContext, name: string): Promise<Contender> {
   const backing = ctx.backing!;
-  if (name.startsWith('backend:')) {
-    const kind = name.slice('backend:'.length) as LockBackendKind;
-    const redlockUrls = async () => Promise.all(backing.redlockNodes.map(async (node) => (await node()).url));
+  const kind = name.startsWith('backend:') ? (name.slice('backend:'.length) as LockBackendKind) : undefined;
+  if (kind) {
     const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
       redis: async () => new RedisLock({ redis: new Redis((await backing.lockRedis()).url), ownsConnection: true }),
-      redlock: async () => new RedlockLock({ urls: await redlockUrls() }),
+      redlock: async () =>
+        new RedlockLock({ urls: await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url)) }),
       postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
       zookeeper: async () =>
         new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
@@ -69,25 +69,11 @@ async function openContender(ctx: RunContext, name: string): Promise<Contender> 
     };
     return { acquire, close: () => redis.quit() };
   }
-  const lock = new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true });
-  return lockContender(lock, key, name === 'this-lock-fair');
+  return lockContender(new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true }), key, name === 'this-lock-fair');
 }
 
-function lockContender(lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender {
-  return {
-    async acquire(k, signal) {
-      const lease = await lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal });
-      return () => lock.release(lease);
-    },
-    close: () => lock.close(),
-  };
-}
-
-/**
- * One cell: worker w takes key (w + i) mod K on its i-th round, so after a release it waits on another key, and a key
- * stays busy only if the lock wakes its waiters promptly (a random key per round caps any lock near 82 % of
- * K × 1000 / H; a fixed key per worker lets the releaser take its own key again and hides the wake-up latency).
- */
+// Worker w takes key (w + i) mod K on its i-th round: after a release it waits on another key, so a key stays busy only
+// if the lock wakes its waiters promptly.
 export async function runCell(
   ctx: RunContext,
   name: string,
@@ -99,12 +85,10 @@ export async function runCell(
   setMaxListeners(spec.workers * 2, stop.signal); // Every waiting worker listens to it.
   const windowStart = performance.now() + spec.warmupMs;
   const windowEnd = windowStart + spec.durationMs;
+  const inWindow = (at: number) => at >= windowStart && at < windowEnd;
   const waits: number[] = [];
   const openWaits = new Set<number>();
-  let sections = 0;
-  let errors = 0;
-  let holdTotal = 0;
-  let holds = 0;
+  let [sections, errors, holdTotal, holds] = [0, 0, 0, 0];
   const worker = async (w: number) => {
     for (let round = 0; performance.now() < windowEnd; round++) {
       const askedAt = performance.now();
@@ -117,12 +101,12 @@ export async function runCell(
         continue;
       }
       const gotAt = performance.now();
-      if (askedAt >= windowStart && askedAt < windowEnd) waits.push(gotAt - askedAt);
+      if (inWindow(askedAt)) waits.push(gotAt - askedAt);
       if (spec.holdMs > 0) await sleep(spec.holdMs);
       holdTotal += performance.now() - gotAt;
       holds++;
       await release().catch(() => errors++);
-      if (performance.now() >= windowStart && performance.now() < windowEnd) sections++;
+      if (inWindow(performance.now())) sections++;
     }
   };
   const running = Promise.all(Array.from({ length: spec.workers }, (_, w) => worker(w)));
