@@ -1,8 +1,4 @@
-/**
- * `npm run loadtest [-- options]`: every scenario of scenarios/plan.ts against services this run starts (or one at
- * `--url`). Writes loadtest/results/<timestamp>.json and the markdown report with its charts; exits 1 when a locked
- * case's books do not balance or an unguarded demonstration failed to show the oversell.
- */
+/** `npm run loadtest [-- options]`: the results json and report; exit 1 when books fail or an oversell did not show. */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -14,19 +10,20 @@ import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
-import { casesWithBooks, namedOnly, runPlan, type ScenarioName, scenarioNames } from './scenarios/plan.js';
-import { dashboardUrl } from './scenarios/services.js';
-
-/** What `--redis-cluster` runs unless told otherwise: the cases whose orders take segment locks. */
-const SEGMENTED_SCENARIOS: ScenarioName[] = ['segments', 'business-step', 'cluster'];
+import {
+  casesWithBooks,
+  dashboardUrl,
+  namedOnly,
+  runPlan,
+  type ScenarioName,
+  scenarioNames,
+} from './scenarios/plan.js';
 
 const number = (check: (n: number) => boolean, expected: string) => (value: string) => {
-  const n = Number(value);
-  if (!check(n)) throw new InvalidArgumentError(`expected ${expected}`);
-  return n;
+  if (!check(Number(value))) throw new InvalidArgumentError(`expected ${expected}`);
+  return Number(value);
 };
 const positiveInt = number((n) => Number.isInteger(n) && n > 0, 'a positive integer');
-const positive = number((n) => n > 0, 'a positive number');
 const list =
   <T>(parse: (part: string) => T) =>
   (value: string) =>
@@ -42,15 +39,13 @@ const loopback = (url: string) => {
 };
 // Every contender and backend is in a full run: the flags choose among those.
 const { lockContenders: contenders, lockBackends: backends } = presets.full;
+const positive = number((n) => n > 0, 'a positive number');
+const cores = number((n) => n >= 0, 'a number of cores');
+const segmentList = (value: string) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b);
 
 /** The options that change a setting of the run: flags, help, parser (none: a switch), and the settings they set. */
 const settingOptions: [string, string, ((value: string) => unknown) | null, ...(keyof RunSettings)[]][] = [
-  [
-    '--segments <list>',
-    'segment counts to compare, e.g. 1,2,4,8,16,20,32',
-    (value) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b),
-    'segmentCounts',
-  ],
+  ['--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', segmentList, 'segmentCounts'],
   ['-c, --connections <n>', 'concurrent connections (default 64)', positiveInt, 'connections'],
   ['--warmup <seconds>', 'warm-up round length', positive, 'warmupSeconds', 'lockWarmupSeconds'],
   ['--duration <seconds>', 'target length of a measured round', positive, 'measureSeconds', 'lockMeasureSeconds'],
@@ -59,15 +54,10 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   [
     '--quiet-cores <cores>',
     'wait (≤ 20 s) until others use ≤ this many cores (default 0.2, quick 0)',
-    number((n) => n >= 0, 'a number of cores'),
+    cores,
     'quietCores',
   ],
-  [
-    '--workers <n>',
-    'lock benchmark: workers, and the order flow’s connections (default 50)',
-    positiveInt,
-    'lockWorkers',
-  ],
+  ['--workers <n>', 'lock benchmark: workers; the order flow’s connections (default 50)', positiveInt, 'lockWorkers'],
   ['--keys <list>', 'lock benchmark: numbers of keys K (default 1,20)', list(positiveInt), 'lockKeys'],
   ['--holds <list>', 'lock benchmark: hold times H in ms (default 0,20)', list(Number), 'lockHoldsMs'],
   ['--locks <list>', `lock benchmark: ${contenders.join(', ')}`, oneOf(contenders), 'lockContenders'],
@@ -108,14 +98,15 @@ async function main(): Promise<void> {
   const settings: Record<string, unknown> = { ...presets[mode] };
   for (const { key, names } of settingFlags)
     if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
-  // Waiting for quiet, when asked for, waits 20 s at most.
   if (cli.quietCores !== undefined) settings.quietMaxWaitSeconds = 20;
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
   const named = cli.only as ScenarioName[] | undefined;
-  const defaults = cli.redisCluster ? SEGMENTED_SCENARIOS : scenarioNames.filter((name) => !namedOnly.includes(name));
+  // On a Redis Cluster, by default, the cases whose orders take segment locks.
+  const defaults = cli.redisCluster
+    ? ['segments', 'business-step', 'cluster']
+    : scenarioNames.filter((name) => !namedOnly.includes(name));
   const progress = new RunProgress();
   const startedAt = new Date();
-
   let backing: BackingServices | null = null;
   let db: Db | null = null;
   let ctx: RunContext | undefined;
@@ -125,13 +116,12 @@ async function main(): Promise<void> {
     await db?.destroy().catch(() => {});
     await backing?.stop();
   };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.once(signal, () => {
       interrupted = true;
       progress.note(`${signal}: stopping the services this run started`);
       void stopEverything().finally(() => process.exit(130));
     });
-  }
   try {
     const url = (cli.url as string | undefined)?.replace(/\/$/, '');
     const remote = url ? remoteService(url, cli.adminToken as string | undefined) : null;
@@ -145,7 +135,7 @@ async function main(): Promise<void> {
     }
     const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
-    const cases = await runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
+    const cases = await runPlan(ctx, new Set((named ?? defaults) as ScenarioName[]), remote, nodeArgs);
     const run: RunResults = { meta: describeRun(mode, startedAt, ctx, remote), ...cases };
     await stopEverything();
 

@@ -17,20 +17,17 @@ export async function renderCharts(f: RunFigures, dir: string) {
   const { run } = f;
   const { businessStepMs, connections } = run.meta.settings;
   const charts: [name: string, title: string, spec: object][] = [];
-  const sales = [...f.profile('real'), ...f.profile('business-step')];
+  const sales = [...f.sweep('real'), ...f.sweep('business-step')];
   const profile = (p: string) =>
     p === 'real' ? 'real critical section' : `${businessStepMs} ms business step, combining off`;
   const points = sales.map((c) => ({
     segments: c.segments,
-    ordersPerSecond: c.ordersPerSecond,
+    perSecond: c.perSecond,
     profile: profile(c.profile),
     speedup: f.speedup(c),
   }));
-  const segments = quantitative('segments', {
-    scale: log2,
-    axis: { values: [...new Set(points.map((p) => p.segments))] },
-    title: 'segments (N)',
-  });
+  const axisValues = { values: [...new Set(points.map((p) => p.segments))] };
+  const segments = quantitative('segments', { scale: log2, axis: axisValues, title: 'segments (N)' });
   /** One line per profile over the segment counts. */
   const byProfile = (values: object[], y: object) => ({
     data: { values },
@@ -42,6 +39,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
     : [];
   if (sales.length) {
     const ceilingLine = { data: { values: ceiling }, encoding: { y: quantitative('ceiling') } };
+    const ceilingLabel = { type: 'text', align: 'right', dy: -6, x: WIDTH, color: '#666' };
     charts.push([
       'throughput-vs-segments',
       'Successful orders per second vs segment count',
@@ -49,11 +47,11 @@ export async function renderCharts(f: RunFigures, dir: string) {
         ...title('Orders/s vs segment count', `${connections} connections, one run`),
         height: 300,
         layer: [
-          byProfile(points, quantitative('ordersPerSecond', { title: 'successful orders / s' })),
+          byProfile(points, quantitative('perSecond', { title: 'successful orders / s' })),
           { ...ceilingLine, mark: { type: 'rule', strokeDash: [6, 4], color: '#888' } },
           {
             ...ceilingLine,
-            mark: { type: 'text', align: 'right', dy: -6, x: WIDTH, color: '#666' },
+            mark: ceilingLabel,
             encoding: { ...ceilingLine.encoding, text: { field: 'label', type: 'nominal' } },
           },
         ],
@@ -64,6 +62,8 @@ export async function renderCharts(f: RunFigures, dir: string) {
       { segments: n, speedup: 0.9 * n, line: 'target: 0.9 × N' },
     ]);
     const speedup = (more: object = {}) => quantitative('speedup', { scale: log2, ...more });
+    const idealMark = { type: 'line', strokeDash: [4, 4], color: '#aaa' };
+    const idealEncoding = { x: quantitative('segments', { scale: log2 }), y: speedup(), detail: { field: 'line' } };
     charts.push([
       'speedup-vs-segments',
       'Speed-up over the single lock vs segment count',
@@ -71,11 +71,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
         ...title('Speed-up over the single lock', 'orders/s at N segments ÷ orders/s with 1 segment, same profile'),
         height: 300,
         layer: [
-          {
-            data: { values: ideal },
-            mark: { type: 'line', strokeDash: [4, 4], color: '#aaa' },
-            encoding: { x: quantitative('segments', { scale: log2 }), y: speedup(), detail: { field: 'line' } },
-          },
+          { data: { values: ideal }, mark: idealMark, encoding: idealEncoding },
           byProfile(
             points.filter((p) => Number.isFinite(p.speedup)),
             speedup({ title: 'speed-up (×, log scale; dashed: N and 0.9 × N)' }),
@@ -84,32 +80,22 @@ export async function renderCharts(f: RunFigures, dir: string) {
       },
     ]);
     const percentiles = ['p50', 'p97_5', 'p99', 'max'] as const;
+    const latencies = sales.flatMap((c) =>
+      percentiles.map((p) => ({
+        ...{ segments: c.segments, percentile: p.replace('_', '.'), profile: profile(c.profile) },
+        ms: Math.max(c.measured.latencyMs[p], 0.1),
+      })),
+    );
+    const y = quantitative('ms', { scale: { type: 'log' }, title: 'latency (ms, log scale)' });
+    const color = nominal('percentile', { sort: percentiles.map((p) => p.replace('_', '.')) });
     charts.push([
       'latency-percentiles',
       'Order latency percentiles by segment count',
       {
         title: { text: 'Order latency percentiles', subtitle: 'all answers of the measured round, log scale' },
-        data: {
-          values: sales.flatMap((c) =>
-            percentiles.map((p) => ({
-              segments: c.segments,
-              percentile: p.replace('_', '.'),
-              ms: Math.max(c.measured.latencyMs[p], 0.1),
-              profile: profile(c.profile),
-            })),
-          ),
-        },
+        data: { values: latencies },
         facet: { row: nominal('profile') },
-        spec: {
-          width: WIDTH,
-          height: 180,
-          mark: { type: 'line', point: true },
-          encoding: {
-            x: segments,
-            y: quantitative('ms', { scale: { type: 'log' }, title: 'latency (ms, log scale)' }),
-            color: nominal('percentile', { sort: percentiles.map((p) => p.replace('_', '.')) }),
-          },
-        },
+        spec: { width: WIDTH, height: 180, mark: { type: 'line', point: true }, encoding: { x: segments, y, color } },
       },
     ]);
   }
@@ -118,13 +104,14 @@ export async function renderCharts(f: RunFigures, dir: string) {
   const comparisons = [
     ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
     ...product.map((c) =>
-      bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.ordersPerSecond, 'product'),
+      bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.perSecond, 'product'),
     ),
-    ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.ordersPerSecond, 'alternative')),
-    ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.ordersPerSecond, 'lock-free baseline')),
-    ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.refusalsPerSecond, 'product')),
+    ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.perSecond, 'alternative')),
+    ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.perSecond, 'lock-free baseline')),
+    ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
   ];
   if (comparisons.length > 1) {
+    const x = quantitative('perSecond', { title: 'answers / s' });
     charts.push([
       'baselines',
       'The product against the HTTP ceiling and lock-free baselines',
@@ -132,11 +119,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
         ...title('Answers per second, real critical section', 'same machine, same run'),
         data: { values: comparisons },
         mark: 'bar',
-        encoding: {
-          y: nominal('label', labels),
-          x: quantitative('perSecond', { title: 'answers / s' }),
-          color: nominal('kind', { legend: { orient: 'bottom' } }),
-        },
+        encoding: { y: nominal('label', labels), x, color: nominal('kind', { legend: { orient: 'bottom' } }) },
       },
     ]);
   }
@@ -147,18 +130,16 @@ export async function renderCharts(f: RunFigures, dir: string) {
       scale: { range: ['#d62728', '#2ca02c'], domain: guards },
       legend: { orient: 'bottom', labelLimit: 320 },
     };
+    const oversold = run.oversell.map((c) => ({
+      ...{ label: c.label.replace(/^oversell · /, ''), oversold: c.books.oversold },
+      guard: guards[Number(expectedSafe(c))],
+    }));
     charts.push([
       'oversell',
       'Units oversold in the oversell demonstration',
       {
         ...title('Units oversold', `stock ${first.stock}, ${first.requests} one-unit orders at once`),
-        data: {
-          values: run.oversell.map((c) => ({
-            label: c.label.replace(/^oversell · /, ''),
-            oversold: c.books.oversold,
-            guard: guards[Number(expectedSafe(c))],
-          })),
-        },
+        data: { values: oversold },
         encoding: {
           y: nominal('label', labels),
           x: quantitative('oversold', { title: 'units sold beyond the stock' }),

@@ -1,10 +1,11 @@
 /** What the report's tables, targets and charts share: number formats, markdown tables, and a run's key figures. */
-import type { RunResults } from '../run-results.js';
 import type { CpuUsage } from '../infra/process-usage.js';
+import type { RunResults } from '../run-results.js';
+import type { RoundResult } from '../runner/round.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { Profile, SalesCase } from '../scenarios/sales.js';
 
-// Number formatting: fixed, locale-independent; '–' for what was not measured.
+// Fixed, locale-independent formats; '–' for what was not measured.
 const finite = (format: (n: number) => string) => (n: number) => (Number.isFinite(n) ? format(n) : '–');
 export const int = finite((n) => Math.round(n).toLocaleString('en-US'));
 export const ms = finite((n) => (n >= 100 ? int(n) : n.toFixed(n >= 10 ? 1 : 2)));
@@ -14,6 +15,8 @@ export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n
 export const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
 
+/** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
+export type Answers = { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
 export type Column<T> = [header: string, cell: (row: T) => string | number];
 
 /** A markdown table from rows and one `[header, cell]` per column; undefined (not measured) when there are no rows. */
@@ -26,29 +29,22 @@ export function table<T>(rows: T[], columns: Column<T>[], align = 'lr'): string 
     .join('\n');
 }
 
-export function serviceMsPerAnswer(perSecond: number, cpu: CpuUsage | null): number {
-  return cpu && perSecond > 0 ? (cpu.cores.service / perSecond) * 1000 : NaN;
-}
-
+export const serviceMsPerAnswer = (c: Answers) =>
+  c.cpu && c.perSecond > 0 ? (c.cpu.cores.service / c.perSecond) * 1000 : NaN;
 /** This lock, in either mode or on any backend (the others are the peer libraries). */
 export const isOurs = (name: string) => name.startsWith('this-lock') || name.startsWith('backend:');
-
 /** Cases that must not oversell: the Redis lock anywhere, a local mutex inside one process. */
-export function expectedSafe(c: { guard: string; instances: number }): boolean {
-  return c.guard === 'redis-lock' || (c.guard === 'local-mutex' && c.instances === 1);
-}
+export const expectedSafe = (c: { guard: string; instances: number }) =>
+  c.guard === 'redis-lock' || (c.guard === 'local-mutex' && c.instances === 1);
 
 export type RunFigures = ReturnType<typeof runFigures>;
 
 /** The figures the targets, tables and charts are stated in, derived once from a run. */
 export function runFigures(run: RunResults) {
-  // Single-instance ceilings measured in this run (first and last).
   const ceilings = run.ceiling.filter((c) => c.instances === 1);
-  /** A profile's sweep: the real section as shipped (combining on), the business step with combining off. */
-  const profile = (p: Profile) =>
-    run.segments
-      .filter((c) => c.profile === p && c.combining === (p === 'real'))
-      .sort((a, b) => a.segments - b.segments);
+  // A profile's sweep: the real section as shipped (combining on), the business step with combining off.
+  const sweep = (p: Profile, on = p === 'real') =>
+    run.segments.filter((c) => c.profile === p && c.combining === on).sort((a, b) => a.segments - b.segments);
   const variant = (p: Profile, segments: number, combining: boolean) =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
   /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
@@ -58,24 +54,19 @@ export function runFigures(run: RunResults) {
     ceilings,
     /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
     ceiling: mean(ceilings.map((c) => c.perSecond)),
-    /** Last ceiling / first ceiling: how much the machine drifted during the run. */
     drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
-    ceilingServiceMs: mean(ceilings.map((c) => serviceMsPerAnswer(c.perSecond, c.cpu)).filter(Number.isFinite)),
-    /** Answers/s of the bare express JSON echo: the limit of any express order service here. */
+    ceilingServiceMs: mean(ceilings.map(serviceMsPerAnswer).filter(Number.isFinite)),
     bareEcho: run.bareEcho[0]?.perSecond ?? NaN,
-    profile,
+    sweep,
     variant,
-    at: (p: Profile, segments = HEADLINE_SEGMENTS) => profile(p).find((c) => c.segments === segments),
+    at: (p: Profile, segments = HEADLINE_SEGMENTS) => sweep(p).find((c) => c.segments === segments),
     /** Every case of the profile: the sweep, then the other combining mode's rows. */
-    allOf: (p: Profile) => [
-      ...profile(p),
-      ...run.segments.filter((c) => c.profile === p && c.combining !== (p === 'real')),
-    ],
+    allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,
     traffic: (traffic: 'spread' | 'mixed') => run.spread.find((c) => c.traffic === traffic),
-    overAlternative: (c: SalesCase) => c.ordersPerSecond / (alternativeFor(c)?.ordersPerSecond ?? NaN),
+    overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
     /** Orders/s relative to the single lock of the same profile and combining mode. */
-    speedup: (c: SalesCase) => c.ordersPerSecond / (variant(c.profile, 1, c.combining)?.ordersPerSecond ?? NaN),
+    speedup: (c: SalesCase) => c.perSecond / (variant(c.profile, 1, c.combining)?.perSecond ?? NaN),
   };
 }

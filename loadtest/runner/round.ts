@@ -21,30 +21,61 @@ export interface RoundSpec {
 }
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
+type Context = { orderId?: string; sku?: string };
 
-/**
- * One autocannon round, with its own bookkeeping per answer: autocannon's histogram keeps whole milliseconds of 2xx
- * answers only, and its rates include the tail of the round, when fewer connections are still busy. Here every
- * answer counts, to the microsecond, and rates cover the steady window: until the first connection sent its last
- * request.
- */
+// Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
+// steady window: until the first connection sent its last request, while every connection was busy.
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress) {
-  const method = spec.method ?? 'POST';
+  const { method = 'POST', path, amount, durationSeconds = 1 } = spec;
   const answeredBySku: Record<string, number> = {};
+  const body = method === 'POST' ? JSON.stringify(spec.body) : undefined;
+  const { quantity } = spec.body as { quantity: number };
+  // Request sequences: place then confirm the order that answer placed; or a SKU chosen afresh for every request.
+  const confirm: autocannon.Request[] = [
+    {
+      method,
+      path,
+      body,
+      onResponse: (status, text, context: Context) => {
+        context.orderId = status === 201 ? (JSON.parse(text) as { orderId: string }).orderId : undefined;
+      },
+    },
+    {
+      method,
+      setupRequest: (request, context: Context) => ({
+        ...request,
+        path: `/orders/${context.orderId ?? 'none'}/confirm`,
+        body: undefined,
+      }),
+    },
+  ];
+  const spread: autocannon.Request[] = [
+    {
+      method,
+      path,
+      setupRequest: (request, context: Context) => {
+        context.sku = spec.pickSku!();
+        return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
+      },
+      onResponse: (status, _text, { sku }: Context) => {
+        if (status === 201 && sku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + quantity;
+      },
+    },
+  ];
   const options: autocannon.Options = {
-    url: spec.baseUrl + spec.path,
+    url: spec.baseUrl + path,
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
-    ...(method === 'POST' && { body: JSON.stringify(spec.body) }),
-    ...(spec.confirmEach && { requests: reserveThenConfirm(spec) }),
-    ...(spec.pickSku && { requests: spreadOrders(spec, answeredBySku) }),
+    ...(body !== undefined && { body }),
+    ...(spec.confirmEach && { requests: confirm }),
+    ...(spec.pickSku && { requests: spread }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
-    ...(spec.amount !== undefined ? { amount: spec.amount } : { duration: spec.durationSeconds ?? 1 }),
+    ...(amount !== undefined ? { amount } : { duration: durationSeconds }),
   };
-  const timed = spec.amount === undefined;
-  const bar = progress.round(spec.title, spec.amount ?? Math.round((spec.durationSeconds ?? 1) * 10), timed);
+  const timed = amount === undefined;
+  const bar = progress.round(spec.title, amount ?? Math.round(durationSeconds * 10), timed);
   const answers: { ms: number; status: number; at: number }[] = [];
   const perClient = new Map<unknown, number>();
   let firstIdleAt = Infinity;
@@ -70,88 +101,38 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     for (const { status } of list) counts[status] = (counts[status] ?? 0) + 1;
     return counts;
   };
-  const statusCounts = count(answers);
-  const steady = count(answers.filter((a) => a.at <= steadyMs));
-  const ratePerSecond = Object.fromEntries(Object.entries(steady).map(([s, n]) => [s, n / (steadyMs / 1000)]));
+  const steady = Object.entries(count(answers.filter((a) => a.at <= steadyMs)));
   const round = {
     title: spec.title,
-    autocannon: { options: { ...options }, flags: flagsOf(options, spec) },
+    autocannon: { flags: flagsOf(options, spec) },
     responses: answers.length,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    statusCounts,
+    statusCounts: count(answers),
     durationSeconds: elapsedMs / 1000,
-    steadySeconds: steadyMs / 1000,
-    ratePerSecond,
+    ratePerSecond: Object.fromEntries(steady.map(([s, n]) => [s, n / (steadyMs / 1000)])),
     latencyMs: summarize(answers.map((a) => a.ms)),
-    expectedLatencyMs: summarize(answers.filter((a) => a.status === expectedStatus).map((a) => a.ms)),
-    expectedStatus,
     ...(spec.pickSku && { answeredBySku }),
   };
+  const rate = Math.round(round.ratePerSecond[expectedStatus] ?? 0);
+  const errors = result.errors ? `, ${result.errors} errors` : '';
+  const p99 = round.latencyMs.p99.toFixed(1);
   bar.done(
-    `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s, ${Math.round(ratePerSecond[expectedStatus] ?? 0)} × ` +
-      `${expectedStatus}/s, p99 ${round.latencyMs.p99.toFixed(1)} ms${round.errors ? `, ${round.errors} errors` : ''}`,
+    `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s, ${rate} × ${expectedStatus}/s, p99 ${p99} ms${errors}`,
   );
   return round;
 }
 
 function summarize(values: number[]) {
-  if (values.length === 0) return { p50: 0, p97_5: 0, p99: 0, max: 0, mean: 0 };
   const sorted = Float64Array.from(values).sort();
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-  const mean = sorted.reduce((a, b) => a + b, 0) / sorted.length;
-  return { p50: at(0.5), p97_5: at(0.975), p99: at(0.99), max: sorted[sorted.length - 1]!, mean };
+  const at = (q: number) => sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1))] ?? 0;
+  return { p50: at(0.5), p97_5: at(0.975), p99: at(0.99), max: at(1) };
 }
 
-/** Two requests in turn per connection: place the round's order, then confirm the order that answer placed. */
-function reserveThenConfirm(spec: RoundSpec): autocannon.Request[] {
-  type Context = { orderId?: string };
-  return [
-    {
-      method: 'POST',
-      path: spec.path,
-      body: JSON.stringify(spec.body),
-      onResponse: (status: number, body: string, context: Context) => {
-        context.orderId = status === 201 ? (JSON.parse(body) as { orderId: string }).orderId : undefined;
-      },
-    },
-    {
-      method: 'POST',
-      setupRequest: (request: autocannon.Request, context: Context) => ({
-        ...request,
-        path: `/orders/${context.orderId ?? 'none'}/confirm`,
-        body: undefined,
-      }),
-    },
-  ] as autocannon.Request[];
-}
-
-/** One request per turn, its SKU chosen afresh each time; the 201 answers' units counted per SKU. */
-function spreadOrders(spec: RoundSpec, answeredBySku: Record<string, number>): autocannon.Request[] {
-  type Context = { sku?: string };
-  const { quantity } = spec.body as { quantity: number };
-  return [
-    {
-      method: 'POST',
-      path: spec.path,
-      setupRequest: (request: autocannon.Request, context: Context) => {
-        context.sku = spec.pickSku!();
-        return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
-      },
-      onResponse: (status: number, _body: string, context: Context) => {
-        if (status === 201 && context.sku) answeredBySku[context.sku] = (answeredBySku[context.sku] ?? 0) + quantity;
-      },
-    },
-  ] as autocannon.Request[];
-}
-
-/** The same round as autocannon command-line flags, for the report. */
+/** The same round as autocannon command-line flags, for the report; request sequences have no flag, so it says so. */
 function flagsOf(options: autocannon.Options, spec: RoundSpec): string {
   const parts = [`-c ${options.connections}`, `-p ${options.pipelining}`, `-t ${options.timeout}`];
   parts.push(options.amount !== undefined ? `-a ${options.amount}` : `-d ${options.duration}`, `-m ${options.method}`);
   for (const [name, value] of Object.entries(options.headers ?? {})) parts.push(`-H '${name}: ${value}'`);
   if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
-  // Request sequences have no flag: the report says so instead of printing a command that would differ.
   if (spec.confirmEach) parts.push('(each placed order then confirmed: a request sequence, set in code)');
   if (spec.pickSku) parts.push('(a random SKU per request: a setupRequest callback, set in code)');
   return `autocannon ${parts.join(' ')} ${String(options.url)}`;

@@ -3,8 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../../src/db/database.js';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { waitFor } from '../../test/support/wait-for.js';
-import { MetricsSnapshot } from '../client/prometheus.js';
-import { StockApi } from '../client/stock-api.js';
+import { MetricsSnapshot, StockApi } from '../client/stock-api.js';
 import type { BackingServices } from '../infra/backing-services.js';
 import { type CpuUsage, meterCpu, procAvailable } from '../infra/process-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
@@ -21,12 +20,11 @@ const full = {
   memoryConnections: 256,
   quantity: 1,
   timeoutSeconds: 10,
-  /** Upper bound on a measured round's requests, whatever the warm-up rate. */
   maxRequestsPerRound: 200_000,
   /** Before a measured round, wait until other processes use at most this many cores (0: never), this long at most. */
   quietCores: 0.2,
   quietMaxWaitSeconds: 30,
-  /** SKUs of the spread and mixed scenarios (a random one per request), and the mixed one's share to one hot SKU. */
+  /** SKUs of the spread and mixed scenarios, and the mixed one's share to one hot SKU. */
   spreadSkus: 400,
   mixedHotShare: 0.2,
   dashboardWatchers: 20,
@@ -62,31 +60,17 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
   full,
   quick: {
     ...full,
-    segmentCounts: [1, 20],
-    warmupSeconds: 1,
-    measureSeconds: 1.5,
-    clusterSegmentCounts: [20],
-    maxRequestsPerRound: 40_000,
-    quietCores: 0,
-    quietMaxWaitSeconds: 0,
-    oversellStock: 100,
-    growthLedgerRows: [0, 100_000],
-    growthRequests: 1_000,
-    lockWarmupSeconds: 0.5,
-    lockMeasureSeconds: 1,
-    retentionMinutes: 1,
-    retentionSeconds: 20,
-    retentionSampleSeconds: 10,
+    ...{ segmentCounts: [1, 20], warmupSeconds: 1, measureSeconds: 1.5, clusterSegmentCounts: [20] },
+    ...{ maxRequestsPerRound: 40_000, quietCores: 0, quietMaxWaitSeconds: 0, oversellStock: 100 },
+    ...{ growthLedgerRows: [0, 100_000], growthRequests: 1_000, lockWarmupSeconds: 0.5, lockMeasureSeconds: 1 },
+    ...{ retentionMinutes: 1, retentionSeconds: 20, retentionSampleSeconds: 10 },
   },
 };
 
 /** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
 export type Titled = Partial<RoundSpec> & { title: string };
 
-/**
- * What every scenario gets: the settings, progress output, the database for the books (when reachable), servers, and
- * the rounds every case is measured with.
- */
+/** What every case gets: the settings, progress, the database for the books (when reachable), servers, rounds. */
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
@@ -98,29 +82,18 @@ export class RunContext {
   constructor(
     readonly settings: RunSettings,
     readonly progress: RunProgress,
-    /** Postgres of the target, to audit the books directly; null when only the API can be checked. */
     readonly db: Db | null,
     /** The run's own servers; null when it measures a service someone else runs. */
     readonly backing: BackingServices | null,
   ) {}
 
-  api(service: ServiceTarget): StockApi {
-    return new StockApi(service.url, service.adminToken);
-  }
-
+  api = (service: ServiceTarget) => new StockApi(service.url, service.adminToken);
   /** The service's metrics (the cluster primary's, aggregated over its workers, for several instances). */
-  scrape(service: ServiceTarget): Promise<MetricsSnapshot> {
-    return MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
-  }
+  scrape = (service: ServiceTarget) => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
 
-  /** A SKU name no earlier run or scenario used. */
-  skuName(label: string): string {
-    return `${this.runTag}-${label}-${++this.counter}`.slice(0, 64);
-  }
-
-  /** A fresh SKU on the service (`more`: more of its fields, e.g. a sale window); answers its name. */
+  /** A fresh SKU, a name no earlier run or scenario used (`more`: more of its fields, e.g. a sale window). */
   async createSku(service: ServiceTarget, label: string, stock: number, segments: number, more = {}) {
-    const sku = this.skuName(label);
+    const sku = `${this.runTag}-${label}-${++this.counter}`.slice(0, 64);
     await this.api(service).createSku(sku, stock, segments, more);
     return sku;
   }
@@ -140,7 +113,7 @@ export class RunContext {
     // A reservation round sends two requests per order: a reservation and its confirmation.
     const amount = this.measuredAmount(warmup, this.settings.connections, status) * (spec.confirmEach ? 2 : 1);
     const measured = await this.round(service, { ...spec, amount }, status);
-    return { warmup, measured, cpu: cpu() };
+    return { label: spec.title, warmup, measured, perSecond: measured.ratePerSecond[status] ?? 0, cpu: cpu() };
   }
 
   /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */
@@ -158,11 +131,7 @@ export class RunContext {
     return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
   }
 
-  /**
-   * Waits until the service has finished every order: a warm-up round stops on time, and orders it left in flight
-   * (parked for a lock, up to the wait budget) must not run into the next round or its metrics. Requests to the
-   * benchmark routes are not counted there; they finish within milliseconds, which the short pause covers.
-   */
+  /** Waits until the service has no order in flight, so orders a timed round left parked do not run into the next. */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
     const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
@@ -176,10 +145,7 @@ export class RunContext {
     return () => (end ? { ...end(), waitedForQuietSeconds: waited } : null);
   }
 
-  /**
-   * On a shared machine, waits before a case's warm-up (up to a bound) until other processes leave the CPUs mostly
-   * free, so that cases are compared under like conditions. Decided before measuring, and reported per case.
-   */
+  /** On a shared machine, waits (up to a bound) until other processes leave the CPUs mostly free, so cases compare. */
   async waitForQuiet(service: ServiceTarget): Promise<void> {
     this.lastQuietWait = 0;
     const meter = this.cpuMeter(service);

@@ -1,62 +1,47 @@
-/**
- * Every case of a run as one table: its scenario, the service it needs, where its result goes, and how it is
- * measured. The rows run in order, so that one service is busy at a time: the shipped service first, its variants
- * next, the cluster last; the ceiling is measured first and last to show drift. A service starts on the first row
- * that needs it and stops after the last (services.ts).
- */
+// Every case of a run as one table: scenario, service, where its result goes, how it is measured. The rows run in
+// order so one service is busy at a time; the ceiling is measured first and last to show drift.
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { AUDIENCE, bearer, ISSUER, serviceKey, writeKeysFile } from '../../test/security/credentials.js';
 import { zookeeperMissing } from '../../test/support/servers/index.js';
 import { ServerStats } from '../infra/server-stats.js';
-import type { ServiceTarget } from '../infra/service-process.js';
+import { type LocalServiceOptions, type ServiceTarget, startService } from '../infra/service-process.js';
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { type LockCell, runCell } from './locks.js';
-import { measureSales, measureWithWebhook, type SalesCase, type SalesSpec } from './sales.js';
-import { REAL, type ServiceSpec, Services } from './services.js';
+import { measureSales, measureWithWebhook, type SalesCase, type SalesSpec, WARMUP_STOCK } from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
   ...['sold-out', 'sale-window', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth'],
-  ...['events', 'locks'],
-  ...['lock-backends', 'lock-order-flow', 'event-retention'],
+  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention'],
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
-/**
- * Run only when named: they start servers beyond the run's own (Redlock's three nodes, ZooKeeper), or take ten
- * minutes (the event retention).
- */
+/** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
 export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention'];
 /** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
 export const HEADLINE_SEGMENTS = 20;
 
-type Case<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
-export const emptyCases = () => ({
-  ceiling: [] as Case<typeof cases.measureCeiling>[],
+type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
+const emptyCases = () => ({
+  ceiling: [] as Result<typeof cases.measureCeiling>[],
   segments: [] as SalesCase[],
   cluster: [] as SalesCase[],
-  oversell: [] as Case<typeof cases.runOversell>[],
-  soldOut: [] as Case<typeof cases.runRefusals>[],
-  lifecycle: [] as Case<typeof cases.runLifecycle>[],
-  /** What an order costs each server, on one Redis and on a Redis Cluster, with combining on and off. */
+  oversell: [] as Result<typeof cases.runOversell>[],
+  soldOut: [] as Result<typeof cases.runRefusals>[],
+  lifecycle: [] as Result<typeof cases.runLifecycle>[],
   perOrder: [] as SalesCase[],
   lockFree: [] as SalesCase[],
-  /** What a user would write instead (loadtest/alternative), on one hot SKU and on spread and mixed traffic. */
   alternative: [] as SalesCase[],
   spread: [] as SalesCase[],
-  bareEcho: [] as Case<typeof cases.measureCeiling>[],
-  dashboard: [] as Case<typeof cases.runDashboardCost>[],
+  bareEcho: [] as Result<typeof cases.measureCeiling>[],
+  dashboard: [] as Result<typeof cases.runDashboardCost>[],
   memory: [] as SalesCase[],
-  growth: [] as Case<typeof cases.runGrowth>,
-  /** Whether the feed and the outbox stay bounded under a long load with a short retention. */
-  eventRetention: [] as Case<typeof cases.runEventRetention>[],
-  /** The hot SKU's orders with no credential, a service key and a customer token. */
+  growth: [] as Result<typeof cases.runGrowth>,
+  eventRetention: [] as Result<typeof cases.runEventRetention>[],
   auth: [] as SalesCase[],
-  /** The hot SKU's orders with events off, on, and on with a webhook endpoint receiving them. */
-  events: [] as (SalesCase & { delivered?: number; outboxAfter?: number })[],
-  /** The lock alone: this lock against the libraries, and on each backend. */
+  events: [] as SalesCase[],
   locks: [] as LockCell[],
   lockOrderFlow: [] as SalesCase[],
   /** Scenarios not run, and why; services that died during a case (the case was repeated on a fresh one). */
@@ -65,18 +50,19 @@ export const emptyCases = () => ({
 });
 export type RunCases = ReturnType<typeof emptyCases>;
 
-/** Every case that sold through a service and had its books checked after each round: judged by the books target and
- * the run's exit code alike. */
+/** Every case that sold through a service and had its books checked after each round. */
 export function casesWithBooks(run: RunCases): SalesCase[] {
   const { segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow } = run;
   return [segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow].flat();
 }
-type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 
+type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 type Measure<K extends CaseList> = (
   ctx: RunContext,
   service: ServiceTarget,
 ) => Promise<RunCases[K][number] | RunCases[K]>;
+/** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
+type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
 interface Row {
   scenario: ScenarioName;
   into: CaseList;
@@ -86,6 +72,8 @@ interface Row {
   unless?: (ctx: RunContext) => string | undefined;
 }
 
+/** The service as shipped: the one a --url target stands for. */
+const REAL: ServiceSpec = { label: 'service (real critical section)' };
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
@@ -114,11 +102,9 @@ function plan(s: RunSettings): Row[] {
     add(scenario, into, service, (c, target) => measureSales(c, { ...spec, service: target }));
   /** One row of a segment-count comparison. */
   const sweep = (scenario: ScenarioName, service: ServiceSpec, step: boolean, combining: boolean, segments: number) => {
-    const off = combining ? '' : ' · combining off';
     const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
-    const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${off}`;
-    const profile = step ? 'business-step' : 'real';
-    sales(scenario, 'segments', service, { id, label, profile, combining, segments });
+    const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${combining ? '' : ' · combining off'}`;
+    sales(scenario, 'segments', service, { id, label, profile: step ? 'business-step' : 'real', combining, segments });
   };
   const ceiling = (id: string, label: string, service = REAL, instances = 1) =>
     add(id.includes('cluster') ? 'cluster' : 'ceiling', 'ceiling', service, (c, target) =>
@@ -152,28 +138,38 @@ function plan(s: RunSettings): Row[] {
   }
 
   const echo = { label: 'a bare express JSON echo', program: 'echo' } as const;
-  const echoCase = { id: 'bare-echo', label: 'bare express JSON echo (POST /orders → 201)', instances: 1 };
-  const echoed = { ...echoCase, path: '/orders', status: 201 };
-  add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoed, service }));
+  const echoCase = {
+    id: 'bare-echo',
+    label: 'bare express JSON echo (POST /orders → 201)',
+    instances: 1,
+    path: '/orders',
+    status: 201,
+  };
+  add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service }));
   const alternative = { label: 'the alternative (express + pg, conditional UPDATE)', program: 'alternative' } as const;
-  const spread = { skus: s.spreadSkus, hotShare: 0 };
-  const mixed = { skus: s.spreadSkus, hotShare: s.mixedHotShare };
   const mixedName = `mixed: ${pct(1 - s.mixedHotShare)} spread over ${s.spreadSkus} SKUs, ${pct(s.mixedHotShare)} one hot SKU`;
   const shapes = [
     ['hot', 'one hot SKU', undefined],
-    ['spread', `spread over ${s.spreadSkus} SKUs`, spread],
-    ['mixed', mixedName, mixed],
+    ['spread', `spread over ${s.spreadSkus} SKUs`, { skus: s.spreadSkus, hotShare: 0 }],
+    ['mixed', mixedName, { skus: s.spreadSkus, hotShare: s.mixedHotShare }],
   ] as const;
   for (const [id, name, traffic] of shapes) {
-    const spec = { id: `alternative-${id}`, label: `the alternative · ${name}`, segments: 1, traffic };
-    // The alternative has no lock metrics, and its own tables: its books are checked through its API.
-    const own = { lockMetrics: false, auditInPostgres: false };
-    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, { ...spec, ...own });
+    const spec = {
+      id: `alternative-${id}`,
+      label: `the alternative · ${name}`,
+      segments: 1,
+      traffic,
+      alternative: true,
+    };
+    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, spec);
   }
-  for (const [id, name, traffic] of shapes.slice(1)) {
-    const label = `real · ${lockName(n)} · ${name}`;
-    sales('spread', 'spread', REAL, { id: `real-${id}`, label, segments: n, traffic });
-  }
+  for (const [id, name, traffic] of shapes.slice(1))
+    sales('spread', 'spread', REAL, {
+      id: `real-${id}`,
+      label: `real · ${lockName(n)} · ${name}`,
+      segments: n,
+      traffic,
+    });
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
   const step = { CRITICAL_SECTION_DELAY_MS: String(s.businessStepMs) };
@@ -209,16 +205,12 @@ function plan(s: RunSettings): Row[] {
     const label = `${s.clusterInstances} instances · ${lockName(segments)}`;
     sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances: s.clusterInstances, segments });
   }
-  for (const guard of Object.values(cases.guards)) {
+  for (const guard of Object.values(cases.guards))
     add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, s.clusterInstances, guard));
-  }
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const hot = (scenario: 'auth' | 'events', id: string, name: string) => ({
-    id: `${scenario}-${id}`,
-    label: `real · ${lockName(n)} · ${name}`,
-    segments: n,
-    tags: { [scenario]: id },
+    ...{ id: `${scenario}-${id}`, label: `real · ${lockName(n)} · ${name}`, segments: n, tags: { [scenario]: id } },
   });
   for (const [id, name, service, headers] of credentials()) {
     const spec = hot('auth', id, name);
@@ -226,8 +218,7 @@ function plan(s: RunSettings): Row[] {
       measureSales(c, { ...spec, service: target, headers: await headers() }),
     );
   }
-  // Events off, on, and on with a webhook endpoint receiving every event (a local receiver answering 204). The rows
-  // share the shipped service where events are on.
+  // Events off, on, and on with a webhook endpoint receiving every event; the last two on the shipped service.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
   for (const [id, name, service, hook] of [
     ['off', 'events off', eventsOff, false],
@@ -245,51 +236,55 @@ function plan(s: RunSettings): Row[] {
     ...s.lockContenders.map((name) => ['locks', name, name] as const),
     ...s.lockBackends.map((kind) => ['lock-backends', `backend:${kind}`, kind] as const),
   ];
-  for (const keys of s.lockKeys) {
+  for (const keys of s.lockKeys)
     for (const holdMs of s.lockHoldsMs) {
-      const warmupMs = s.lockWarmupSeconds * 1000;
-      const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs: s.lockMeasureSeconds * 1000 };
-      for (const [scenario, name, store] of contenders) {
+      const cell = {
+        workers: s.lockWorkers,
+        keys,
+        holdMs,
+        warmupMs: s.lockWarmupSeconds * 1000,
+        durationMs: s.lockMeasureSeconds * 1000,
+      };
+      for (const [scenario, name, store] of contenders)
         add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
-      }
     }
-  }
   // The service's order flow on each backend, a business step held in the lock; Redlock again with a node killed.
   const killOne = s.deadLockNode && s.lockBackends.includes('redlock');
-  for (const holdMs of s.lockHoldsMs) {
+  for (const holdMs of s.lockHoldsMs)
     for (const kind of [...s.lockBackends, ...(killOne ? ['dead'] : [])]) {
       const dead = kind === 'dead';
       const lockBackend = dead ? 'redlock' : (kind as LockBackendKind);
       const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
       const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
-      const id = `order-flow-${kind}-${holdMs}`;
-      const label = `order flow · ${backend} · ${holdMs} ms step`;
+      const flow = {
+        id: `order-flow-${kind}-${holdMs}`,
+        label: `order flow · ${backend} · ${holdMs} ms step`,
+        segments: n,
+      };
       const measure = async (c: RunContext, target: ServiceTarget) => {
         const node = await c.backing!.redlockNodes[0]!();
         if (dead) await node.stop();
-        const tags = { lockBackend: backend, holdMs };
-        const flow = { id, label, segments: n, service: target, connections: s.lockWorkers, tags };
-        return measureSales(c, flow).finally(() => dead && node.resume());
+        const spec = { ...flow, service: target, connections: s.lockWorkers, tags: { lockBackend: backend, holdMs } };
+        return measureSales(c, spec).finally(() => dead && node.resume());
       };
       add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
     }
-  }
   ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
-  const shortRetention = {
-    label: `service keeping events ${s.retentionSeconds} s`,
-    env: { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) },
-  };
+  const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const retention = (c: RunContext, target: ServiceTarget) => cases.runEventRetention(c, c.db!, target, n);
-  add('event-retention', 'eventRetention', shortRetention, retention, ownDatabase);
+  add(
+    'event-retention',
+    'eventRetention',
+    { label: `service keeping events ${s.retentionSeconds} s`, env },
+    retention,
+    ownDatabase,
+  );
   return rows;
 }
 
-/**
- * What authentication costs an order: no credential, a service key, a customer token, each on its own service. The
- * closed services also get an admin token: the runner creates SKUs, reads the books and scrapes /metrics with it.
- */
+/** No credential, a service key, a customer token; the closed services get an admin token for the runner. */
 function credentials() {
   const key = serviceKey('loadtest', ['orders:place']);
   const ADMIN_TOKEN = randomBytes(24).toString('hex');
@@ -313,7 +308,7 @@ function credentials() {
   ] as const;
 }
 
-/** Runs the rows of the selected scenarios; a row whose service or servers this run cannot have is skipped. */
+/** Runs the selected rows; a case whose service died is repeated on a fresh one, a row this run cannot have skipped. */
 export async function runPlan(
   ctx: RunContext,
   selected: ReadonlySet<ScenarioName>,
@@ -322,20 +317,86 @@ export async function runPlan(
 ) {
   const results = emptyCases();
   const rows = plan(ctx.settings).filter((row) => selected.has(row.scenario));
-  const services = new Services(ctx, remote, nodeArgs, results.incidents);
-  // A service stops after the last row that needs it.
+  const running = new Map<ServiceSpec, ServiceTarget>();
+  const unavailable = (spec: ServiceSpec) => {
+    if (remote)
+      return spec === REAL
+        ? undefined
+        : `${spec.label}: a service this run starts; a --url target is measured as it is`;
+    if (spec.onRedisCluster && 'REDIS_CLUSTER_NODES' in ctx.backing!.redisEnv)
+      return 'a run on a Redis Cluster has no one Redis to compare it with';
+  };
+  const release = async (spec: ServiceSpec) => {
+    const service = running.get(spec);
+    running.delete(spec);
+    if (service && service !== remote) {
+      ctx.started.delete(service);
+      await service.stop();
+    }
+  };
+  const start = async ({ onRedisCluster, lockBackend, ...options }: ServiceSpec) => {
+    const backing = ctx.backing!;
+    ctx.progress.note(`starting ${options.label}…`);
+    const env: Record<string, string> = {
+      ...options.env,
+      ...(onRedisCluster && (await backing.redisCluster()).redisEnv),
+    };
+    if (lockBackend) env.LOCK_BACKEND = lockBackend;
+    if (lockBackend === 'redlock')
+      env.REDIS_LOCK_URLS = (await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url))).join();
+    if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
+    const service = await startService(backing, { ...options, env, nodeArgs });
+    ctx.started.add(service);
+    // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
+    if (!options.program) ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
+    return service;
+  };
+  const get = async (spec: ServiceSpec) => {
+    if (running.has(spec)) return running.get(spec)!;
+    const service = remote ?? (await start(spec));
+    running.set(spec, service);
+    // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
+    if (spec.program !== 'echo') {
+      const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
+      await ctx.round(service, {
+        title: `priming ${service.label}`,
+        body,
+        durationSeconds: ctx.settings.warmupSeconds,
+      });
+      await ctx.settle(service);
+    }
+    return service;
+  };
+  const use = async <T>(spec: ServiceSpec, measure: (service: ServiceTarget) => Promise<T>): Promise<T> => {
+    for (let attempt = 1; ; attempt++) {
+      const service = await get(spec);
+      try {
+        return await measure(service);
+      } catch (error) {
+        if (service.alive() || attempt >= 3) throw error;
+        const note = `${service.diagnostics().split('\n')[0]} during a case (${(error as Error).message.split('\n')[0]}); started a fresh one and repeated the case`;
+        results.incidents.push(note);
+        ctx.progress.note(note);
+        await release(spec);
+      }
+    }
+  };
   const lastRow = new Map(rows.map((row, i) => [row.service, i]));
   for (const [i, row] of rows.entries()) {
-    const reason = row.unless?.(ctx) ?? (row.service && services.unavailable(row.service));
+    const reason = row.unless?.(ctx) ?? (row.service && unavailable(row.service));
     if (!reason) {
       const result = row.service
-        ? await services.use(row.service, (service) => row.run(ctx, service))
+        ? await use(row.service, (service) => row.run(ctx, service))
         : await row.run(ctx, undefined!);
       (results[row.into] as unknown[]).push(...(Array.isArray(result) ? result : [result]));
     } else if (!results.skipped.some((x) => x.scenario === row.scenario && x.reason === reason)) {
       results.skipped.push({ scenario: row.scenario, reason });
     }
-    if (row.service && lastRow.get(row.service) === i) await services.release(row.service);
+    if (row.service && lastRow.get(row.service) === i) await release(row.service);
   }
   return results;
 }
+
+/** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
+export const dashboardUrl = (service: { url: string; adminToken: string | undefined }) =>
+  `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
