@@ -77,15 +77,9 @@ const program = new Command('loadtest')
   .option('--redis-cluster', 'run on a local Redis Cluster started by this run; default scenarios: the segmented ones')
   .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
-  .option(
-    '--report <file>',
-    'markdown report (default: docs/benchmarks.md for a full local run, else beside the results)',
-  )
+  .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
   .option('--no-report', 'write the results json only')
-  .addHelpText(
-    'after',
-    '\nWithout --url the run starts its own Redis and Postgres (or uses REDIS_URL / DATABASE_URL).',
-  );
+  .addHelpText('after', '\nWithout --url the run starts its own Redis and Postgres (or REDIS_URL / DATABASE_URL).');
 const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
   const option = new Option(flags, help);
   program.addOption(parse ? option.argParser(parse) : option);
@@ -102,9 +96,8 @@ async function main(): Promise<void> {
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
   const named = cli.only as ScenarioName[] | undefined;
   // On a Redis Cluster, by default, the cases whose orders take segment locks.
-  const defaults = cli.redisCluster
-    ? ['segments', 'business-step', 'cluster']
-    : scenarioNames.filter((name) => !namedOnly.includes(name));
+  const segmented: ScenarioName[] = ['segments', 'business-step', 'cluster'];
+  const defaults = cli.redisCluster ? segmented : scenarioNames.filter((name) => !namedOnly.includes(name));
   const progress = new RunProgress();
   const startedAt = new Date();
   let backing: BackingServices | null = null;
@@ -135,7 +128,7 @@ async function main(): Promise<void> {
     }
     const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
-    const cases = await runPlan(ctx, new Set((named ?? defaults) as ScenarioName[]), remote, nodeArgs);
+    const cases = await runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
     const run: RunResults = { meta: describeRun(mode, startedAt, ctx, remote), ...cases };
     await stopEverything();
 

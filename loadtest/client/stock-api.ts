@@ -53,11 +53,12 @@ export class StockApi {
   }
 }
 
-type Sample = { labels: Record<string, string>; value: number };
+type Sample = { name: string; labels: string; value: number };
+const SAMPLE = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/gm;
 
-/** A scrape of a Prometheus text endpoint, reduced to what the load test reads: samples by name and labels. */
+/** A scrape of a Prometheus text endpoint: each sample's name, labels as written, and value. */
 export class MetricsSnapshot {
-  private constructor(private readonly samples: Map<string, Sample[]>) {}
+  private constructor(private readonly samples: Sample[]) {}
 
   /** Retries: right after a round the target may still be closing sockets. `token` guards GET /metrics, if set. */
   static async scrape(url: string, token?: string, attempts = 3): Promise<MetricsSnapshot> {
@@ -65,16 +66,10 @@ export class MetricsSnapshot {
       try {
         const response = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {} });
         if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
-        const samples = new Map<string, Sample[]>();
-        for (const [, name, pairs, value] of (await response.text()).matchAll(
-          /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/gm,
-        )) {
-          const labels = Object.fromEntries(
-            [...(pairs ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1]!, m[2]!]),
-          );
-          samples.set(name!, [...(samples.get(name!) ?? []), { labels, value: Number(value) }]);
-        }
-        return new MetricsSnapshot(samples);
+        const samples = [...(await response.text()).matchAll(SAMPLE)];
+        return new MetricsSnapshot(
+          samples.map(([, name, labels, value]) => ({ name: name!, labels: labels ?? '', value: Number(value) })),
+        );
       } catch (error) {
         if (attempt >= attempts) throw new Error(`GET ${url} failed: ${(error as Error).message}`, { cause: error });
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
@@ -84,14 +79,16 @@ export class MetricsSnapshot {
 
   /** Σ of the samples of `name`. */
   sum(name: string): number {
-    return (this.samples.get(name) ?? []).reduce((total, s) => total + s.value, 0);
+    return this.samples.reduce((total, s) => total + (s.name === name ? s.value : 0), 0);
   }
 
-  /** Values of one label across the samples of `name`, with their sums. */
+  /** Σ of the samples of `name` by the value of one of their labels. */
   byLabel(name: string, label: string): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const { labels, value } of this.samples.get(name) ?? [])
-      if (labels[label] !== undefined) out[labels[label]] = (out[labels[label]] ?? 0) + value;
+    for (const s of this.samples) {
+      const value = s.name === name ? new RegExp(`(?:^|,)${label}="([^"]*)"`).exec(s.labels)?.[1] : undefined;
+      if (value !== undefined) out[value] = (out[value] ?? 0) + s.value;
+    }
     return out;
   }
 }

@@ -74,6 +74,6 @@ export async function startService(backing: BackingServices, options: LocalServi
 /** A service someone else runs (`--url`): the run measures it as it is configured. */
 export function remoteService(url: string, adminToken: string | undefined): ServiceTarget {
   const diagnostics = () => `target: a service this run does not control (${url})`;
-  const local = { pids: [], allPids: [], alive: () => true, diagnostics, stop: async () => {} };
-  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, ...local };
+  const unmanaged = { pids: [], allPids: [], alive: () => true, diagnostics, stop: async () => {} };
+  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, ...unmanaged };
 }

@@ -82,7 +82,9 @@ export async function renderCharts(f: RunFigures, dir: string) {
     const percentiles = ['p50', 'p97_5', 'p99', 'max'] as const;
     const latencies = sales.flatMap((c) =>
       percentiles.map((p) => ({
-        ...{ segments: c.segments, percentile: p.replace('_', '.'), profile: profile(c.profile) },
+        segments: c.segments,
+        percentile: p.replace('_', '.'),
+        profile: profile(c.profile),
         ms: Math.max(c.measured.latencyMs[p], 0.1),
       })),
     );
@@ -131,7 +133,8 @@ export async function renderCharts(f: RunFigures, dir: string) {
       legend: { orient: 'bottom', labelLimit: 320 },
     };
     const oversold = run.oversell.map((c) => ({
-      ...{ label: c.label.replace(/^oversell · /, ''), oversold: c.books.oversold },
+      label: c.label.replace(/^oversell · /, ''),
+      oversold: c.books.oversold,
       guard: guards[Number(expectedSafe(c))],
     }));
     charts.push([

@@ -1,5 +1,6 @@
 import type { RunResults } from '../run-results.js';
 import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
+import type { LockCell } from '../scenarios/locks.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { type Answers, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures } from './figures.js';
 import { serviceMsPerAnswer, times } from './figures.js';
@@ -151,23 +152,15 @@ function lockTargets(run: RunResults): Record<string, Judged> {
   const peer = best(cell(1, 0).filter((r) => !isOurs(r.contender)));
   const fair = cell(1, 20).find((r) => r.contender === 'this-lock-fair');
   const ratio = ours && peer ? ours.sectionsPerSecond / peer.sectionsPerSecond : NaN;
-  const keysBusy = cell(20, 20)
-    .filter((r) => isOurs(r.contender))
-    .map((r): [string, Judged] => [
-      `keys-busy:${r.contender}`,
-      [
-        `${int(r.sectionsPerSecond)}/s (holds lasted ${ms(r.meanHoldMs)} ms: ceiling ${int(20_000 / r.meanHoldMs)}/s)`,
-        r.sectionsPerSecond >= 950,
-      ],
-    ]);
+  const rate = (r: LockCell) => `${r.contender} ${int(r.sectionsPerSecond)}/s`;
+  const keysBusy = (r: LockCell): Judged => [
+    `${int(r.sectionsPerSecond)}/s (holds lasted ${ms(r.meanHoldMs)} ms: ceiling ${int(20_000 / r.meanHoldMs)}/s)`,
+    r.sectionsPerSecond >= 950,
+  ];
+  const ourCells = cell(20, 20).filter((r) => isOurs(r.contender));
   return {
-    'lock-peer': [
-      ours &&
-        peer &&
-        `${ours.contender} ${int(ours.sectionsPerSecond)}/s vs ${peer.contender} ${int(peer.sectionsPerSecond)}/s = ${times(ratio)}`,
-      ratio >= 1.5,
-    ],
-    ...Object.fromEntries(keysBusy),
+    'lock-peer': [ours && peer && `${rate(ours)} vs ${rate(peer)} = ${times(ratio)}`, ratio >= 1.5],
+    ...Object.fromEntries(ourCells.map((r) => [`keys-busy:${r.contender}`, keysBusy(r)])),
     'lock-fair': [fair && `${int(fair.maxWaitMs)} ms`, fair && fair.maxWaitMs <= 1.5 * fair.workers * 20],
   };
 }

@@ -63,10 +63,8 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string): Slots 
 type Measured = { measured: RoundResult };
 const latency = (...keys: (keyof RoundResult['latencyMs'])[]): Column<Measured>[] =>
   keys.map((key) => [`${key.replace('_', '.')} ms`, (r) => ms(r.measured.latencyMs[key])]);
-const statuses = (counts: Record<string, number>) =>
-  Object.entries(counts)
-    .map(([status, n]) => `${status}: ${int(n)}`)
-    .join(', ');
+const status = ([code, n]: [string, number]) => `${code}: ${int(n)}`;
+const statuses = (counts: Record<string, number>) => Object.entries(counts).map(status).join(', ');
 const statusColumn: Column<Measured> = ['Statuses', (r) => statuses(r.measured.statusCounts)];
 const requests: Column<Measured> = ['Requests', (r) => int(r.measured.responses)];
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
@@ -106,8 +104,7 @@ function tables(f: RunFigures): Slots {
   );
   const lockTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) => {
     const lock = (c: SalesCase) => c.lock!;
-    const bounded = (n: number, beyond: string, format: (n: number) => string) =>
-      Number.isFinite(n) ? format(n) : beyond;
+    const bounded = (n: number, beyond: string, format = ms) => (Number.isFinite(n) ? format(n) : beyond);
     return table(
       cases.filter((c) => c.lock),
       [
@@ -118,7 +115,7 @@ function tables(f: RunFigures): Slots {
         ['Waits / order', (c) => num(lock(c).waitsPerOrder)],
         ['Segments tried p99', (c) => bounded(lock(c).segmentVisitsP99, '> 256', (n) => `≤ ${n}`)],
         ['Mean wait ms', (c) => ms(lock(c).meanLockWaitMs)],
-        ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000', ms)],
+        ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000')],
         ['Mean hold ms', (c) => ms(lock(c).meanHoldMs)],
         ['Utilisation', (c) => num(lock(c).lockUtilisation)],
         ['Fenced out', (c) => int(lock(c).fencedOut)],
@@ -312,10 +309,8 @@ function perOrderTables(cases: SalesCase[]): Slots {
   const pg = (c: SalesCase) => c.serverCost!.postgres;
   const cpuMs = (group: 'service' | 'postgres') => (c: SalesCase) =>
     ms(((c.cpu?.cores[group] ?? NaN) / c.perSecond) * 1000);
-  const byCommand = (c: SalesCase) =>
-    Object.entries(redis(c).byCommand)
-      .map(([name, n]) => `${name} ${num(n, 3)}`)
-      .join(', ');
+  const command = ([name, n]: [string, number]) => `${name} ${num(n, 3)}`;
+  const byCommand = (c: SalesCase) => Object.entries(redis(c).byCommand).map(command).join(', ');
   const statements = cases.filter((c) => c.redis === cases[0]?.redis);
   const nodes = cases.flatMap((c) => redis(c).nodes.map((n) => ({ c, n })));
   return {

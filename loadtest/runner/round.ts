@@ -22,6 +22,7 @@ export interface RoundSpec {
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
 type Context = { orderId?: string; sku?: string };
+const confirmPath = (orderId = 'none') => `/orders/${orderId}/confirm`;
 
 // Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
 // steady window: until the first connection sent its last request, while every connection was busy.
@@ -42,11 +43,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     },
     {
       method,
-      setupRequest: (request, context: Context) => ({
-        ...request,
-        path: `/orders/${context.orderId ?? 'none'}/confirm`,
-        body: undefined,
-      }),
+      setupRequest: (request, { orderId }: Context) => ({ ...request, path: confirmPath(orderId), body: undefined }),
     },
   ];
   const spread: autocannon.Request[] = [
@@ -115,9 +112,8 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const rate = Math.round(round.ratePerSecond[expectedStatus] ?? 0);
   const errors = result.errors ? `, ${result.errors} errors` : '';
   const p99 = round.latencyMs.p99.toFixed(1);
-  bar.done(
-    `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s, ${rate} × ${expectedStatus}/s, p99 ${p99} ms${errors}`,
-  );
+  const answered = `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s`;
+  bar.done(`${answered}, ${rate} × ${expectedStatus}/s, p99 ${p99} ms${errors}`);
   return round;
 }
 

@@ -5,17 +5,16 @@ import type { ServiceTarget } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
 import { checkBooks, WARMUP_STOCK } from './sales.js';
 
+type Echo = { id: string; label: string; service: ServiceTarget; instances?: number; path?: string; status?: number };
 /** The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`). */
-export async function measureCeiling(
-  ctx: RunContext,
-  spec: { id: string; label: string; service: ServiceTarget; instances: number; path?: string; status?: number },
-) {
-  const { id, label, service, instances, path = '/bench/echo', status = 200 } = spec;
+export async function measureCeiling(ctx: RunContext, spec: Echo) {
+  const { id, label, service, instances = 1, path = '/bench/echo', status = 200 } = spec;
   const round = { title: label, path, body: { sku: 'ceiling', quantity: ctx.settings.quantity } };
   return { id, instances, ...(await ctx.warmThenMeasure(service, round, status)) };
 }
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
+type Guard = (typeof guards)['none'];
 /** Guards of the oversell demonstration: its unguarded benchmark routes, and the product's own POST /orders. */
 export const guards = {
   none: guarded('none', 'no lock'),
@@ -25,12 +24,7 @@ export const guards = {
 };
 
 /** Reference article 000: three one-unit orders per unit of stock at once; unshared locks let the ledger oversell. */
-export async function runOversell(
-  ctx: RunContext,
-  service: ServiceTarget,
-  instances: number,
-  guard: typeof guards.none,
-) {
+export async function runOversell(ctx: RunContext, service: ServiceTarget, instances: number, guard: Guard) {
   const stock = ctx.settings.oversellStock;
   const requests = stock * 3;
   const id = `oversell-${guard.id}-${instances}`;
@@ -42,13 +36,9 @@ export async function runOversell(
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 
+type Refusal = 'sold-out' | 'not-on-sale';
 /** Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. */
-export async function runRefusals(
-  ctx: RunContext,
-  service: ServiceTarget,
-  segments: number,
-  why: 'sold-out' | 'not-on-sale',
-) {
+export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal) {
   const api = ctx.api(service);
   const soldOut = why === 'sold-out';
   const window = soldOut ? {} : { saleStartsAt: new Date(Date.now() + 86_400_000).toISOString() };
@@ -64,14 +54,9 @@ export async function runRefusals(
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result.measured.responses + result.warmup.responses;
-  const reopened = soldOut ? await api.restock(sku, 100) : await api.updateSku(sku, { saleStartsAt: null });
+  await (soldOut ? api.restock(sku, 100) : api.updateSku(sku, { saleStartsAt: null }));
   const started = performance.now();
-  const firstOrderStatus = await api.order(sku, 1);
-  const reopen = {
-    how: soldOut ? 'restock +100' : 'window opened',
-    firstOrderStatus,
-    availableAfter: reopened.available,
-  };
+  const reopen = { how: soldOut ? 'restock +100' : 'window opened', firstOrderStatus: await api.order(sku, 1) };
   return {
     id: `${why}-${segments}`,
     why,
@@ -90,11 +75,8 @@ export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segm
     return ctx.warmThenMeasure(service, { confirmEach, body, title: `${title} · ${segments} segments` }, status);
   };
   const direct = await measure('direct', 'place directly', false, 201);
-  return {
-    id: `lifecycle-${segments}`,
-    direct,
-    reserveThenConfirm: await measure('reserve', 'reserve then confirm', true, 200),
-  };
+  const reserveThenConfirm = await measure('reserve', 'reserve then confirm', true, 200);
+  return { id: `lifecycle-${segments}`, direct, reserveThenConfirm };
 }
 
 /** The same round of orders without, with `watchers` dashboards' event streams open on its SKU, and without again. */
@@ -139,18 +121,14 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     if ((await api.sku(sku)).sold !== rows) throw new Error(`seeding ${sku}: the SKU view disagrees with ${rows} sold`);
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
     await ctx.waitForQuiet(service);
-    const read = {
+    const round = { connections, amount };
+    const view = {
       title: `${label} · GET /skus/:sku`,
-      method: 'GET' as const,
+      method: 'GET',
       path: `/skus/${encodeURIComponent(sku)}`,
-    };
-    const skuRead = await ctx.round(service, { ...read, connections, amount }, 200);
-    const orders = await ctx.round(service, {
-      title: `${label} · POST /orders`,
-      body: { sku, quantity: 1 },
-      connections,
-      amount,
-    });
+    } as const;
+    const skuRead = await ctx.round(service, { ...round, ...view }, 200);
+    const orders = await ctx.round(service, { ...round, title: `${label} · POST /orders`, body: { sku, quantity: 1 } });
     await ctx.settle(service);
     const after = await api.sku(sku);
     const booksOk =
@@ -163,11 +141,10 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
 /** `rows` one-unit sales with their orders, ledger rows and totals, in chunks well within the query timeout. */
 async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, segments: number): Promise<void> {
   const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+  const of = (n: number) => n.toLocaleString('en-US');
   for (let done = 0; done < rows; done += 100_000) {
     const chunk = Math.min(100_000, rows - done);
-    ctx.progress.note(
-      `seeding ${sku}: ${(done + chunk).toLocaleString('en-US')} of ${rows.toLocaleString('en-US')} ledger rows…`,
-    );
+    ctx.progress.note(`seeding ${sku}: ${of(done + chunk)} of ${of(rows)} ledger rows…`);
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)
@@ -192,16 +169,13 @@ export async function runEventRetention(ctx: RunContext, db: Db, service: Servic
   const sku = await ctx.createSku(service, `retention-${segments}`, WARMUP_STOCK, segments);
   const counts = sql<{ events: number; outbox: number }>`
     select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`;
+  const body = { sku, quantity: 1 };
   const samples: { atSeconds: number; ordersPerSecond: number; events: number; outbox: number }[] = [];
   const started = performance.now();
   const minutes = () => (performance.now() - started) / 60_000;
   while (minutes() < retentionMinutes) {
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
-    const round = await ctx.round(service, {
-      title,
-      body: { sku, quantity: 1 },
-      durationSeconds: retentionSampleSeconds,
-    });
+    const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
     const atSeconds = Math.round(minutes() * 60);
     samples.push({ atSeconds, ordersPerSecond: round.ratePerSecond[201] ?? 0, ...(await counts.execute(db)).rows[0]! });
   }

@@ -60,15 +60,26 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
   full,
   quick: {
     ...full,
-    ...{ segmentCounts: [1, 20], warmupSeconds: 1, measureSeconds: 1.5, clusterSegmentCounts: [20] },
-    ...{ maxRequestsPerRound: 40_000, quietCores: 0, quietMaxWaitSeconds: 0, oversellStock: 100 },
-    ...{ growthLedgerRows: [0, 100_000], growthRequests: 1_000, lockWarmupSeconds: 0.5, lockMeasureSeconds: 1 },
-    ...{ retentionMinutes: 1, retentionSeconds: 20, retentionSampleSeconds: 10 },
+    segmentCounts: [1, 20],
+    warmupSeconds: 1,
+    measureSeconds: 1.5,
+    clusterSegmentCounts: [20],
+    maxRequestsPerRound: 40_000,
+    quietCores: 0,
+    quietMaxWaitSeconds: 0,
+    oversellStock: 100,
+    growthLedgerRows: [0, 100_000],
+    growthRequests: 1_000,
+    lockWarmupSeconds: 0.5,
+    lockMeasureSeconds: 1,
+    retentionMinutes: 1,
+    retentionSeconds: 20,
+    retentionSampleSeconds: 10,
   },
 };
 
 /** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
-export type Titled = Partial<RoundSpec> & { title: string };
+type Titled = Partial<RoundSpec> & { title: string };
 
 /** What every case gets: the settings, progress, the database for the books (when reachable), servers, rounds. */
 export class RunContext {

@@ -72,13 +72,10 @@ async function openContender(ctx: RunContext, name: string): Promise<Contender> 
   return lockContender(new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true }), key, name === 'this-lock-fair');
 }
 
+type Cell = { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number };
 // Worker w takes key (w + i) mod K on its i-th round: after a release it waits on another key, so a key stays busy only
 // if the lock wakes its waiters promptly.
-export async function runCell(
-  ctx: RunContext,
-  name: string,
-  spec: { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number },
-) {
+export async function runCell(ctx: RunContext, name: string, spec: Cell) {
   ctx.progress.note(`K=${spec.keys} H=${spec.holdMs} ms ${name}…`);
   const contender = await openContender(ctx, name);
   const stop = new AbortController();

@@ -24,26 +24,27 @@ export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'e
 export const HEADLINE_SEGMENTS = 20;
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
+const sold = () => [] as SalesCase[];
 const emptyCases = () => ({
   ceiling: [] as Result<typeof cases.measureCeiling>[],
-  segments: [] as SalesCase[],
-  cluster: [] as SalesCase[],
+  segments: sold(),
+  cluster: sold(),
   oversell: [] as Result<typeof cases.runOversell>[],
   soldOut: [] as Result<typeof cases.runRefusals>[],
   lifecycle: [] as Result<typeof cases.runLifecycle>[],
-  perOrder: [] as SalesCase[],
-  lockFree: [] as SalesCase[],
-  alternative: [] as SalesCase[],
-  spread: [] as SalesCase[],
+  perOrder: sold(),
+  lockFree: sold(),
+  alternative: sold(),
+  spread: sold(),
   bareEcho: [] as Result<typeof cases.measureCeiling>[],
   dashboard: [] as Result<typeof cases.runDashboardCost>[],
-  memory: [] as SalesCase[],
+  memory: sold(),
   growth: [] as Result<typeof cases.runGrowth>,
   eventRetention: [] as Result<typeof cases.runEventRetention>[],
-  auth: [] as SalesCase[],
-  events: [] as SalesCase[],
+  auth: sold(),
+  events: sold(),
   locks: [] as LockCell[],
-  lockOrderFlow: [] as SalesCase[],
+  lockOrderFlow: sold(),
   /** Scenarios not run, and why; services that died during a case (the case was repeated on a fresh one). */
   skipped: [] as { scenario: string; reason: string }[],
   incidents: [] as string[],
@@ -57,10 +58,7 @@ export function casesWithBooks(run: RunCases): SalesCase[] {
 }
 
 type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
-type Measure<K extends CaseList> = (
-  ctx: RunContext,
-  service: ServiceTarget,
-) => Promise<RunCases[K][number] | RunCases[K]>;
+type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
 interface Row {
@@ -80,12 +78,10 @@ const pct = (share: number) => `${Math.round(share * 100)} %`;
 const ownDatabase = (c: RunContext) =>
   c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
-const ownServers = (kind: string) => (c: RunContext) =>
-  !c.backing
-    ? 'the lock benchmark starts servers beside the run’s own'
-    : kind === 'zookeeper'
-      ? zookeeperMissing()
-      : undefined;
+const ownServers = (kind: string) => (c: RunContext) => {
+  if (!c.backing) return 'the lock benchmark starts servers beside the run’s own';
+  return kind === 'zookeeper' ? zookeeperMissing() : undefined;
+};
 
 /** The rows of a run with these settings. */
 function plan(s: RunSettings): Row[] {
@@ -138,30 +134,19 @@ function plan(s: RunSettings): Row[] {
   }
 
   const echo = { label: 'a bare express JSON echo', program: 'echo' } as const;
-  const echoCase = {
-    id: 'bare-echo',
-    label: 'bare express JSON echo (POST /orders → 201)',
-    instances: 1,
-    path: '/orders',
-    status: 201,
-  };
-  add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service }));
+  const echoCase = { id: 'bare-echo', label: 'bare express JSON echo (POST /orders → 201)', path: '/orders' };
+  add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service, status: 201 }));
   const alternative = { label: 'the alternative (express + pg, conditional UPDATE)', program: 'alternative' } as const;
-  const mixedName = `mixed: ${pct(1 - s.mixedHotShare)} spread over ${s.spreadSkus} SKUs, ${pct(s.mixedHotShare)} one hot SKU`;
+  const [spread, hotShare] = [s.spreadSkus, s.mixedHotShare];
+  const mixed = `mixed: ${pct(1 - hotShare)} spread over ${spread} SKUs, ${pct(hotShare)} one hot SKU`;
   const shapes = [
     ['hot', 'one hot SKU', undefined],
-    ['spread', `spread over ${s.spreadSkus} SKUs`, { skus: s.spreadSkus, hotShare: 0 }],
-    ['mixed', mixedName, { skus: s.spreadSkus, hotShare: s.mixedHotShare }],
+    ['spread', `spread over ${spread} SKUs`, { skus: spread, hotShare: 0 }],
+    ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
   for (const [id, name, traffic] of shapes) {
-    const spec = {
-      id: `alternative-${id}`,
-      label: `the alternative · ${name}`,
-      segments: 1,
-      traffic,
-      alternative: true,
-    };
-    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, spec);
+    const spec = { id: `alternative-${id}`, label: `the alternative · ${name}`, segments: 1, traffic };
+    sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, { ...spec, alternative: true });
   }
   for (const [id, name, traffic] of shapes.slice(1))
     sales('spread', 'spread', REAL, {
@@ -187,10 +172,7 @@ function plan(s: RunSettings): Row[] {
     ['pg-rows', `Postgres conditional UPDATE, ${n} rows`, 'pg-conditional', n],
     ['redis-counter', 'Redis Lua counter + Postgres ledger', 'redis-counter', 1],
   ] as const) {
-    const where = {
-      path: `/bench/lock-free/${route}`,
-      stockIn: route === 'redis-counter' ? route : 'segments',
-    } as const;
+    const where = { path: `/bench/lock-free/${route}`, stockIn: route === 'redis-counter' ? route : undefined };
     sales('lock-free', 'lockFree', REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
   }
   const wide = s.memoryConnections;
@@ -198,19 +180,23 @@ function plan(s: RunSettings): Row[] {
   sales('memory', 'memory', REAL, { id: `memory-${wide}`, label: memoryLabel, segments: n, connections: wide });
   add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, c.db!, service, n), ownDatabase);
 
-  const cluster = { label: `${s.clusterInstances} instances behind one port`, instances: s.clusterInstances };
+  const instances = s.clusterInstances;
+  const cluster = { label: `${instances} instances behind one port`, instances };
   add('oversell', 'oversell', REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
-  ceiling('ceiling-cluster', `HTTP ceiling · ${s.clusterInstances} instances`, cluster, s.clusterInstances);
+  ceiling('ceiling-cluster', `HTTP ceiling · ${instances} instances`, cluster, instances);
   for (const segments of s.clusterSegmentCounts) {
-    const label = `${s.clusterInstances} instances · ${lockName(segments)}`;
-    sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances: s.clusterInstances, segments });
+    const label = `${instances} instances · ${lockName(segments)}`;
+    sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances, segments });
   }
   for (const guard of Object.values(cases.guards))
-    add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, s.clusterInstances, guard));
+    add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const hot = (scenario: 'auth' | 'events', id: string, name: string) => ({
-    ...{ id: `${scenario}-${id}`, label: `real · ${lockName(n)} · ${name}`, segments: n, tags: { [scenario]: id } },
+    id: `${scenario}-${id}`,
+    label: `real · ${lockName(n)} · ${name}`,
+    segments: n,
+    tags: { [scenario]: id },
   });
   for (const [id, name, service, headers] of credentials()) {
     const spec = hot('auth', id, name);
@@ -220,15 +206,13 @@ function plan(s: RunSettings): Row[] {
   }
   // Events off, on, and on with a webhook endpoint receiving every event; the last two on the shipped service.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
-  for (const [id, name, service, hook] of [
-    ['off', 'events off', eventsOff, false],
-    ['on', 'events on', REAL, false],
-    ['webhook', 'events on, a webhook receiving them', REAL, true],
+  for (const [id, name, service, measure] of [
+    ['off', 'events off', eventsOff, measureSales],
+    ['on', 'events on', REAL, measureSales],
+    ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
   ] as const) {
     const spec = hot('events', id, name);
-    add('events', 'events', service, (c, target) =>
-      (hook ? measureWithWebhook : measureSales)(c, { ...spec, service: target }),
-    );
+    add('events', 'events', service, (c, target) => measure(c, { ...spec, service: target }));
   }
 
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
@@ -236,15 +220,10 @@ function plan(s: RunSettings): Row[] {
     ...s.lockContenders.map((name) => ['locks', name, name] as const),
     ...s.lockBackends.map((kind) => ['lock-backends', `backend:${kind}`, kind] as const),
   ];
+  const [warmupMs, durationMs] = [s.lockWarmupSeconds * 1000, s.lockMeasureSeconds * 1000];
   for (const keys of s.lockKeys)
     for (const holdMs of s.lockHoldsMs) {
-      const cell = {
-        workers: s.lockWorkers,
-        keys,
-        holdMs,
-        warmupMs: s.lockWarmupSeconds * 1000,
-        durationMs: s.lockMeasureSeconds * 1000,
-      };
+      const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs };
       for (const [scenario, name, store] of contenders)
         add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
     }
@@ -257,15 +236,17 @@ function plan(s: RunSettings): Row[] {
       const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
       const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
+      const id = `order-flow-${kind}-${holdMs}`;
       const flow = {
-        id: `order-flow-${kind}-${holdMs}`,
+        id,
         label: `order flow · ${backend} · ${holdMs} ms step`,
         segments: n,
+        connections: s.lockWorkers,
       };
       const measure = async (c: RunContext, target: ServiceTarget) => {
         const node = await c.backing!.redlockNodes[0]!();
         if (dead) await node.stop();
-        const spec = { ...flow, service: target, connections: s.lockWorkers, tags: { lockBackend: backend, holdMs } };
+        const spec = { ...flow, service: target, tags: { lockBackend: backend, holdMs } };
         return measureSales(c, spec).finally(() => dead && node.resume());
       };
       add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
@@ -273,14 +254,9 @@ function plan(s: RunSettings): Row[] {
   ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
+  const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
   const retention = (c: RunContext, target: ServiceTarget) => cases.runEventRetention(c, c.db!, target, n);
-  add(
-    'event-retention',
-    'eventRetention',
-    { label: `service keeping events ${s.retentionSeconds} s`, env },
-    retention,
-    ownDatabase,
-  );
+  add('event-retention', 'eventRetention', keeping, retention, ownDatabase);
   return rows;
 }
 
@@ -309,20 +285,14 @@ function credentials() {
 }
 
 /** Runs the selected rows; a case whose service died is repeated on a fresh one, a row this run cannot have skipped. */
-export async function runPlan(
-  ctx: RunContext,
-  selected: ReadonlySet<ScenarioName>,
-  remote: ServiceTarget | null,
-  nodeArgs: string[],
-) {
+type Selected = ReadonlySet<ScenarioName>;
+export async function runPlan(ctx: RunContext, selected: Selected, remote: ServiceTarget | null, nodeArgs: string[]) {
   const results = emptyCases();
   const rows = plan(ctx.settings).filter((row) => selected.has(row.scenario));
   const running = new Map<ServiceSpec, ServiceTarget>();
   const unavailable = (spec: ServiceSpec) => {
-    if (remote)
-      return spec === REAL
-        ? undefined
-        : `${spec.label}: a service this run starts; a --url target is measured as it is`;
+    const startedHere = `${spec.label}: a service this run starts; a --url target is measured as it is`;
+    if (remote) return spec === REAL ? undefined : startedHere;
     if (spec.onRedisCluster && 'REDIS_CLUSTER_NODES' in ctx.backing!.redisEnv)
       return 'a run on a Redis Cluster has no one Redis to compare it with';
   };
@@ -337,10 +307,8 @@ export async function runPlan(
   const start = async ({ onRedisCluster, lockBackend, ...options }: ServiceSpec) => {
     const backing = ctx.backing!;
     ctx.progress.note(`starting ${options.label}…`);
-    const env: Record<string, string> = {
-      ...options.env,
-      ...(onRedisCluster && (await backing.redisCluster()).redisEnv),
-    };
+    const cluster = onRedisCluster && (await backing.redisCluster()).redisEnv;
+    const env: Record<string, string> = { ...options.env, ...cluster };
     if (lockBackend) env.LOCK_BACKEND = lockBackend;
     if (lockBackend === 'redlock')
       env.REDIS_LOCK_URLS = (await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url))).join();
@@ -358,11 +326,8 @@ export async function runPlan(
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
       const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
-      await ctx.round(service, {
-        title: `priming ${service.label}`,
-        body,
-        durationSeconds: ctx.settings.warmupSeconds,
-      });
+      const title = `priming ${service.label}`;
+      await ctx.round(service, { title, body, durationSeconds: ctx.settings.warmupSeconds });
       await ctx.settle(service);
     }
     return service;
@@ -374,7 +339,8 @@ export async function runPlan(
         return await measure(service);
       } catch (error) {
         if (service.alive() || attempt >= 3) throw error;
-        const note = `${service.diagnostics().split('\n')[0]} during a case (${(error as Error).message.split('\n')[0]}); started a fresh one and repeated the case`;
+        const [ended, why] = [service.diagnostics().split('\n')[0], (error as Error).message.split('\n')[0]];
+        const note = `${ended} during a case (${why}); started a fresh one and repeated the case`;
         results.incidents.push(note);
         ctx.progress.note(note);
         await release(spec);
@@ -385,9 +351,8 @@ export async function runPlan(
   for (const [i, row] of rows.entries()) {
     const reason = row.unless?.(ctx) ?? (row.service && unavailable(row.service));
     if (!reason) {
-      const result = row.service
-        ? await use(row.service, (service) => row.run(ctx, service))
-        : await row.run(ctx, undefined!);
+      const { service } = row;
+      const result = service ? await use(service, (target) => row.run(ctx, target)) : await row.run(ctx, undefined!);
       (results[row.into] as unknown[]).push(...(Array.isArray(result) ? result : [result]));
     } else if (!results.skipped.some((x) => x.scenario === row.scenario && x.reason === reason)) {
       results.skipped.push({ scenario: row.scenario, reason });

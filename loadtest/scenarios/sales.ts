@@ -56,13 +56,12 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
     title: spec.label,
     path,
     body: { sku: set.skus[0], quantity },
-    pickSku: set.pick,
     headers,
     connections,
   });
 
   const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
-  const warmup = await ctx.warmUp(service, round(warm));
+  const warmup = await ctx.warmUp(service, { ...round(warm), pickSku: warm.pick });
   const amount = ctx.measuredAmount(warmup, connections);
   // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
   const { soldBySku, ...warmupBooks } = await checkSetBooks(ctx, spec, warm, warmup, connections * quantity);
@@ -72,7 +71,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const before = lockMetrics ? await ctx.scrape(service) : null;
   const endServerStats = await spec.serverStats?.start();
   const cpu = ctx.meterCpu(service);
-  const measured = await ctx.round(service, { ...round(measuredSet), amount });
+  const measured = await ctx.round(service, { ...round(measuredSet), pickSku: measuredSet.pick, amount });
   const cpuUsage = cpu();
   const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
   const after = before ? await ctx.scrape(service) : null;
@@ -109,14 +108,15 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   const spread: string[] = [];
   // Sixteen at a time: enough to be quick, few enough not to flood the service.
-  for (let i = 0; i < count; i += 16)
-    spread.push(
-      ...(await Promise.all(Array.from({ length: Math.min(16, count - i) }, (_, j) => create(`${tag}-${i + j}`)))),
-    );
+  for (let i = 0; i < count; i += 16) {
+    const batch = Array.from({ length: Math.min(16, count - i) }, (_, j) => create(`${tag}-${i + j}`));
+    spread.push(...(await Promise.all(batch)));
+  }
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
 }
 
+type Sold = Record<string, number>;
 /** The books of a round's SKUs as one, and each SKU's units sold; `slack`: units sold unanswered (0: exact). */
 async function checkSetBooks(
   ctx: RunContext,
@@ -124,7 +124,7 @@ async function checkSetBooks(
   set: SkuSet,
   round: RoundResult,
   slack: number,
-  soldBefore: Record<string, number> = {},
+  soldBefore: Sold = {},
 ) {
   const all: Books[] = [];
   for (const sku of set.skus) {
@@ -138,9 +138,9 @@ async function checkSetBooks(
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
   const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
-  const failed = all.flatMap((b, i) =>
-    b.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` })),
-  );
+  const failedOf = (b: Books, i: number) =>
+    b.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` }));
+  const failed = all.flatMap(failedOf);
   const summary = { name: `books of ${all.length} SKUs`, ok: failed.length === 0, detail: `${failed.length} failed` };
   const totals = { available: sum((b) => b.available), sold: sum((b) => b.sold), oversold: sum((b) => b.oversold) };
   return { ok: failed.length === 0, checks: [summary, ...failed], ...totals, soldBySku };
@@ -195,12 +195,9 @@ export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Prom
 
 export type Books = Awaited<ReturnType<typeof checkBooks>>;
 
+type Question = { sku: string; answeredUnits: number; slack?: number; soldBefore?: number; stockIn?: string };
 /** A SKU's books through the API and, when reachable, in Postgres with the tests' books checker. */
-export async function checkBooks(
-  api: StockApi,
-  db: Db | null,
-  question: { sku: string; answeredUnits: number; slack?: number; soldBefore?: number; stockIn?: string },
-) {
+export async function checkBooks(api: StockApi, db: Db | null, question: Question) {
   const { sku, answeredUnits, slack = 0, soldBefore: before = 0 } = question;
   const checks: { name: string; ok: boolean; detail: string }[] = [];
   const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
@@ -212,22 +209,20 @@ export async function checkBooks(
     const negative = view.segmentStock.filter((s) => s.available < 0).length;
     check('no segment below 0 (API)', negative === 0, `${negative} negative of ${view.segmentStock.length}`);
   }
-  check(
-    slack
-      ? 'units sold ≥ Σ 201 quantities, by at most the unanswered requests (API)'
-      : 'units sold = Σ 201 quantities (API)',
-    sold - before >= answeredUnits && sold - before - answeredUnits <= slack,
-    `sold ${sold}${before ? ` (${before} before the round)` : ''}, answered ${answeredUnits}${slack ? `, unanswered ≤ ${slack}` : ''}`,
-  );
+  const soldName = slack
+    ? 'units sold ≥ Σ 201 quantities, by at most the unanswered requests'
+    : 'units sold = Σ 201 quantities';
+  const soldDetail = `sold ${sold}${before ? ` (${before} before the round)` : ''}, answered ${answeredUnits}`;
+  const inRound = sold - before - answeredUnits;
+  check(`${soldName} (API)`, inRound >= 0 && inRound <= slack, soldDetail + (slack ? `, unanswered ≤ ${slack}` : ''));
   check('available + sold = stock (API)', available + sold === stock, `${available} + ${sold} vs ${stock}`);
   if (db) {
     const audit = await auditStock(db, sku);
     if (!audit) throw new Error(`SKU ${sku} is not in Postgres`);
     check('Σ ledger = units sold (Postgres)', audit.sold === sold, `ledger ${audit.sold}, API ${sold}`);
     // The Redis counter baseline keeps its stock in Redis: its segments never go down, so only its ledger is checked.
-    const wrong = counter ? [] : booksViolations(audit);
-    if (!counter)
-      check('books exact (Postgres, the tests’ books checker)', wrong.length === 0, wrong.join('; ') || 'exact');
+    const wrong = counter ? undefined : booksViolations(audit);
+    if (wrong) check('books exact (Postgres, the tests’ books checker)', !wrong.length, wrong.join('; ') || 'exact');
   }
   return { ok: checks.every((c) => c.ok), checks, available, sold, oversold: Math.max(0, sold + available - stock) };
 }
