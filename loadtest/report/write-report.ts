@@ -66,10 +66,12 @@ const latency = (...keys: (keyof RoundResult['latencyMs'])[]): Column<Measured>[
 const status = ([code, n]: [string, number]) => `${code}: ${int(n)}`;
 const statuses = (counts: Record<string, number>) => Object.entries(counts).map(status).join(', ');
 const statusColumn: Column<Measured> = ['Statuses', (r) => statuses(r.measured.statusCounts)];
+const latencyAndStatus = (...keys: Parameters<typeof latency>) => [...latency(...keys), statusColumn];
 const requests: Column<Measured> = ['Requests', (r) => int(r.measured.responses)];
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
 const orders: Column<{ perSecond: number }> = ['Orders/s', (c) => int(c.perSecond)];
 const optional = (n: number | undefined) => (n === undefined ? '—' : int(n));
+const serviceMs = (c: Answers) => ms(serviceMsPerAnswer(c));
 
 /** Every table slot of the template. */
 function tables(f: RunFigures): Slots {
@@ -85,8 +87,8 @@ function tables(f: RunFigures): Slots {
   /** Orders/s against the case of the same table whose `key` is `value`, then the columns such comparisons share. */
   const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K], header: string) => {
     const base = cases.find((x) => x[key] === value)?.perSecond ?? NaN;
-    const columns: Column<SalesCase>[] = [orders, [header, (c) => times(c.perSecond / base)], ...latency('p50', 'p99')];
-    return [...columns, statusColumn, ['Service ms / order', (c) => ms(serviceMsPerAnswer(c))]] as Column<SalesCase>[];
+    const ratio: Column<SalesCase> = [header, (c) => times(c.perSecond / base)];
+    return [orders, ratio, ...latencyAndStatus('p50', 'p99'), ['Service ms / order', serviceMs]] as Column<SalesCase>[];
   };
   const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
@@ -168,8 +170,7 @@ function tables(f: RunFigures): Slots {
         ['× the alternative (same traffic)', (r) => ('books' in r ? times(f.overAlternative(r as SalesCase)) : '–')],
         ['% of bare echo', (r) => pct(r.perSecond / f.bareEcho)],
         ['% of ceiling', ofCeiling],
-        ...latency('p50', 'p99'),
-        statusColumn,
+        ...latencyAndStatus('p50', 'p99'),
         ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
       ],
     ),
@@ -208,16 +209,14 @@ function tables(f: RunFigures): Slots {
       ['Confirmed orders/s', (r) => int(r.perSecond)],
       ['vs placing directly', (r) => `×${num(r.ratio)}`],
       ['Requests/s', (r) => int(Object.values(r.measured.ratePerSecond).reduce((a, b) => a + b, 0))],
-      ...latency('p50', 'p99'),
-      statusColumn,
+      ...latencyAndStatus('p50', 'p99'),
     ]),
     ...perOrderTables(run.perOrder.filter((c) => c.serverCost)),
     lockFreeTable: run.lockFree.length ? salesTable([...product, ...run.alternative, ...run.lockFree]) : undefined,
     memoryTable: table(run.memory, [
       label(),
       orders,
-      ...latency('p99', 'max'),
-      statusColumn,
+      ...latencyAndStatus('p99', 'max'),
       ['RSS max in round', (c) => rss(c.memory?.maxRssBytes)],
       ['Peak RSS', (c) => rss(c.memory?.peakRssBytes)],
     ]),
@@ -235,8 +234,7 @@ function tables(f: RunFigures): Slots {
     dashboardTable: table(dashboardRounds, [
       label('Round'),
       ['Orders/s', (r) => int(r.measured.ratePerSecond[201] ?? 0)],
-      ...latency('p50', 'p99'),
-      statusColumn,
+      ...latencyAndStatus('p50', 'p99'),
       ['Stream chunks, least served watcher', (r) => r.events],
     ]),
     authTable: table(run.auth, [label('Credential'), ...against(run.auth, 'auth', 'none', '× no credential')]),
