@@ -10,14 +10,7 @@ import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
-import {
-  casesWithBooks,
-  dashboardUrl,
-  namedOnly,
-  runPlan,
-  type ScenarioName,
-  scenarioNames,
-} from './scenarios/plan.js';
+import * as plan from './scenarios/plan.js';
 
 const number = (check: (n: number) => boolean, expected: string) => (value: string) => {
   if (!check(Number(value))) throw new InvalidArgumentError(`expected ${expected}`);
@@ -51,12 +44,7 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   ['--duration <seconds>', 'target length of a measured round', positive, 'measureSeconds', 'lockMeasureSeconds'],
   ['--business-step <ms>', 'business step in the lock, second profile (default 20)', positiveInt, 'businessStepMs'],
   ['--instances <n>', 'instances behind one port in the cluster scenario (default 2)', positiveInt, 'clusterInstances'],
-  [
-    '--quiet-cores <cores>',
-    'wait (≤ 20 s) until others use ≤ this many cores (default 0.2, quick 0)',
-    cores,
-    'quietCores',
-  ],
+  ['--quiet-cores <cores>', 'wait ≤ 20 s until others use ≤ this many cores (default 0.2)', cores, 'quietCores'],
   ['--workers <n>', 'lock benchmark: workers; the order flow’s connections (default 50)', positiveInt, 'lockWorkers'],
   ['--keys <list>', 'lock benchmark: numbers of keys K (default 1,20)', list(positiveInt), 'lockKeys'],
   ['--holds <list>', 'lock benchmark: hold times H in ms (default 0,20)', list(Number), 'lockHoldsMs'],
@@ -70,7 +58,7 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
 const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
   .option('--quick', 'short smoke run: segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
-  .option('--only <list>', `run only these: ${scenarioNames.join(', ')}`, oneOf(scenarioNames))
+  .option('--only <list>', `run only these: ${plan.scenarioNames.join(', ')}`, oneOf(plan.scenarioNames))
   .option('--url <url>', 'measure a running service (started by loadtest/bench/bench-main.js)')
   .option('--admin-token <token>', 'admin token of the --url service')
   .option('--database-url <url>', 'Postgres of the --url service, to audit the books directly (default: API only)')
@@ -94,10 +82,10 @@ async function main(): Promise<void> {
     if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
   if (cli.quietCores !== undefined) settings.quietMaxWaitSeconds = 20;
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
-  const named = cli.only as ScenarioName[] | undefined;
+  const named = cli.only as plan.ScenarioName[] | undefined;
   // On a Redis Cluster, by default, the cases whose orders take segment locks.
-  const segmented: ScenarioName[] = ['segments', 'business-step', 'cluster'];
-  const defaults = cli.redisCluster ? segmented : scenarioNames.filter((name) => !namedOnly.includes(name));
+  const segmented: plan.ScenarioName[] = ['segments', 'business-step', 'cluster'];
+  const defaults = cli.redisCluster ? segmented : plan.scenarioNames.filter((name) => !plan.namedOnly.includes(name));
   const progress = new RunProgress();
   const startedAt = new Date();
   let backing: BackingServices | null = null;
@@ -120,7 +108,7 @@ async function main(): Promise<void> {
     const remote = url ? remoteService(url, cli.adminToken as string | undefined) : null;
     if (remote) {
       db = cli.databaseUrl ? createDatabase(cli.databaseUrl as string, 4) : null;
-      progress.note(`target: dashboard ${dashboardUrl(remote)}`);
+      progress.note(`target: dashboard ${plan.dashboardUrl(remote)}`);
     } else {
       progress.note('starting Redis and Postgres…');
       backing = await startBackingServices(process.env, { redisCluster: Boolean(cli.redisCluster) });
@@ -128,7 +116,7 @@ async function main(): Promise<void> {
     }
     const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
-    const cases = await runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
+    const cases = await plan.runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
     const run: RunResults = { meta: describeRun(mode, startedAt, ctx, remote), ...cases };
     await stopEverything();
 
@@ -163,10 +151,12 @@ function bookFailures(run: RunResults): string[] {
   const failed = (books: { checks: { ok: boolean; name: string; detail: string }[] }) =>
     books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
   return [
-    ...casesWithBooks(run).flatMap((c) => [
-      ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
-      ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
-    ]),
+    ...plan
+      .casesWithBooks(run)
+      .flatMap((c) => [
+        ...failed(c.books).map((f) => `${c.label} (measured): ${f}`),
+        ...failed(c.warmupBooks).map((f) => `${c.label} (warm-up): ${f}`),
+      ]),
     ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
     ...run.oversell
       .filter((c) => expectedSafe(c) && !c.books.ok)

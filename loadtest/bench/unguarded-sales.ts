@@ -91,13 +91,8 @@ export class UnguardedSales {
     const sku = await this.sku(skuName);
     const start = Math.floor(Math.random() * sku.segments);
     for (let i = 0; i < sku.segments; i++) {
-      const sale = {
-        orderId: randomUUID(),
-        skuId: sku.id,
-        layoutVersion: sku.version,
-        segment: (start + i) % sku.segments,
-        quantity,
-      };
+      const segment = (start + i) % sku.segments;
+      const sale = { orderId: randomUUID(), skuId: sku.id, layoutVersion: sku.version, segment, quantity };
       const deduct = sql`update stock_segments set available = available - ${quantity}, sold = sold + ${quantity}
         where ${segmentOf(sale)} and available >= ${quantity} returning sku_id`;
       if (await this.withOrderAndLedger(sale, deduct)) return { orderId: sale.orderId, sku: sku.sku, quantity };

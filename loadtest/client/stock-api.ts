@@ -21,14 +21,10 @@ export class StockApi {
   sku = (sku: string) => this.call(200, 'GET', skuPath(sku));
   restock = (sku: string, quantity: number) => this.call(200, 'POST', `${skuPath(sku)}/restock`, { quantity });
   /** The lock-free Redis baseline's stock counter; null before its first sale. */
-  redisCounter = async (sku: string) =>
-    (
-      await this.call<{ available: number | null }>(
-        200,
-        'GET',
-        `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`,
-      )
-    ).available;
+  redisCounter = async (sku: string) => {
+    const path = `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`;
+    return (await this.call<{ available: number | null }>(200, 'GET', path)).available;
+  };
 
   /** Places an order; answers the status. */
   async order(sku: string, quantity: number): Promise<number> {

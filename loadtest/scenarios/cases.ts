@@ -122,12 +122,8 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
     await ctx.waitForQuiet(service);
     const round = { connections, amount };
-    const view = {
-      title: `${label} · GET /skus/:sku`,
-      method: 'GET',
-      path: `/skus/${encodeURIComponent(sku)}`,
-    } as const;
-    const skuRead = await ctx.round(service, { ...round, ...view }, 200);
+    const view = { title: `${label} · GET /skus/:sku`, path: `/skus/${encodeURIComponent(sku)}` };
+    const skuRead = await ctx.round(service, { ...round, ...view, method: 'GET' }, 200);
     const orders = await ctx.round(service, { ...round, title: `${label} · POST /orders`, body: { sku, quantity: 1 } });
     await ctx.settle(service);
     const after = await api.sku(sku);

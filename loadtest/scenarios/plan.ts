@@ -24,38 +24,29 @@ export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'e
 export const HEADLINE_SEGMENTS = 20;
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
-const sold = () => [] as SalesCase[];
+/** The lists of cases that sold through a service and had their books checked after each round. */
+const salesLists = [
+  ...['segments', 'cluster', 'perOrder', 'lockFree', 'alternative', 'spread', 'memory'],
+  ...['auth', 'events', 'lockOrderFlow'],
+] as const;
+type SalesList = (typeof salesLists)[number];
 const emptyCases = () => ({
+  ...(Object.fromEntries(salesLists.map((k) => [k, [] as SalesCase[]])) as Record<SalesList, SalesCase[]>),
   ceiling: [] as Result<typeof cases.measureCeiling>[],
-  segments: sold(),
-  cluster: sold(),
   oversell: [] as Result<typeof cases.runOversell>[],
   soldOut: [] as Result<typeof cases.runRefusals>[],
   lifecycle: [] as Result<typeof cases.runLifecycle>[],
-  perOrder: sold(),
-  lockFree: sold(),
-  alternative: sold(),
-  spread: sold(),
   bareEcho: [] as Result<typeof cases.measureCeiling>[],
   dashboard: [] as Result<typeof cases.runDashboardCost>[],
-  memory: sold(),
   growth: [] as Result<typeof cases.runGrowth>,
   eventRetention: [] as Result<typeof cases.runEventRetention>[],
-  auth: sold(),
-  events: sold(),
   locks: [] as LockCell[],
-  lockOrderFlow: sold(),
   /** Scenarios not run, and why; services that died during a case (the case was repeated on a fresh one). */
   skipped: [] as { scenario: string; reason: string }[],
   incidents: [] as string[],
 });
 export type RunCases = ReturnType<typeof emptyCases>;
-
-/** Every case that sold through a service and had its books checked after each round. */
-export function casesWithBooks(run: RunCases): SalesCase[] {
-  const { segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow } = run;
-  return [segments, cluster, perOrder, lockFree, alternative, spread, memory, auth, events, lockOrderFlow].flat();
-}
+export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k]);
 
 type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
@@ -148,13 +139,10 @@ function plan(s: RunSettings): Row[] {
     const spec = { id: `alternative-${id}`, label: `the alternative · ${name}`, segments: 1, traffic };
     sales(traffic ? 'spread' : 'alternative', 'alternative', alternative, { ...spec, alternative: true });
   }
-  for (const [id, name, traffic] of shapes.slice(1))
-    sales('spread', 'spread', REAL, {
-      id: `real-${id}`,
-      label: `real · ${lockName(n)} · ${name}`,
-      segments: n,
-      traffic,
-    });
+  for (const [id, name, traffic] of shapes.slice(1)) {
+    const label = `real · ${lockName(n)} · ${name}`;
+    sales('spread', 'spread', REAL, { id: `real-${id}`, label, segments: n, traffic });
+  }
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
   const step = { CRITICAL_SECTION_DELAY_MS: String(s.businessStepMs) };
@@ -236,13 +224,8 @@ function plan(s: RunSettings): Row[] {
       const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
       const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
-      const id = `order-flow-${kind}-${holdMs}`;
-      const flow = {
-        id,
-        label: `order flow · ${backend} · ${holdMs} ms step`,
-        segments: n,
-        connections: s.lockWorkers,
-      };
+      const label = `order flow · ${backend} · ${holdMs} ms step`;
+      const flow = { id: `order-flow-${kind}-${holdMs}`, label, segments: n, connections: s.lockWorkers };
       const measure = async (c: RunContext, target: ServiceTarget) => {
         const node = await c.backing!.redlockNodes[0]!();
         if (dead) await node.stop();
@@ -265,15 +248,9 @@ function credentials() {
   const key = serviceKey('loadtest', ['orders:place']);
   const ADMIN_TOKEN = randomBytes(24).toString('hex');
   const secret = randomBytes(32).toString('hex');
-  const token = () =>
-    new SignJWT({})
-      .setProtectedHeader({ alg: 'HS256' })
-      .setSubject('loadtest-customer')
-      .setIssuer(ISSUER)
-      .setAudience(AUDIENCE)
-      .setIssuedAt()
-      .setExpirationTime('12h')
-      .sign(new TextEncoder().encode(secret));
+  const claims = { sub: 'loadtest-customer', iss: ISSUER, aud: AUDIENCE };
+  const signed = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('12h');
+  const token = () => signed.sign(new TextEncoder().encode(secret));
   const issuer = { CUSTOMER_JWT_SECRET: secret, CUSTOMER_JWT_ISSUER: ISSUER, CUSTOMER_JWT_AUDIENCE: AUDIENCE };
   const keyService = { label: 'service with API_KEYS_FILE', env: { ADMIN_TOKEN, API_KEYS_FILE: writeKeysFile([key]) } };
   const tokenService = { label: 'service with a customer issuer', env: { ADMIN_TOKEN, ...issuer } };

@@ -52,16 +52,11 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const connections = spec.connections ?? ctx.settings.connections;
   const lockMetrics = path === '/orders' && !spec.alternative;
   const headers = spec.headers ?? ctx.api(service).adminHeaders;
-  const round = (set: SkuSet) => ({
-    title: spec.label,
-    path,
-    body: { sku: set.skus[0], quantity },
-    headers,
-    connections,
-  });
+  const base = { title: spec.label, path, headers, connections };
+  const round = (set: SkuSet) => ({ ...base, body: { sku: set.skus[0], quantity }, pickSku: set.pick });
 
   const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
-  const warmup = await ctx.warmUp(service, { ...round(warm), pickSku: warm.pick });
+  const warmup = await ctx.warmUp(service, round(warm));
   const amount = ctx.measuredAmount(warmup, connections);
   // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
   const { soldBySku, ...warmupBooks } = await checkSetBooks(ctx, spec, warm, warmup, connections * quantity);
@@ -71,7 +66,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const before = lockMetrics ? await ctx.scrape(service) : null;
   const endServerStats = await spec.serverStats?.start();
   const cpu = ctx.meterCpu(service);
-  const measured = await ctx.round(service, { ...round(measuredSet), pickSku: measuredSet.pick, amount });
+  const measured = await ctx.round(service, { ...round(measuredSet), amount });
   const cpuUsage = cpu();
   const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
   const after = before ? await ctx.scrape(service) : null;
