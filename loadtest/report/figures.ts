@@ -29,8 +29,9 @@ export function table<T>(rows: T[], columns: Column<T>[], align = 'lr'): string 
     .join('\n');
 }
 
-export const serviceMsPerAnswer = (c: Answers) =>
-  c.cpu && c.perSecond > 0 ? (c.cpu.cores.service / c.perSecond) * 1000 : NaN;
+/** CPU ms a process group spent per answer. */
+export const msPerAnswer = (c: Answers, group: keyof CpuUsage['cores'] = 'service') =>
+  c.cpu && c.perSecond > 0 ? (c.cpu.cores[group] / c.perSecond) * 1000 : NaN;
 /** This lock, in either mode or on any backend (the others are the peer libraries). */
 export const isOurs = (name: string) => name.startsWith('this-lock') || name.startsWith('backend:');
 /** Cases that must not oversell: the Redis lock anywhere, a local mutex inside one process. */
@@ -56,7 +57,7 @@ export function runFigures(run: RunResults) {
     ceiling: mean(ceilings.map((c) => c.perSecond)),
     drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
-    ceilingServiceMs: mean(ceilings.map(serviceMsPerAnswer).filter(Number.isFinite)),
+    ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
     bareEcho: run.bareEcho[0]?.perSecond ?? NaN,
     sweep,
     variant,
@@ -68,5 +69,9 @@ export function runFigures(run: RunResults) {
     overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
     /** Orders/s relative to the single lock of the same profile and combining mode. */
     speedup: (c: SalesCase) => c.perSecond / (variant(c.profile, 1, c.combining)?.perSecond ?? NaN),
+    /** The lock benchmark's cell of K keys held H ms, and its fastest contender of this lock or of the peers. */
+    lockCell: (keys: number, holdMs: number) => run.locks.filter((r) => r.keys === keys && r.holdMs === holdMs),
+    fastest: (cell: RunResults['locks'], ours: boolean) =>
+      cell.filter((r) => isOurs(r.contender) === ours).sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond)[0],
   };
 }

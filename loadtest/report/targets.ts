@@ -3,7 +3,7 @@ import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { LockCell } from '../scenarios/locks.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { type Answers, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { serviceMsPerAnswer, times } from './figures.js';
+import { msPerAnswer, times } from './figures.js';
 
 /** What the run measured for a target (falsy: not measured in this run), and whether it was met. */
 type Judged = [measured: string | number | false | null | undefined, met: unknown];
@@ -16,7 +16,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     `${int(c.perSecond)}/s vs ${int(other.perSecond)}/s: ${times(c.perSecond / other.perSecond)}`;
   // The same comparison by service CPU per answer, which other load on the machine disturbs far less than rates.
   const cpuView = (c: Answers) => {
-    const [own, echo] = [serviceMsPerAnswer(c), f.ceilingServiceMs];
+    const [own, echo] = [msPerAnswer(c), f.ceilingServiceMs];
     if (!Number.isFinite(own) || !Number.isFinite(echo)) return '';
     return `; by service CPU: ${ms(own)} ms per answer vs ${ms(echo)} ms per echo (${pct(echo / own)} of the ceiling’s efficiency)`;
   };
@@ -127,7 +127,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
       bad.length === 0,
     ],
     oversell: [oversold.join('; '), run.oversell.every(safe)],
-    ...lockTargets(run),
+    ...lockTargets(f),
   };
   const cells = ([measured, met]: Judged) =>
     measured
@@ -145,11 +145,8 @@ export function targetSlots(f: RunFigures): Record<string, string> {
 }
 
 /** The lock benchmark's targets: throughput against the better peer, K keys kept busy, the fair mode's longest wait. */
-function lockTargets(run: RunResults): Record<string, Judged> {
-  const cell = (keys: number, holdMs: number) => run.locks.filter((r) => r.keys === keys && r.holdMs === holdMs);
-  const best = (cells: typeof run.locks) => cells.sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond)[0];
-  const ours = best(cell(1, 0).filter((r) => isOurs(r.contender)));
-  const peer = best(cell(1, 0).filter((r) => !isOurs(r.contender)));
+function lockTargets({ lockCell: cell, fastest }: RunFigures): Record<string, Judged> {
+  const [ours, peer] = [fastest(cell(1, 0), true), fastest(cell(1, 0), false)];
   const fair = cell(1, 20).find((r) => r.contender === 'this-lock-fair');
   const ratio = ours && peer ? ours.sectionsPerSecond / peer.sectionsPerSecond : NaN;
   const rate = (r: LockCell) => `${r.contender} ${int(r.sectionsPerSecond)}/s`;

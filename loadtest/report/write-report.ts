@@ -5,8 +5,8 @@ import type { RoundResult } from '../runner/round.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
-import { type Answers, type Column, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { runFigures, serviceMsPerAnswer, table, times } from './figures.js';
+import { type Answers, type Column, expectedSafe, int, mib, ms, num, pct, type RunFigures } from './figures.js';
+import { msPerAnswer, runFigures, table, times } from './figures.js';
 import { targetSlots } from './targets.js';
 
 const TEMPLATE = new URL('../../../loadtest/report/benchmarks.template.md', import.meta.url);
@@ -71,7 +71,7 @@ const requests: Column<Measured> = ['Requests', (r) => int(r.measured.responses)
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
 const orders: Column<{ perSecond: number }> = ['Orders/s', (c) => int(c.perSecond)];
 const optional = (n: number | undefined) => (n === undefined ? '—' : int(n));
-const serviceMs = (c: Answers) => ms(serviceMsPerAnswer(c));
+const serviceMs = (c: Answers) => ms(msPerAnswer(c));
 
 /** Every table slot of the template. */
 function tables(f: RunFigures): Slots {
@@ -90,6 +90,9 @@ function tables(f: RunFigures): Slots {
     const ratio: Column<SalesCase> = [header, (c) => times(c.perSecond / base)];
     return [orders, ratio, ...latencyAndStatus('p50', 'p99'), ['Service ms / order', serviceMs]] as Column<SalesCase>[];
   };
+  // A lock cell is compared with the better peer library of its cell; comparing backends, with the Redis backend.
+  const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
+    f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
   const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
   const oversellVerdict = ({ books, ...c }: RunResults['oversell'][number]) => {
@@ -259,7 +262,7 @@ function tables(f: RunFigures): Slots {
       ['H (ms)', (r) => r.holdMs],
       ['Lock', (r) => r.contender],
       ['Sections/s', (r) => int(r.sectionsPerSecond)],
-      ['× baseline', (r) => num(r.sectionsPerSecond / lockBaseline(run.locks, r))],
+      ['× baseline', (r) => num(r.sectionsPerSecond / (lockBaseline(r)?.sectionsPerSecond ?? NaN))],
       ['Max wait ms', (r) => int(r.maxWaitMs)],
       ['p99 wait ms', (r) => int(r.p99WaitMs)],
       ['Mean hold ms', (r) => num(r.meanHoldMs)],
@@ -294,19 +297,10 @@ function tables(f: RunFigures): Slots {
   };
 }
 
-/** What a lock cell is compared with: the better peer library of its cell; comparing backends, the Redis backend. */
-function lockBaseline(cells: RunResults['locks'], r: RunResults['locks'][number]): number {
-  const cell = cells.filter((x) => x.keys === r.keys && x.holdMs === r.holdMs);
-  const peers = cell.filter((x) => !isOurs(x.contender)).sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond);
-  return (peers[0] ?? cell.find((x) => x.contender === 'backend:redis'))?.sectionsPerSecond ?? NaN;
-}
-
 /** What an order costs each server, counted by the servers, with the Redis load per node. */
 function perOrderTables(cases: SalesCase[]): Slots {
   const redis = (c: SalesCase) => c.serverCost!.redis;
   const pg = (c: SalesCase) => c.serverCost!.postgres;
-  const cpuMs = (group: 'service' | 'postgres') => (c: SalesCase) =>
-    ms(((c.cpu?.cores[group] ?? NaN) / c.perSecond) * 1000);
   const command = ([name, n]: [string, number]) => `${name} ${num(n, 3)}`;
   const byCommand = (c: SalesCase) => Object.entries(redis(c).byCommand).map(command).join(', ');
   const statements = cases.filter((c) => c.redis === cases[0]?.redis);
@@ -316,8 +310,8 @@ function perOrderTables(cases: SalesCase[]): Slots {
       label(),
       orders,
       ['Orders / lock hold', (c) => num(c.perSecond / (c.lock?.acquisitionsPerSecond || NaN), 1)],
-      ['Service CPU ms', cpuMs('service')],
-      ['Postgres CPU ms', cpuMs('postgres')],
+      ['Service CPU ms', serviceMs],
+      ['Postgres CPU ms', (c) => ms(msPerAnswer(c, 'postgres'))],
       ['Postgres statements', (c) => num(pg(c)?.statementsPerOrder ?? NaN)],
       ['Postgres exec ms', (c) => num(pg(c)?.execMsPerOrder ?? NaN, 3)],
       ['Redis round trips', (c) => num(redis(c).scriptCallsPerOrder)],

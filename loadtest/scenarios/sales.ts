@@ -59,7 +59,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const warmup = await ctx.warmUp(service, round(warm));
   const amount = ctx.measuredAmount(warmup, connections);
   // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
-  const { soldBySku, ...warmupBooks } = await checkSetBooks(ctx, spec, warm, warmup, connections * quantity);
+  const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
   const stock = Math.max(10_000, amount * quantity * STOCK_HEADROOM);
   const measuredSet = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
   const memory = sampleMemory(service.pids);
@@ -70,7 +70,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const cpuUsage = cpu();
   const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
   const after = before ? await ctx.scrape(service) : null;
-  const { soldBySku: _, ...books } = await checkSetBooks(ctx, spec, measuredSet, measured, 0, soldBySku);
+  const { soldBySku: _, ...books } = await booksOf(ctx, spec, measuredSet, measured, 0, soldBySku);
   return {
     id: spec.id,
     label: spec.label,
@@ -113,21 +113,14 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
 
 type Sold = Record<string, number>;
 /** The books of a round's SKUs as one, and each SKU's units sold; `slack`: units sold unanswered (0: exact). */
-async function checkSetBooks(
-  ctx: RunContext,
-  spec: SalesSpec,
-  set: SkuSet,
-  round: RoundResult,
-  slack: number,
-  soldBefore: Sold = {},
-) {
+async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0, before?: Sold) {
   const all: Books[] = [];
   for (const sku of set.skus) {
     // A spread round counts the units answered per SKU; a one-SKU round's 201s are all that SKU's.
     const answeredUnits = round.answeredBySku
       ? (round.answeredBySku[sku] ?? 0)
       : (round.statusCounts[201] ?? 0) * ctx.settings.quantity;
-    const question = { sku, answeredUnits, slack, soldBefore: soldBefore[sku], stockIn: spec.stockIn };
+    const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
     all.push(await checkBooks(ctx.api(spec.service), spec.alternative ? null : ctx.db, question));
   }
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
