@@ -32,33 +32,26 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const body = method === 'POST' ? JSON.stringify(spec.body) : undefined;
   const { quantity } = spec.body as { quantity: number };
   // Request sequences: place then confirm the order that answer placed; or a SKU chosen afresh for every request.
-  const confirm: autocannon.Request[] = [
-    {
-      method,
-      path,
-      body,
-      onResponse: (status, text, context: Context) => {
-        context.orderId = status === 201 ? (JSON.parse(text) as { orderId: string }).orderId : undefined;
-      },
-    },
-    {
-      method,
-      setupRequest: (request, { orderId }: Context) => ({ ...request, path: confirmPath(orderId), body: undefined }),
-    },
+  const placed = (status: number, text: string, context: Context) => {
+    context.orderId = status === 201 ? (JSON.parse(text) as { orderId: string }).orderId : undefined;
+  };
+  const toConfirm = (request: autocannon.Request, { orderId }: Context) => ({
+    ...request,
+    path: confirmPath(orderId),
+    body: undefined,
+  });
+  const confirm = [
+    { method, path, body, onResponse: placed },
+    { method, setupRequest: toConfirm },
   ];
-  const spread: autocannon.Request[] = [
-    {
-      method,
-      path,
-      setupRequest: (request, context: Context) => {
-        context.sku = spec.pickSku!();
-        return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
-      },
-      onResponse: (status, _text, { sku }: Context) => {
-        if (status === 201 && sku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + quantity;
-      },
-    },
-  ];
+  const pick = (request: autocannon.Request, context: Context) => {
+    context.sku = spec.pickSku!();
+    return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
+  };
+  const countUnits = (status: number, _text: string, { sku }: Context) => {
+    if (status === 201 && sku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + quantity;
+  };
+  const spread = [{ method, path, setupRequest: pick, onResponse: countUnits }];
   const options: autocannon.Options = {
     url: spec.baseUrl + path,
     method,
