@@ -63,9 +63,8 @@ function readProcesses() {
         // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime (15th).
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-        return [
-          { pid: Number(entry), ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]), cmdline },
-        ];
+        const ticks = Number(fields[11]) + Number(fields[12]);
+        return [{ pid: Number(entry), ppid: Number(fields[1]), ticks, cmdline }];
       } catch {
         return []; // The process ended while we looked.
       }

@@ -83,12 +83,8 @@ function perOrder(before: Sample, after: Sample, orders: number) {
     if (node.role === 'primary')
       for (const [name, d] of deltas) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + d);
     const cpuMsPerOrder = per((node.cpuSeconds - earlier.cpuSeconds) * 1000);
-    return {
-      address: node.address,
-      role: node.role,
-      commandsPerOrder: per(sum(deltas.map(([, d]) => d))),
-      cpuMsPerOrder,
-    };
+    const commandsPerOrder = per(sum(deltas.map(([, d]) => d)));
+    return { address: node.address, role: node.role, commandsPerOrder, cpuMsPerOrder };
   });
   const statements = [...(after.postgres ?? [])].flatMap(([id, now]) => {
     const then = before.postgres?.get(id);

@@ -40,8 +40,7 @@ async function openContender(ctx: RunContext, name: string): Promise<Contender> 
   if (kind) {
     const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
       redis: async () => new RedisLock({ redis: new Redis((await backing.lockRedis()).url), ownsConnection: true }),
-      redlock: async () =>
-        new RedlockLock({ urls: await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url)) }),
+      redlock: async () => new RedlockLock({ urls: await backing.redlockUrls() }),
       postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
       zookeeper: async () =>
         new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),

@@ -287,8 +287,7 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     const cluster = onRedisCluster && (await backing.redisCluster()).redisEnv;
     const env: Record<string, string> = { ...options.env, ...cluster };
     if (lockBackend) env.LOCK_BACKEND = lockBackend;
-    if (lockBackend === 'redlock')
-      env.REDIS_LOCK_URLS = (await Promise.all(backing.redlockNodes.map(async (node) => (await node()).url))).join();
+    if (lockBackend === 'redlock') env.REDIS_LOCK_URLS = (await backing.redlockUrls()).join();
     if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
     const service = await startService(backing, { ...options, env, nodeArgs });
     ctx.started.add(service);
