@@ -66,10 +66,7 @@ export class UnguardedSales {
       const [row] = (await read.execute(this.db)).rows;
       if (!row) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
       const available = Number(row.available);
-      if (available < quantity)
-        throw new AppError('out_of_stock', `SKU '${sku.sku}' has ${available} unit(s) left, ${quantity} ordered`, {
-          available,
-        });
+      if (available < quantity) throw outOfStock(sku.sku, quantity, available);
       if (this.options.criticalSectionDelayMs > 0) await sleep(this.options.criticalSectionDelayMs);
       // The write stores the stock computed from the read: fenced, only if no later holder wrote the row (the
       // product's rule); unfenced, blindly, which loses updates when nothing serialises the callers.
