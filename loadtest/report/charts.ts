@@ -21,10 +21,9 @@ export async function renderCharts(f: RunFigures, dir: string) {
     ? [{ ceiling: f.ceiling, label: `HTTP ceiling ${Math.round(f.ceiling)}/s` }]
     : [];
   const bar = (label: string, perSecond: number, kind: string) => ({ label, perSecond, kind });
-  const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
   const comparisons = [
     ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
-    ...product.map((c) =>
+    ...f.product.map((c) =>
       bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.perSecond, 'product'),
     ),
     ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.perSecond, 'alternative')),

@@ -62,6 +62,8 @@ export function runFigures(run: RunResults) {
     sweep,
     variant,
     at: (p: Profile, segments = HEADLINE_SEGMENTS) => sweep(p).find((c) => c.segments === segments),
+    /** The product as shipped: the single lock and the headline segment count. */
+    product: [1, HEADLINE_SEGMENTS].flatMap((n) => sweep('real').find((c) => c.segments === n) ?? []),
     /** Every case of the profile: the sweep, then the other combining mode's rows. */
     allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,

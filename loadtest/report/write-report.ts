@@ -83,7 +83,6 @@ function tables(f: RunFigures): Slots {
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.variant(p, n, on) ?? []));
   const clusterRows = run.cluster.flatMap((c) => [c, f.at('real', c.segments) ?? []].flat());
-  const product = [f.at('real', 1), f.at('real')].filter((c) => c !== undefined);
   /** Orders/s against the case of the same table whose `key` is `value`, then the columns such comparisons share. */
   const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K], header: string) => {
     const base = cases.find((x) => x[key] === value)?.perSecond ?? NaN;
@@ -110,23 +109,21 @@ function tables(f: RunFigures): Slots {
   const lockTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) => {
     const lock = (c: SalesCase) => c.lock!;
     const bounded = (n: number, beyond: string, format = ms) => (Number.isFinite(n) ? format(n) : beyond);
-    return table(
-      cases.filter((c) => c.lock),
-      [
-        label(),
-        ...instances,
-        ['Lock attempts / order', (c) => num(lock(c).lockAttemptsPerOrder)],
-        ['Busy / order', (c) => num(lock(c).busyPerOrder)],
-        ['Waits / order', (c) => num(lock(c).waitsPerOrder)],
-        ['Segments tried p99', (c) => bounded(lock(c).segmentVisitsP99, '> 256', (n) => `≤ ${n}`)],
-        ['Mean wait ms', (c) => ms(lock(c).meanLockWaitMs)],
-        ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000')],
-        ['Mean hold ms', (c) => ms(lock(c).meanHoldMs)],
-        ['Utilisation', (c) => num(lock(c).lockUtilisation)],
-        ['Fenced out', (c) => int(lock(c).fencedOut)],
-        ['Loop lag p99 ms', (c) => ms(lock(c).eventLoopLagP99Ms)],
-      ],
-    );
+    const locked = cases.filter((c) => c.lock);
+    return table(locked, [
+      label(),
+      ...instances,
+      ['Lock attempts / order', (c) => num(lock(c).lockAttemptsPerOrder)],
+      ['Busy / order', (c) => num(lock(c).busyPerOrder)],
+      ['Waits / order', (c) => num(lock(c).waitsPerOrder)],
+      ['Segments tried p99', (c) => bounded(lock(c).segmentVisitsP99, '> 256', (n) => `≤ ${n}`)],
+      ['Mean wait ms', (c) => ms(lock(c).meanLockWaitMs)],
+      ['Wait p99 ≤ ms', (c) => bounded(lock(c).lockWaitP99Ms, '> 5,000')],
+      ['Mean hold ms', (c) => ms(lock(c).meanHoldMs)],
+      ['Utilisation', (c) => num(lock(c).lockUtilisation)],
+      ['Fenced out', (c) => int(lock(c).fencedOut)],
+      ['Loop lag p99 ms', (c) => ms(lock(c).eventLoopLagP99Ms)],
+    ]);
   };
   const salesTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) => {
     const failed = (c: SalesCase) =>
@@ -155,28 +152,27 @@ function tables(f: RunFigures): Slots {
     ...[...f.allOf('real'), ...f.allOf('business-step')],
     ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth].flat(),
     ...refusals(),
+  ].filter((r) => r.cpu);
+  const retention = run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds })));
+  const headline: Answers[] = [
+    ...run.bareEcho,
+    ...f.ceilings,
+    ...run.alternative,
+    ...variants('real'),
+    ...[f.traffic('spread'), f.traffic('mixed')].filter((c) => c !== undefined),
+    ...refusals(' (409s)'),
+    ...variants('business-step'),
   ];
   return {
-    headlineTable: table<Answers>(
-      [
-        ...run.bareEcho,
-        ...f.ceilings,
-        ...run.alternative,
-        ...variants('real'),
-        ...[f.traffic('spread'), f.traffic('mixed')].filter((c) => c !== undefined),
-        ...refusals(' (409s)'),
-        ...variants('business-step'),
-      ],
-      [
-        label(),
-        ['Answers/s', (r) => int(r.perSecond)],
-        ['× the alternative (same traffic)', (r) => ('books' in r ? times(f.overAlternative(r as SalesCase)) : '–')],
-        ['% of bare echo', (r) => pct(r.perSecond / f.bareEcho)],
-        ['% of ceiling', ofCeiling],
-        ...latencyAndStatus('p50', 'p99'),
-        ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
-      ],
-    ),
+    headlineTable: table(headline, [
+      label(),
+      ['Answers/s', (r) => int(r.perSecond)],
+      ['× the alternative (same traffic)', (r) => ('books' in r ? times(f.overAlternative(r as SalesCase)) : '–')],
+      ['% of bare echo', (r) => pct(r.perSecond / f.bareEcho)],
+      ['% of ceiling', ofCeiling],
+      ...latencyAndStatus('p50', 'p99'),
+      ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
+    ]),
     ceilingTable: table(echoes, [
       label(),
       ['Answers/s', (c) => int(c.perSecond)],
@@ -215,7 +211,7 @@ function tables(f: RunFigures): Slots {
       ...latencyAndStatus('p50', 'p99'),
     ]),
     ...perOrderTables(run.perOrder.filter((c) => c.serverCost)),
-    lockFreeTable: run.lockFree.length ? salesTable([...product, ...run.alternative, ...run.lockFree]) : undefined,
+    lockFreeTable: run.lockFree.length ? salesTable([...f.product, ...run.alternative, ...run.lockFree]) : undefined,
     memoryTable: table(run.memory, [
       label(),
       orders,
@@ -247,16 +243,13 @@ function tables(f: RunFigures): Slots {
       ['Webhook deliveries', (c) => optional(c.delivered)],
       ['Outbox rows after', (c) => optional(c.outboxAfter)],
     ]),
-    retentionTable: table(
-      run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds }))),
-      [
-        ['Second', (x) => int(x.atSeconds)],
-        ['Orders/s', (x) => int(x.ordersPerSecond)],
-        ['Events kept', (x) => int(x.events)],
-        ['≈ retention × rate', (x) => int(x.keep * x.ordersPerSecond)],
-        ['Outbox rows', (x) => int(x.outbox)],
-      ],
-    ),
+    retentionTable: table(retention, [
+      ['Second', (x) => int(x.atSeconds)],
+      ['Orders/s', (x) => int(x.ordersPerSecond)],
+      ['Events kept', (x) => int(x.events)],
+      ['≈ retention × rate', (x) => int(x.keep * x.ordersPerSecond)],
+      ['Outbox rows', (x) => int(x.outbox)],
+    ]),
     locksTable: table(run.locks, [
       ['K', (r) => r.keys],
       ['H (ms)', (r) => r.holdMs],
@@ -277,23 +270,20 @@ function tables(f: RunFigures): Slots {
       ['Not placed', (c) => int(c.measured.responses - (c.measured.statusCounts[201] ?? 0))],
     ]),
     // Where each round's CPU went, by process group, and what the groups spent per answer.
-    cpuTable: table(
-      cpuRows.filter((r) => r.cpu),
+    cpuTable: table(cpuRows, [
+      label(),
+      ['Answers/s', (r) => int(r.perSecond)],
+      ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
+      ...cpuGroups.map((g, i): Column<Answers> => [g, (r) => num(cores(r, i))]),
+      ...cpuGroups
+        .slice(0, 3)
+        .map((g, i): Column<Answers> => [`${g} ms / answer`, (r) => ms((cores(r, i) / r.perSecond) * 1000)]),
       [
-        label(),
-        ['Answers/s', (r) => int(r.perSecond)],
-        ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
-        ...cpuGroups.map((g, i): Column<Answers> => [g, (r) => num(cores(r, i))]),
-        ...cpuGroups
-          .slice(0, 3)
-          .map((g, i): Column<Answers> => [`${g} ms / answer`, (r) => ms((cores(r, i) / r.perSecond) * 1000)]),
-        [
-          'Waited for quiet',
-          ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
-        ],
-        ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
+        'Waited for quiet',
+        ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
       ],
-    ),
+      ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
+    ]),
   };
 }
 
