@@ -129,9 +129,8 @@ async function main(): Promise<void> {
       // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
       const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
       const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
-      const reportFile = path.resolve(
-        typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults,
-      );
+      const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
+      const reportFile = path.resolve(name);
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }

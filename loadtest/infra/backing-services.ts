@@ -35,10 +35,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
     const ownCluster = options.redisCluster ? await RedisCluster.start() : undefined;
     if (ownCluster) stops.push(() => ownCluster.destroy());
     const redis = ownCluster ? { REDIS_CLUSTER_NODES: ownCluster.seeds } : { REDIS_URL: env.REDIS_URL };
-    const endpoints = await resolveEndpoints(
-      { ...loadConfig({ ...redis, DATABASE_URL: env.DATABASE_URL }), dataDir: dir },
-      createLogger('warn'),
-    );
+    const config = { ...loadConfig({ ...redis, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
+    const endpoints = await resolveEndpoints(config, createLogger('warn'));
     stops.push(() => endpoints.stopEmbedded());
     const clusterView = (c: RedisCluster) => {
       const redisNodes = c.nodes.map((node) => `127.0.0.1:${node.port}`);

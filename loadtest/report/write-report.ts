@@ -144,9 +144,8 @@ function tables(f: RunFigures): Slots {
   /** A comparison's throughput table and, for the cases of the product's own order flow, its lock table. */
   const salesTables = (cases: SalesCase[], ...instances: Column<SalesCase>[]) =>
     [salesTable(cases, ...instances), lockTable(cases, ...instances)].filter(Boolean).join('\n\n') || undefined;
-  const cpuGroups = ['Service', 'Postgres', 'Redis', 'Load generator', 'Other processes'];
-  const cores = (r: Answers, i: number) =>
-    r.cpu!.cores[(['service', 'postgres', 'redis', 'load generator', 'others'] as const)[i]!];
+  const cpuGroups = ['service', 'postgres', 'redis', 'load generator', 'others'] as const;
+  const group = (g: string) => (g === 'others' ? 'Other processes' : `${g[0]!.toUpperCase()}${g.slice(1)}`);
   const cpuRows: Answers[] = [
     ...echoes,
     ...[...f.allOf('real'), ...f.allOf('business-step')],
@@ -274,10 +273,8 @@ function tables(f: RunFigures): Slots {
       label(),
       ['Answers/s', (r) => int(r.perSecond)],
       ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
-      ...cpuGroups.map((g, i): Column<Answers> => [g, (r) => num(cores(r, i))]),
-      ...cpuGroups
-        .slice(0, 3)
-        .map((g, i): Column<Answers> => [`${g} ms / answer`, (r) => ms((cores(r, i) / r.perSecond) * 1000)]),
+      ...cpuGroups.map((g): Column<Answers> => [group(g), (r) => num(r.cpu!.cores[g])]),
+      ...cpuGroups.slice(0, 3).map((g): Column<Answers> => [`${group(g)} ms / answer`, (r) => ms(msPerAnswer(r, g))]),
       [
         'Waited for quiet',
         ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
@@ -293,7 +290,9 @@ function perOrderTables(cases: SalesCase[]): Slots {
   const pg = (c: SalesCase) => c.serverCost!.postgres;
   const command = ([name, n]: [string, number]) => `${name} ${num(n, 3)}`;
   const byCommand = (c: SalesCase) => Object.entries(redis(c).byCommand).map(command).join(', ');
-  const statements = cases.filter((c) => c.redis === cases[0]?.redis);
+  // The statements do not depend on the Redis: those of the cases on the first one.
+  const onFirstRedis = cases.filter((c) => c.redis === cases[0]?.redis);
+  const statements = onFirstRedis.flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st })));
   const nodes = cases.flatMap((c) => redis(c).nodes.map((n) => ({ c, n })));
   return {
     perOrderTable: table(cases, [
@@ -318,14 +317,11 @@ function perOrderTables(cases: SalesCase[]): Slots {
       ['Share of the Redis CPU', ({ c, n }) => pct(n.cpuMsPerOrder / redis(c).cpuMsPerOrder)],
     ]),
     perOrderCommands: table(cases, [label(), ['Commands / order', byCommand]]),
-    perOrderStatements: table(
-      statements.flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st }))),
-      [
-        ['Case', ({ c }) => c.label],
-        ['Statement', ({ st }) => `\`${st.query}\``],
-        ['Calls / order', ({ st }) => num(st.perOrder, 3)],
-        ['Mean exec ms', ({ st }) => num(st.meanMs, 3)],
-      ],
-    ),
+    perOrderStatements: table(statements, [
+      ['Case', ({ c }) => c.label],
+      ['Statement', ({ st }) => `\`${st.query}\``],
+      ['Calls / order', ({ st }) => num(st.perOrder, 3)],
+      ['Mean exec ms', ({ st }) => num(st.meanMs, 3)],
+    ]),
   };
 }
