@@ -49,10 +49,13 @@ export class StockApi {
   }
 }
 
-type Sample = { name: string; labels: string; value: number };
+type Sample = { name: string; labels: Record<string, string>; value: number };
 const SAMPLE = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/gm;
+/** A label value may hold commas and escaped quotes (`\"`): each label is read whole, once per scrape. */
+const LABEL = /(\w+)="((?:[^"\\]|\\.)*)"/g;
+const labelsOf = (text = '') => Object.fromEntries([...text.matchAll(LABEL)].map(([, key, value]) => [key, value]));
 
-/** A scrape of a Prometheus text endpoint: each sample's name, labels as written, and value. */
+/** A scrape of a Prometheus text endpoint: each sample's name, labels and value. */
 export class MetricsSnapshot {
   private constructor(private readonly samples: Sample[]) {}
 
@@ -64,7 +67,7 @@ export class MetricsSnapshot {
         if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
         const samples = [...(await response.text()).matchAll(SAMPLE)];
         return new MetricsSnapshot(
-          samples.map(([, name, labels, value]) => ({ name: name!, labels: labels ?? '', value: Number(value) })),
+          samples.map(([, name, labels, value]) => ({ name: name!, labels: labelsOf(labels), value: Number(value) })),
         );
       } catch (error) {
         if (attempt >= attempts) throw new Error(`GET ${url} failed: ${(error as Error).message}`, { cause: error });
@@ -82,7 +85,7 @@ export class MetricsSnapshot {
   byLabel(name: string, label: string): Record<string, number> {
     const out: Record<string, number> = {};
     for (const s of this.samples) {
-      const value = s.name === name ? new RegExp(`(?:^|,)${label}="([^"]*)"`).exec(s.labels)?.[1] : undefined;
+      const value = s.name === name ? s.labels[label] : undefined;
       if (value !== undefined) out[value] = (out[value] ?? 0) + s.value;
     }
     return out;
