@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,9 +23,20 @@ export const serviceKey = (name: string, scopes: Scope[]): ServiceKey => ({
 
 export const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` });
 
+let keysDir: string | undefined;
+let keysFiles = 0;
+/** A fresh path for a keys file, in one directory per process that goes when the process exits. */
+export function keysFilePath(): string {
+  if (!keysDir) {
+    const dir = (keysDir = mkdtempSync(path.join(tmpdir(), 'stock-keys-')));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return path.join(keysDir, `api-keys-${++keysFiles}.json`);
+}
+
 /** Writes an API_KEYS_FILE (hashes only) for these keys, and answers its path. */
 export function writeKeysFile(keys: ServiceKey[]): string {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'stock-keys-')), 'api-keys.json');
+  const file = keysFilePath();
   const entries = keys.map(({ name, key, scopes }) => ({
     name,
     sha256: createHash('sha256').update(key).digest('hex'),

@@ -1,12 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { serviceKey, writeKeysFile } from '../security/credentials.js';
+import { keysFilePath, serviceKey, writeKeysFile } from '../security/credentials.js';
 
 const keysFile = (content: string) => {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'stock-keys-')), 'api-keys.json');
+  const file = keysFilePath();
   writeFileSync(file, content);
   return file;
 };
