@@ -23,12 +23,18 @@ describe('fault: kill -9 of an instance while it holds segment locks', () => {
     expect(await load.untilAcknowledged(STOCK * 0.3)).toBe(true);
 
     // Freeze the victim, then see which locks stay with the same owner: the survivors release theirs in
-    // milliseconds, so these are the victim's.
-    victim.child.kill('SIGSTOP');
-    const before = await lockOwners(bench.inspector);
-    await sleep(300);
-    const after = await lockOwners(bench.inspector);
-    const victimLocks = [...after].filter(([key, owner]) => before.get(key) === owner);
+    // milliseconds, so these are the victim's. Frozen between two batches it holds none: let it run a moment and
+    // freeze it again, until it is caught holding some.
+    let victimLocks: [string, string][] = [];
+    for (let attempt = 0; victimLocks.length === 0 && attempt < 20; attempt++) {
+      if (attempt > 0) victim.child.kill('SIGCONT');
+      await sleep(50);
+      victim.child.kill('SIGSTOP');
+      const before = await lockOwners(bench.inspector);
+      await sleep(300);
+      const after = await lockOwners(bench.inspector);
+      victimLocks = [...after].filter(([key, owner]) => before.get(key) === owner);
+    }
     const exited = once(victim.child, 'exit');
     victim.child.kill('SIGKILL');
     await exited;
