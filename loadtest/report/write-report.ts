@@ -67,11 +67,14 @@ const status = ([code, n]: [string, number]) => `${code}: ${int(n)}`;
 const statuses = (counts: Record<string, number>) => Object.entries(counts).map(status).join(', ');
 const statusColumn: Column<Measured> = ['Statuses', (r) => statuses(r.measured.statusCounts)];
 const latencyAndStatus = (...keys: Parameters<typeof latency>) => [...latency(...keys), statusColumn];
+/** A measured round in full: its latency, requests and statuses. */
 const requests: Column<Measured> = ['Requests', (r) => int(r.measured.responses)];
+const round = [...latency('p50', 'p97_5', 'p99', 'max'), requests, statusColumn];
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
 const orders: Column<{ perSecond: number }> = ['Orders/s', (c) => int(c.perSecond)];
 const optional = (n: number | undefined) => (n === undefined ? '—' : int(n));
 const serviceMs = (c: Answers) => ms(msPerAnswer(c));
+const seconds = (s = 0) => (s ? `${s.toFixed(0)} s` : '–');
 
 /** Every table slot of the template. */
 function tables(f: RunFigures): Slots {
@@ -106,11 +109,10 @@ function tables(f: RunFigures): Slots {
   const dashboardRounds = run.dashboard.flatMap((c) =>
     c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
   );
-  const lockTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) => {
-    const lock = (c: SalesCase) => c.lock!;
-    const bounded = (n: number, beyond: string, format = ms) => (Number.isFinite(n) ? format(n) : beyond);
-    const locked = cases.filter((c) => c.lock);
-    return table(locked, [
+  const lock = (c: SalesCase) => c.lock!;
+  const bounded = (n: number, beyond: string, format = ms) => (Number.isFinite(n) ? format(n) : beyond);
+  const lockTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) =>
+    table(cases.filter(lock), [
       label(),
       ...instances,
       ['Lock attempts / order', (c) => num(lock(c).lockAttemptsPerOrder)],
@@ -124,23 +126,18 @@ function tables(f: RunFigures): Slots {
       ['Fenced out', (c) => int(lock(c).fencedOut)],
       ['Loop lag p99 ms', (c) => ms(lock(c).eventLoopLagP99Ms)],
     ]);
-  };
-  const salesTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) => {
-    const failed = (c: SalesCase) =>
-      [...c.books.checks, ...c.warmupBooks.checks].filter((k) => !k.ok).map((k) => k.name);
-    return table(cases, [
+  const failed = (c: SalesCase) => [...c.books.checks, ...c.warmupBooks.checks].filter((k) => !k.ok).map((k) => k.name);
+  const salesTable = (cases: SalesCase[], ...instances: Column<SalesCase>[]) =>
+    table(cases, [
       label(),
       ...instances,
       orders,
       // Only the product's own order flow has a single-lock case to compare with (the alternative has no lock).
       ['× single lock', (c) => (c.lock ? times(f.speedup(c)) : '–')],
       ['% of ceiling', ofCeiling],
-      ...latency('p50', 'p97_5', 'p99', 'max'),
-      requests,
-      statusColumn,
+      ...round,
       ['Books', (c) => (failed(c).length ? `FAILED: ${failed(c).join('; ')}` : 'balanced')],
     ]);
-  };
   /** A comparison's throughput table and, for the cases of the product's own order flow, its lock table. */
   const salesTables = (cases: SalesCase[], ...instances: Column<SalesCase>[]) =>
     [salesTable(cases, ...instances), lockTable(cases, ...instances)].filter(Boolean).join('\n\n') || undefined;
@@ -162,6 +159,16 @@ function tables(f: RunFigures): Slots {
     ...refusals(' (409s)'),
     ...variants('business-step'),
   ];
+  // What an order costs each server, counted by the servers, with the Redis load per node.
+  const redis = (c: SalesCase) => c.serverCost!.redis;
+  const pg = (c: SalesCase) => c.serverCost!.postgres;
+  const command = ([name, n]: [string, number]) => `${name} ${num(n, 3)}`;
+  const byCommand = (c: SalesCase) => Object.entries(redis(c).byCommand).map(command).join(', ');
+  const costed = run.perOrder.filter((c) => c.serverCost);
+  // The statements do not depend on the Redis: those of the cases on the first one.
+  const onFirstRedis = costed.filter((c) => c.redis === costed[0]?.redis);
+  const statements = onFirstRedis.flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st })));
+  const nodes = costed.flatMap((c) => redis(c).nodes.map((n) => ({ c, n })));
   return {
     headlineTable: table(headline, [
       label(),
@@ -172,13 +179,7 @@ function tables(f: RunFigures): Slots {
       ...latencyAndStatus('p50', 'p99'),
       ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
     ]),
-    ceilingTable: table(echoes, [
-      label(),
-      ['Answers/s', (c) => int(c.perSecond)],
-      ...latency('p50', 'p97_5', 'p99', 'max'),
-      requests,
-      statusColumn,
-    ]),
+    ceilingTable: table(echoes, [label(), ['Answers/s', (c) => int(c.perSecond)], ...round]),
     realTables: salesTables(f.allOf('real')),
     stepTables: salesTables(f.allOf('business-step')),
     clusterTables: salesTables(clusterRows, ['Instances', (c) => c.instances]),
@@ -209,7 +210,34 @@ function tables(f: RunFigures): Slots {
       ['Requests/s', (r) => int(Object.values(r.measured.ratePerSecond).reduce((a, b) => a + b, 0))],
       ...latencyAndStatus('p50', 'p99'),
     ]),
-    ...perOrderTables(run.perOrder.filter((c) => c.serverCost)),
+    perOrderTable: table(costed, [
+      label(),
+      orders,
+      ['Orders / lock hold', (c) => num(c.perSecond / (c.lock?.acquisitionsPerSecond || NaN), 1)],
+      ['Service CPU ms', serviceMs],
+      ['Postgres CPU ms', (c) => ms(msPerAnswer(c, 'postgres'))],
+      ['Postgres statements', (c) => num(pg(c)?.statementsPerOrder ?? NaN)],
+      ['Postgres exec ms', (c) => num(pg(c)?.execMsPerOrder ?? NaN, 3)],
+      ['Redis round trips', (c) => num(redis(c).scriptCallsPerOrder)],
+      ['Redis commands on primaries', (c) => num(redis(c).commandsOnPrimariesPerOrder)],
+      ['Redis CPU ms, all nodes', (c) => num(redis(c).cpuMsPerOrder, 3)],
+      ['Redis CPU ms, busiest node', (c) => num(Math.max(...redis(c).nodes.map((n) => n.cpuMsPerOrder)), 3)],
+    ]),
+    perOrderNodes: table(nodes, [
+      ['Case', ({ c }) => c.label],
+      ['Node', ({ n }) => n.address],
+      ['Role', ({ n }) => n.role],
+      ['Commands / order', ({ n }) => num(n.commandsPerOrder)],
+      ['CPU ms / order', ({ n }) => num(n.cpuMsPerOrder, 3)],
+      ['Share of the Redis CPU', ({ c, n }) => pct(n.cpuMsPerOrder / redis(c).cpuMsPerOrder)],
+    ]),
+    perOrderCommands: table(costed, [label(), ['Commands / order', byCommand]]),
+    perOrderStatements: table(statements, [
+      ['Case', ({ c }) => c.label],
+      ['Statement', ({ st }) => `\`${st.query}\``],
+      ['Calls / order', ({ st }) => num(st.perOrder, 3)],
+      ['Mean exec ms', ({ st }) => num(st.meanMs, 3)],
+    ]),
     lockFreeTable: run.lockFree.length ? salesTable([...f.product, ...run.alternative, ...run.lockFree]) : undefined,
     memoryTable: table(run.memory, [
       label(),
@@ -220,7 +248,7 @@ function tables(f: RunFigures): Slots {
     ]),
     growthTable: table(run.growth, [
       ['Ledger rows', (c) => int(c.ledgerRows)],
-      ['Seeded in', (c) => (c.ledgerRows ? `${c.seedSeconds.toFixed(0)} s` : '–')],
+      ['Seeded in', (c) => seconds(c.ledgerRows && c.seedSeconds)],
       ['SKU view/s', (c) => int(c.skuRead.ratePerSecond[200] ?? 0)],
       ['SKU view p50 ms', (c) => ms(c.skuRead.latencyMs.p50)],
       ['p99 ms', (c) => ms(c.skuRead.latencyMs.p99)],
@@ -275,53 +303,8 @@ function tables(f: RunFigures): Slots {
       ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
       ...cpuGroups.map((g): Column<Answers> => [group(g), (r) => num(r.cpu!.cores[g])]),
       ...cpuGroups.slice(0, 3).map((g): Column<Answers> => [`${group(g)} ms / answer`, (r) => ms(msPerAnswer(r, g))]),
-      [
-        'Waited for quiet',
-        ({ cpu }) => (cpu!.waitedForQuietSeconds ? `${cpu!.waitedForQuietSeconds.toFixed(0)} s` : '–'),
-      ],
+      ['Waited for quiet', (r) => seconds(r.cpu!.waitedForQuietSeconds)],
       ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
-    ]),
-  };
-}
-
-/** What an order costs each server, counted by the servers, with the Redis load per node. */
-function perOrderTables(cases: SalesCase[]): Slots {
-  const redis = (c: SalesCase) => c.serverCost!.redis;
-  const pg = (c: SalesCase) => c.serverCost!.postgres;
-  const command = ([name, n]: [string, number]) => `${name} ${num(n, 3)}`;
-  const byCommand = (c: SalesCase) => Object.entries(redis(c).byCommand).map(command).join(', ');
-  // The statements do not depend on the Redis: those of the cases on the first one.
-  const onFirstRedis = cases.filter((c) => c.redis === cases[0]?.redis);
-  const statements = onFirstRedis.flatMap((c) => (pg(c)?.top ?? []).map((st) => ({ c, st })));
-  const nodes = cases.flatMap((c) => redis(c).nodes.map((n) => ({ c, n })));
-  return {
-    perOrderTable: table(cases, [
-      label(),
-      orders,
-      ['Orders / lock hold', (c) => num(c.perSecond / (c.lock?.acquisitionsPerSecond || NaN), 1)],
-      ['Service CPU ms', serviceMs],
-      ['Postgres CPU ms', (c) => ms(msPerAnswer(c, 'postgres'))],
-      ['Postgres statements', (c) => num(pg(c)?.statementsPerOrder ?? NaN)],
-      ['Postgres exec ms', (c) => num(pg(c)?.execMsPerOrder ?? NaN, 3)],
-      ['Redis round trips', (c) => num(redis(c).scriptCallsPerOrder)],
-      ['Redis commands on primaries', (c) => num(redis(c).commandsOnPrimariesPerOrder)],
-      ['Redis CPU ms, all nodes', (c) => num(redis(c).cpuMsPerOrder, 3)],
-      ['Redis CPU ms, busiest node', (c) => num(Math.max(...redis(c).nodes.map((n) => n.cpuMsPerOrder)), 3)],
-    ]),
-    perOrderNodes: table(nodes, [
-      ['Case', ({ c }) => c.label],
-      ['Node', ({ n }) => n.address],
-      ['Role', ({ n }) => n.role],
-      ['Commands / order', ({ n }) => num(n.commandsPerOrder)],
-      ['CPU ms / order', ({ n }) => num(n.cpuMsPerOrder, 3)],
-      ['Share of the Redis CPU', ({ c, n }) => pct(n.cpuMsPerOrder / redis(c).cpuMsPerOrder)],
-    ]),
-    perOrderCommands: table(cases, [label(), ['Commands / order', byCommand]]),
-    perOrderStatements: table(statements, [
-      ['Case', ({ c }) => c.label],
-      ['Statement', ({ st }) => `\`${st.query}\``],
-      ['Calls / order', ({ st }) => num(st.perOrder, 3)],
-      ['Mean exec ms', ({ st }) => num(st.meanMs, 3)],
     ]),
   };
 }
