@@ -52,14 +52,9 @@ type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-interface Row {
-  scenario: ScenarioName;
-  into: CaseList;
-  service?: ServiceSpec;
-  run: Measure<CaseList>;
-  /** Why this run cannot measure the row, beyond its service. */
-  unless?: (ctx: RunContext) => string | undefined;
-}
+/** Why this run cannot measure a row, beyond its service. */
+type Unless = (ctx: RunContext) => string | undefined;
+type Row<K extends CaseList = CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
 
 /** The service as shipped: the one a --url target stands for. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
@@ -78,20 +73,23 @@ const ownServers = (kind: string) => (c: RunContext) => {
 function plan(s: RunSettings): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
-  const add = <K extends CaseList>(
-    scenario: ScenarioName,
-    into: K,
-    service: ServiceSpec | undefined,
-    run: Measure<K>,
-    unless?: Row['unless'],
-  ) => rows.push({ scenario, into, service, run, unless });
+  const add = <K extends CaseList>(...row: Row<K>) => rows.push(row as Row);
   const sales = (scenario: ScenarioName, into: CaseList, service: ServiceSpec, spec: Omit<SalesSpec, 'service'>) =>
     add(scenario, into, service, (c, target) => measureSales(c, { ...spec, service: target }));
-  /** One row of a segment-count comparison. */
-  const sweep = (scenario: ScenarioName, service: ServiceSpec, step: boolean, combining: boolean, segments: number) => {
-    const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
-    const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${combining ? '' : ' · combining off'}`;
-    sales(scenario, 'segments', service, { id, label, profile: step ? 'business-step' : 'real', combining, segments });
+  const off = (combining: boolean) => (combining ? '' : ' · combining off');
+  /** A segment-count comparison: the real section or the business step, combining on or off. */
+  const sweep = (scenario: ScenarioName, service: ServiceSpec, step: boolean, combining: boolean, counts: number[]) => {
+    for (const segments of counts) {
+      const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
+      const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${off(combining)}`;
+      sales(scenario, 'segments', service, {
+        id,
+        label,
+        profile: step ? 'business-step' : 'real',
+        combining,
+        segments,
+      });
+    }
   };
   const ceiling = (id: string, label: string, service = REAL, instances = 1) =>
     add(id.includes('cluster') ? 'cluster' : 'ceiling', 'ceiling', service, (c, target) =>
@@ -101,19 +99,17 @@ function plan(s: RunSettings): Row[] {
 
   ceiling('ceiling-first', 'HTTP ceiling (first)');
   const uncombined: ServiceSpec = { label: 'service, combining off', env: COMBINING_OFF };
-  for (const segments of s.segmentCounts) sweep('segments', REAL, false, true, segments);
-  for (const segments of endpoints) sweep('segments', uncombined, false, false, segments);
+  sweep('segments', REAL, false, true, s.segmentCounts);
+  sweep('segments', uncombined, false, false, endpoints);
 
   // What an order costs each server: the shipped service and combining off, on one Redis and on a Redis Cluster.
   const onCluster: ServiceSpec = { label: 'service on a Redis Cluster', onRedisCluster: true };
-  const uncombinedOnCluster = { ...uncombined, ...onCluster, label: 'service on a Redis Cluster, combining off' };
-  for (const [redis, combined, off] of [
-    ['one Redis', REAL, uncombined],
-    ['Redis Cluster', onCluster, uncombinedOnCluster],
-  ] as const) {
-    for (const [service, segments] of [[combined, 1] as const, [combined, n] as const, [off, n] as const]) {
-      const combining = service === combined;
-      const label = `${redis} · ${lockName(segments)}${combining ? '' : ' · combining off'}`;
+  const offOnCluster = { ...uncombined, ...onCluster, label: 'service on a Redis Cluster, combining off' };
+  for (const service of [REAL, uncombined, onCluster, offOnCluster]) {
+    const combining = service.env !== COMBINING_OFF;
+    const redis = service.onRedisCluster ? 'Redis Cluster' : 'one Redis';
+    for (const segments of combining ? [1, n] : [n]) {
+      const label = `${redis} · ${lockName(segments)}${off(combining)}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
       add('per-order', 'perOrder', service, async (c, target) => {
         const nodes = service.onRedisCluster ? (await c.backing!.redisCluster()).redisNodes : c.backing!.redisNodes;
@@ -148,8 +144,8 @@ function plan(s: RunSettings): Row[] {
   const step = { CRITICAL_SECTION_DELAY_MS: String(s.businessStepMs) };
   const stepOff = { label: `${s.businessStepMs} ms business step, combining off`, env: { ...step, ...COMBINING_OFF } };
   const stepOn = { label: `${s.businessStepMs} ms business step`, env: step };
-  for (const segments of s.segmentCounts) sweep('business-step', stepOff, true, false, segments);
-  for (const segments of endpoints) sweep('business-step', stepOn, true, true, segments);
+  sweep('business-step', stepOff, true, false, s.segmentCounts);
+  sweep('business-step', stepOn, true, true, endpoints);
 
   add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out'));
   add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale'));
@@ -186,12 +182,8 @@ function plan(s: RunSettings): Row[] {
     segments: n,
     tags: { [scenario]: id },
   });
-  for (const [id, name, service, headers] of credentials()) {
-    const spec = hot('auth', id, name);
-    add('auth', 'auth', service, async (c, target) =>
-      measureSales(c, { ...spec, service: target, headers: await headers() }),
-    );
-  }
+  for (const [id, name, service, headers] of credentials())
+    sales('auth', 'auth', service, { ...hot('auth', id, name), headers });
   // Events off, on, and on with a webhook endpoint receiving every event; the last two on the shipped service.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
   for (const [id, name, service, measure] of [
@@ -265,7 +257,7 @@ function credentials() {
 type Selected = ReadonlySet<ScenarioName>;
 export async function runPlan(ctx: RunContext, selected: Selected, remote: ServiceTarget | null, nodeArgs: string[]) {
   const results = emptyCases();
-  const rows = plan(ctx.settings).filter((row) => selected.has(row.scenario));
+  const rows = plan(ctx.settings).filter(([scenario]) => selected.has(scenario));
   const running = new Map<ServiceSpec, ServiceTarget>();
   const unavailable = (spec: ServiceSpec) => {
     const startedHere = `${spec.label}: a service this run starts; a --url target is measured as it is`;
@@ -276,10 +268,7 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
   const release = async (spec: ServiceSpec) => {
     const service = running.get(spec);
     running.delete(spec);
-    if (service && service !== remote) {
-      ctx.started.delete(service);
-      await service.stop();
-    }
+    if (service && ctx.started.delete(service)) await service.stop();
   };
   const start = async ({ onRedisCluster, lockBackend, ...options }: ServiceSpec) => {
     const backing = ctx.backing!;
@@ -302,17 +291,20 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
       const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
-      const title = `priming ${service.label}`;
-      await ctx.round(service, { title, body, durationSeconds: ctx.settings.warmupSeconds });
+      await ctx.round(service, {
+        title: `priming ${service.label}`,
+        body,
+        durationSeconds: ctx.settings.warmupSeconds,
+      });
       await ctx.settle(service);
     }
     return service;
   };
-  const use = async <T>(spec: ServiceSpec, measure: (service: ServiceTarget) => Promise<T>): Promise<T> => {
+  const use = async (spec: ServiceSpec, measure: Row[3]) => {
     for (let attempt = 1; ; attempt++) {
       const service = await get(spec);
       try {
-        return await measure(service);
+        return await measure(ctx, service);
       } catch (error) {
         if (service.alive() || attempt >= 3) throw error;
         const [ended, why] = [service.diagnostics().split('\n')[0], (error as Error).message.split('\n')[0]];
@@ -323,17 +315,16 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
       }
     }
   };
-  const lastRow = new Map(rows.map((row, i) => [row.service, i]));
-  for (const [i, row] of rows.entries()) {
-    const reason = row.unless?.(ctx) ?? (row.service && unavailable(row.service));
+  const lastRow = new Map(rows.map(([, , service], i) => [service, i]));
+  for (const [i, [scenario, into, service, run, unless]] of rows.entries()) {
+    const reason = unless?.(ctx) ?? (service && unavailable(service));
     if (!reason) {
-      const { service } = row;
-      const result = service ? await use(service, (target) => row.run(ctx, target)) : await row.run(ctx, undefined!);
-      (results[row.into] as unknown[]).push(...(Array.isArray(result) ? result : [result]));
-    } else if (!results.skipped.some((x) => x.scenario === row.scenario && x.reason === reason)) {
-      results.skipped.push({ scenario: row.scenario, reason });
+      const result = service ? await use(service, run) : await run(ctx, undefined!);
+      (results[into] as unknown[]).push(...[result].flat());
+    } else if (!results.skipped.some((x) => x.scenario === scenario && x.reason === reason)) {
+      results.skipped.push({ scenario, reason });
     }
-    if (row.service && lastRow.get(row.service) === i) await release(row.service);
+    if (service && lastRow.get(service) === i) await release(service);
   }
   return results;
 }

@@ -33,8 +33,8 @@ export interface SalesSpec {
   instances?: number;
   segments: number;
   connections?: number;
-  /** The orders' credentials (default: the service's admin token, when it has one). */
-  headers?: Record<string, string>;
+  /** The orders' credentials, made before the round (default: the service's admin token, when it has one). */
+  headers?: () => Promise<Record<string, string>>;
   stockIn?: 'segments' | 'redis-counter';
   /** The alternative keeps its own tables and has no lock metrics: its books are checked through its API only. */
   alternative?: boolean;
@@ -51,7 +51,7 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   const { quantity } = ctx.settings;
   const connections = spec.connections ?? ctx.settings.connections;
   const lockMetrics = path === '/orders' && !spec.alternative;
-  const headers = spec.headers ?? ctx.api(service).adminHeaders;
+  const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
   const base = { title: spec.label, path, headers, connections };
   const round = (set: SkuSet) => ({ ...base, body: { sku: set.skus[0], quantity }, pickSku: set.pick });
 
