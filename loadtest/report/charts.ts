@@ -2,7 +2,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { expectedSafe, type RunFigures } from './figures.js';
+import { expectedSafe, oversellName, type RunFigures } from './figures.js';
+import { lockName } from '../scenarios/plan.js';
 
 // The vega-lite specs live beside the template; a chart is drawn when the data set it needs has rows.
 const CHARTS = new URL('../../../loadtest/report/charts.json', import.meta.url);
@@ -23,9 +24,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
   const bar = (label: string, perSecond: number, kind: string) => ({ label, perSecond, kind });
   const comparisons = [
     ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
-    ...f.product.map((c) =>
-      bar(`product, ${c.segments === 1 ? 'single lock' : `${c.segments} segments`}`, c.perSecond, 'product'),
-    ),
+    ...f.product.map((c) => bar(`product, ${lockName(c.segments)}`, c.perSecond, 'product')),
     ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.perSecond, 'alternative')),
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.perSecond, 'lock-free baseline')),
     ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
@@ -48,7 +47,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
     ),
     comparisons: comparisons.length > 1 ? comparisons : [],
     oversold: run.oversell.map((c) => ({
-      label: c.label.replace(/^oversell · /, ''),
+      label: oversellName(c),
       oversold: c.books.oversold,
       guard: guards[Number(expectedSafe(c))],
     })),

@@ -34,6 +34,8 @@ export const msPerAnswer = (c: Answers, group: keyof CpuUsage['cores'] = 'servic
   c.cpu && c.perSecond > 0 ? (c.cpu.cores[group] / c.perSecond) * 1000 : NaN;
 /** This lock, in either mode or on any backend (the others are the peer libraries). */
 export const isOurs = (name: string) => name.startsWith('this-lock') || name.startsWith('backend:');
+/** An oversell case's guard and instances, without the scenario's name. */
+export const oversellName = (c: { label: string }) => c.label.replace(/^oversell · /, '');
 /** Cases that must not oversell: the Redis lock anywhere, a local mutex inside one process. */
 export const expectedSafe = (c: { guard: string; instances: number }) =>
   c.guard === 'redis-lock' || (c.guard === 'local-mutex' && c.instances === 1);

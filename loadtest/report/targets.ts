@@ -3,7 +3,7 @@ import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { LockCell } from '../scenarios/locks.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { type Answers, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { msPerAnswer, times } from './figures.js';
+import { msPerAnswer, oversellName, times } from './figures.js';
 
 /** What the run measured for a target (falsy: not measured in this run), and whether it was met. */
 type Judged = [measured: string | number | false | null | undefined, met: unknown];
@@ -39,10 +39,8 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const bound = 1.5 * c.connections * c.lock.meanHoldMs;
     const refused = c.measured.statusCounts[503] ?? 0;
     const { max, p99 } = c.measured.latencyMs;
-    return [
-      `max ${ms(max)} ms vs bound ${ms(bound)} ms (p99 ${ms(p99)} ms); ${int(refused)} × 503`,
-      max <= bound && !refused,
-    ];
+    const measured = `max ${ms(max)} ms vs bound ${ms(bound)} ms (p99 ${ms(p99)} ms); ${int(refused)} × 503`;
+    return [measured, max <= bound && !refused];
   };
   const refusals = (why: string): Judged => {
     const c = run.soldOut.find((x) => x.why === why);
@@ -57,10 +55,8 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   const events = (on: string): Judged => {
     const c = run.events.find((x) => x.events === on);
     const share = c && eventsOff ? c.perSecond / eventsOff.perSecond : NaN;
-    return [
-      c && eventsOff && `${int(c.perSecond)} vs ${int(eventsOff.perSecond)} orders/s = ${pct(share)}`,
-      share >= 0.9,
-    ];
+    const measured = c && eventsOff && `${int(c.perSecond)} vs ${int(eventsOff.perSecond)} orders/s = ${pct(share)}`;
+    return [measured, share >= 0.9];
   };
   const hot = f.at('real');
   const echo = f.bareEcho;
@@ -79,7 +75,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   const failed = bad.length ? `; failed: ${bad.map((c) => c.label).join(', ')}` : '';
   const safe = (c: RunResults['oversell'][number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;
-  const oversold = run.oversell.map((c) => `${c.label.replace(/^oversell · /, '')}: ${int(c.books.oversold)}`);
+  const oversold = run.oversell.map((c) => `${oversellName(c)}: ${int(c.books.oversold)}`);
 
   const judged: Record<string, Judged> = {
     alternative: againstAlternative(hot, 1.5),

@@ -6,7 +6,7 @@ import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
 import { type Answers, type Column, expectedSafe, int, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { msPerAnswer, runFigures, table, times } from './figures.js';
+import { msPerAnswer, oversellName, runFigures, table, times } from './figures.js';
 import { targetSlots } from './targets.js';
 
 const TEMPLATE = new URL('../../../loadtest/report/benchmarks.template.md', import.meta.url);
@@ -184,7 +184,7 @@ function tables(f: RunFigures): Slots {
     stepTables: salesTables(f.allOf('business-step')),
     clusterTables: salesTables(clusterRows, ['Instances', (c) => c.instances]),
     oversellTable: table(run.oversell, [
-      ['Guard', (c) => c.label.replace(/^oversell · /, '').replace(/ · \d+ instances?$/, '')],
+      ['Guard', (c) => oversellName(c).replace(/ · \d+ instances?$/, '')],
       ['Instances', (c) => c.instances],
       ['Stock', (c) => int(c.stock)],
       ['Requests', (c) => int(c.requests)],

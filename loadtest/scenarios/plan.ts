@@ -59,7 +59,7 @@ type Row<K extends CaseList = CaseList> = [ScenarioName, K, ServiceSpec | undefi
 /** The service as shipped: the one a --url target stands for. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
-const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
+export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
 const ownDatabase = (c: RunContext) =>
   c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
