@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import cliProgress from 'cli-progress';
+import { statusCounts } from '../../test/support/order-load.js';
 
 export interface RoundSpec {
   title: string;
@@ -86,17 +87,12 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const elapsedMs = performance.now() - started;
   // Only a window that covers most of the round is trusted; otherwise the whole round is used.
   const steadyMs = firstIdleAt >= 0.5 * elapsedMs && firstIdleAt < Infinity ? firstIdleAt : elapsedMs;
-  const count = (list: typeof answers) => {
-    const counts: Record<string, number> = {};
-    for (const { status } of list) counts[status] = (counts[status] ?? 0) + 1;
-    return counts;
-  };
-  const steady = Object.entries(count(answers.filter((a) => a.at <= steadyMs)));
+  const steady = Object.entries(statusCounts(answers.filter((a) => a.at <= steadyMs)));
   const round = {
     title: spec.title,
     autocannon: { flags: flagsOf(options, spec) },
     responses: answers.length,
-    statusCounts: count(answers),
+    statusCounts: statusCounts(answers),
     durationSeconds: elapsedMs / 1000,
     ratePerSecond: Object.fromEntries(steady.map(([s, n]) => [s, n / (steadyMs / 1000)])),
     latencyMs: summarize(answers.map((a) => a.ms)),

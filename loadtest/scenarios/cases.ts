@@ -1,4 +1,5 @@
 /** The cases that are not one warm-up and one measured round of orders with books (sales.ts). */
+import { setMaxListeners } from 'node:events';
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import type { ServiceTarget } from '../infra/service-process.js';
@@ -54,17 +55,12 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result.measured.responses + result.warmup.responses;
+  const lockAttemptsPerRequest = result.measured.responses > 0 ? attempted / requests : null;
   await (soldOut ? api.restock(sku, 100) : api.updateSku(sku, { saleStartsAt: null }));
-  const started = performance.now();
-  const reopen = { how: soldOut ? 'restock +100' : 'window opened', firstOrderStatus: await api.order(sku, 1) };
-  return {
-    id: `${why}-${segments}`,
-    why,
-    segments,
-    ...result,
-    lockAttemptsPerRequest: result.measured.responses > 0 ? attempted / requests : null,
-    reopen: { ...reopen, firstOrderMs: performance.now() - started },
-  };
+  const [how, started] = [soldOut ? 'restock +100' : 'window opened', performance.now()];
+  const firstOrderStatus = await api.order(sku, 1);
+  const reopen = { how, firstOrderStatus, firstOrderMs: performance.now() - started };
+  return { id: `${why}-${segments}`, why, segments, ...result, lockAttemptsPerRequest, reopen };
 }
 
 /** Orders placed at once against reservations each confirmed by the connection's next request; both rates confirmed. */
@@ -89,21 +85,20 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
     const title = `dashboard cost · ${label}`;
     return { label, measured: await ctx.round(service, { title, body, amount: first.measured.responses }) };
   };
-  const streams = Array.from({ length: watchers }, () => new AbortController());
-  const events = streams.map(() => 0);
+  const events = Array.from({ length: watchers }, () => 0);
   const url = `${service.url}/dashboard/events?sku=${sku}`;
-  const headers = ctx.api(service).adminHeaders;
-  await Promise.all(
-    streams.map(async (controller, i) => {
-      const response = await fetch(url, { headers, signal: controller.signal });
-      // Aborted at the end of the round.
-      void (async () => {
-        for await (const _chunk of response.body!) events[i]!++;
-      })().catch(() => {});
-    }),
-  );
+  const [headers, streams] = [ctx.api(service).adminHeaders, new AbortController()];
+  setMaxListeners(watchers, streams.signal); // Every open stream listens to it.
+  const open = async (_: number, i: number) => {
+    const response = await fetch(url, { headers, signal: streams.signal });
+    // Read until the streams are aborted at the end of the round.
+    void (async () => {
+      for await (const _chunk of response.body!) events[i]!++;
+    })().catch(() => {});
+  };
+  await Promise.all(events.map(open));
   const watched = await round(`${watchers} dashboards watching`);
-  for (const controller of streams) controller.abort();
+  streams.abort();
   const rounds = [{ label: 'no dashboard', measured: first.measured }, watched, await round('no dashboard again')];
   return { watchers, rounds, minEventsPerWatcher: Math.min(...events) };
 }
