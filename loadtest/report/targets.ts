@@ -60,19 +60,31 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   };
   const hot = f.at('real');
   const echo = f.bareEcho;
+  const echoed = hot && echo && `${int(hot.perSecond)}/s vs ${int(echo)}/s: ${times(hot.perSecond / echo)}`;
+  const ofCeiling =
+    hot && `${int(hot.perSecond)}/s of ${int(f.ceiling)}/s = ${pct(hot.perSecond / f.ceiling)}${cpuView(hot)}`;
   const [stepSingle, stepHeadline] = [f.at('business-step', 1), f.at('business-step')];
+  const stepped = stepSingle && stepHeadline && `${vs(stepHeadline, stepSingle)} (needs ×${num(0.95 * n, 1)})`;
   const steps = f.sweep('business-step').filter((c) => c.segments > 1 && c.segments <= 32);
   const speedups = steps.map((c) => `N=${c.segments} ${times(f.speedup(c))} (${pct(f.speedup(c) / c.segments)} of N)`);
   const single = f.at('real', 1)?.lock;
+  const utilisation =
+    single &&
+    `${num(single.lockUtilisation)} (${num(single.acquisitionsPerSecond, 0)} acquisitions/s × ${ms(single.meanHoldMs)} ms hold)`;
   const holdBound = 1.1 * stepMs + 2;
   const holds = f.allOf('business-step').filter((c) => c.lock && (c.segments === 1 || c.segments === n));
+  const holdTimes = holds.map((c) => `${c.label}: ${ms(c.lock!.meanHoldMs)} ms`).join('; ');
   const grown = run.growth.filter((c) => c.ledgerRows >= 2_000_000).sort((a, b) => b.ledgerRows - a.ledgerRows)[0];
   const empty = run.growth.find((c) => c.ledgerRows === 0);
   const emptyP50 = empty ? ` (${ms(empty.skuRead.latencyMs.p50)} ms with an empty ledger)` : '';
+  const growth = grown && `${ms(grown.skuRead.latencyMs.p50)} ms with ${int(grown.ledgerRows)} rows${emptyP50}`;
   const memory = run.memory[0]?.memory;
+  const rss =
+    memory && `${mib(memory.maxRssBytes)} MiB during the round, peak ${mib(memory.peakRssBytes)} MiB since start`;
   const locked = casesWithBooks(run);
   const bad = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   const failed = bad.length ? `; failed: ${bad.map((c) => c.label).join(', ')}` : '';
+  const balanced = locked.length && `${locked.length - bad.length} of ${locked.length} cases balanced${failed}`;
   const safe = (c: RunResults['oversell'][number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;
   const oversold = run.oversell.map((c) => `${oversellName(c)}: ${int(c.books.oversold)}`);
@@ -82,46 +94,21 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     'alternative-single': againstAlternative(f.at('real', 1), 1.2),
     spread: onTraffic('spread', 0.8),
     mixed: onTraffic('mixed', 1.0),
-    echo: [
-      hot && echo && `${int(hot.perSecond)}/s vs ${int(echo)}/s: ${times(hot.perSecond / echo)}`,
-      hot && hot.perSecond >= 0.55 * echo,
-    ],
-    step: [
-      stepSingle && stepHeadline && `${vs(stepHeadline, stepSingle)} (needs ×${num(0.95 * n, 1)})`,
-      stepHeadline && f.speedup(stepHeadline) >= 0.95 * n,
-    ],
+    echo: [echoed, hot && hot.perSecond >= 0.55 * echo],
+    step: [stepped, stepHeadline && f.speedup(stepHeadline) >= 0.95 * n],
     'step-sweep': [speedups.join('; '), stepSingle && steps.every((c) => f.speedup(c) >= 0.9 * c.segments)],
-    ceiling: [
-      hot && `${int(hot.perSecond)}/s of ${int(f.ceiling)}/s = ${pct(hot.perSecond / f.ceiling)}${cpuView(hot)}`,
-      hot && hot.perSecond >= 0.6 * f.ceiling,
-    ],
-    utilisation: [
-      single &&
-        `${num(single.lockUtilisation)} (${num(single.acquisitionsPerSecond, 0)} acquisitions/s × ${ms(single.meanHoldMs)} ms hold)`,
-      single && single.lockUtilisation >= 0.8,
-    ],
+    ceiling: [ofCeiling, hot && hot.perSecond >= 0.6 * f.ceiling],
+    utilisation: [utilisation, single && single.lockUtilisation >= 0.8],
     'fair-real': fairness(f.at('real', 1)),
     'fair-step': fairness(stepSingle),
     'sold-out': refusals('sold-out'),
     'not-on-sale': refusals('not-on-sale'),
     'events-on': events('on'),
     'events-webhook': events('webhook'),
-    hold: [
-      holds.map((c) => `${c.label}: ${ms(c.lock!.meanHoldMs)} ms`).join('; '),
-      holds.every((c) => c.lock!.meanHoldMs <= holdBound),
-    ],
-    growth: [
-      grown && `${ms(grown.skuRead.latencyMs.p50)} ms with ${int(grown.ledgerRows)} rows${emptyP50}`,
-      grown && grown.skuRead.latencyMs.p50 <= 20,
-    ],
-    memory: [
-      memory && `${mib(memory.maxRssBytes)} MiB during the round, peak ${mib(memory.peakRssBytes)} MiB since start`,
-      memory && memory.peakRssBytes <= 250 * 2 ** 20,
-    ],
-    books: [
-      locked.length && `${locked.length - bad.length} of ${locked.length} cases balanced${failed}`,
-      bad.length === 0,
-    ],
+    hold: [holdTimes, holds.every((c) => c.lock!.meanHoldMs <= holdBound)],
+    growth: [growth, grown && grown.skuRead.latencyMs.p50 <= 20],
+    memory: [rss, memory && memory.peakRssBytes <= 250 * 2 ** 20],
+    books: [balanced, bad.length === 0],
     oversell: [oversold.join('; '), run.oversell.every(safe)],
     ...lockTargets(f),
   };
