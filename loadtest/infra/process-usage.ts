@@ -35,12 +35,9 @@ export function meterCpu(servicePids: number[], markers: ProcessMarkers) {
 
 function snapshot(servicePids: number[], { postgres, redis }: ProcessMarkers) {
   const processes = readProcesses();
-  const postmasters = new Set(
-    processes
-      .filter((p) => postgres && p.cmdline.includes(postgres) && p.cmdline.includes('postgres'))
-      .map((p) => p.pid),
-  );
-  const groupOf = (p: (typeof processes)[number]): CpuGroup | undefined => {
+  const postmaster = (p: Process) => postgres && p.cmdline.includes(postgres) && p.cmdline.includes('postgres');
+  const postmasters = new Set(processes.filter(postmaster).map((p) => p.pid));
+  const groupOf = (p: Process): CpuGroup | undefined => {
     if (servicePids.includes(p.pid)) return 'service';
     if (p.pid === process.pid) return 'load generator';
     if (postmasters.has(p.pid) || postmasters.has(p.ppid)) return 'postgres';
@@ -54,6 +51,7 @@ function snapshot(servicePids: number[], { postgres, redis }: ProcessMarkers) {
   return { at: performance.now(), ticks, machine: { busy: total - (n[3] ?? 0) - (n[4] ?? 0), total } };
 }
 
+type Process = ReturnType<typeof readProcesses>[number];
 function readProcesses() {
   return readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
