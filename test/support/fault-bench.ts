@@ -64,38 +64,48 @@ export class FaultBench {
   }
 
   static async start(options: FaultBenchOptions): Promise<FaultBench> {
-    const [redis, postgres] = await Promise.all([
+    // A set-up that fails midway stops what it started: no server outlives a bench that never ran.
+    const started: { destroy(): Promise<unknown> }[] = [];
+    const keep = <T extends { destroy(): Promise<unknown> }>(server: T) => (started.push(server), server);
+    try {
       // The cases crash Redis: `redis.stop()` is a SIGKILL.
-      options.redisCluster
+      const redisStart: Promise<RedisServer | RedisCluster | RedisSentinelGroup> = options.redisCluster
         ? RedisCluster.start({ ...options.redisCluster, stopMode: 'immediate' })
         : options.redisSentinel
           ? RedisSentinelGroup.start({ ...options.redisSentinel, stopMode: 'immediate' })
-          : RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' }),
-      // Commits survive a crash of Postgres (synchronous_commit on), which is what the cases test; fsync guards only
-      // against a crash of the machine.
-      PostgresServer.start({ fsync: false, maxConnections: 200 }),
-    ]);
-    const db = createDatabase(postgres.url, 4);
-    await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations'));
-    const redisEnv: Record<string, string> =
-      redis instanceof RedisCluster
-        ? { REDIS_URL: '', REDIS_CLUSTER_NODES: redis.seeds }
-        : redis instanceof RedisSentinelGroup
-          ? { REDIS_URL: '', REDIS_SENTINELS: redis.sentinels, REDIS_SENTINEL_NAME: redis.name }
-          : { REDIS_URL: options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url };
-    const fleet = await ServiceFleet.start(
-      options.instances,
-      { ...redisEnv, DATABASE_URL: postgres.url, ...options.env },
-      options.envOf,
-    );
-    // On a cluster the inspector looks at one node, and `finish` at every primary; with Sentinel, at the primary.
-    const inspected =
-      redis instanceof RedisCluster
-        ? `redis://127.0.0.1:${redis.nodes[0]!.port}`
-        : redis instanceof RedisSentinelGroup
-          ? redis.primary.url
-          : redis.url;
-    return new FaultBench(redis, postgres, db, fleet, await connectInspector(inspected));
+          : RedisServer.start({ extraArgs: options.redisArgs ?? [], stopMode: 'immediate' });
+      const [redisStarted, postgresStarted] = await Promise.allSettled([
+        redisStart.then(keep),
+        // Commits survive a crash of Postgres (synchronous_commit on), which is what the cases test; fsync guards
+        // only against a crash of the machine.
+        PostgresServer.start({ fsync: false, maxConnections: 200 }).then(keep),
+      ]);
+      if (redisStarted.status === 'rejected') throw redisStarted.reason;
+      if (postgresStarted.status === 'rejected') throw postgresStarted.reason;
+      const [redis, postgres] = [redisStarted.value, postgresStarted.value];
+      const db = keep(createDatabase(postgres.url, 4));
+      await migrateToLatest(db, createLogger('warn'), path.resolve('dist/migrations'));
+      const redisEnv: Record<string, string> =
+        redis instanceof RedisCluster
+          ? { REDIS_URL: '', REDIS_CLUSTER_NODES: redis.seeds }
+          : redis instanceof RedisSentinelGroup
+            ? { REDIS_URL: '', REDIS_SENTINELS: redis.sentinels, REDIS_SENTINEL_NAME: redis.name }
+            : { REDIS_URL: options.servicesRedisUrl ? await options.servicesRedisUrl(redis) : redis.url };
+      const env = { ...redisEnv, DATABASE_URL: postgres.url, ...options.env };
+      const fleet = await ServiceFleet.start(options.instances, env, options.envOf);
+      keep({ destroy: () => fleet.stopAll() });
+      // On a cluster the inspector looks at one node, and `finish` at every primary; with Sentinel, at the primary.
+      const inspected =
+        redis instanceof RedisCluster
+          ? `redis://127.0.0.1:${redis.nodes[0]!.port}`
+          : redis instanceof RedisSentinelGroup
+            ? redis.primary.url
+            : redis.url;
+      return new FaultBench(redis, postgres, db, fleet, await connectInspector(inspected));
+    } catch (error) {
+      await Promise.allSettled(started.reverse().map((server) => server.destroy()));
+      throw error;
+    }
   }
 
   /** The bench's redis-server (not on a cluster). */
