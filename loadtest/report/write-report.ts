@@ -67,9 +67,9 @@ const status = ([code, n]: [string, number]) => `${code}: ${int(n)}`;
 const statuses = (counts: Record<string, number>) => Object.entries(counts).map(status).join(', ');
 const statusColumn: Column<Measured> = ['Statuses', (r) => statuses(r.measured.statusCounts)];
 const latencyAndStatus = (...keys: Parameters<typeof latency>) => [...latency(...keys), statusColumn];
-/** A measured round in full: its latency, requests and statuses. */
 const requests: Column<Measured> = ['Requests', (r) => int(r.measured.responses)];
-const round = [...latency('p50', 'p97_5', 'p99', 'max'), requests, statusColumn];
+/** A measured round in full: its latency, requests and statuses. */
+const fullRound = [...latency('p50', 'p97_5', 'p99', 'max'), requests, statusColumn];
 const label = (header = 'Case'): Column<{ label: string }> => [header, (c) => c.label];
 const orders: Column<{ perSecond: number }> = ['Orders/s', (c) => int(c.perSecond)];
 const optional = (n: number | undefined) => (n === undefined ? '—' : int(n));
@@ -135,7 +135,7 @@ function tables(f: RunFigures): Slots {
       // Only the product's own order flow has a single-lock case to compare with (the alternative has no lock).
       ['× single lock', (c) => (c.lock ? times(f.speedup(c)) : '–')],
       ['% of ceiling', ofCeiling],
-      ...round,
+      ...fullRound,
       ['Books', (c) => (failed(c).length ? `FAILED: ${failed(c).join('; ')}` : 'balanced')],
     ]);
   /** A comparison's throughput table and, for the cases of the product's own order flow, its lock table. */
@@ -179,7 +179,7 @@ function tables(f: RunFigures): Slots {
       ...latencyAndStatus('p50', 'p99'),
       ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
     ]),
-    ceilingTable: table(echoes, [label(), ['Answers/s', (c) => int(c.perSecond)], ...round]),
+    ceilingTable: table(echoes, [label(), ['Answers/s', (c) => int(c.perSecond)], ...fullRound]),
     realTables: salesTables(f.allOf('real')),
     stepTables: salesTables(f.allOf('business-step')),
     clusterTables: salesTables(clusterRows, ['Instances', (c) => c.instances]),
