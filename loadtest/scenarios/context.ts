@@ -118,14 +118,21 @@ export class RunContext {
     return runRound({ ...base, ...spec }, status, this.progress);
   }
 
-  /** A timed warm-up, then a measured round of as many requests as the warm-up's rate fills the measuring time with. */
+  /** A timed warm-up, then the measured round (`measure`). */
   async warmThenMeasure(service: ServiceTarget, spec: Titled, status: number) {
     const warmup = await this.warmUp(service, spec, status);
-    const cpu = this.meterCpu(service);
+    return { label: spec.title, warmup, ...(await this.measure(service, spec, warmup, status)) };
+  }
+
+  /** A measured round of as many requests as the warm-up's rate fills the measuring time with, its CPU metered. */
+  async measure(service: ServiceTarget, spec: Titled, warmup: RoundResult, status = 201) {
+    const endCpu = this.cpuMeter(service)?.();
+    const waitedForQuietSeconds = this.lastQuietWait;
     // A reservation round sends two requests per order: a reservation and its confirmation.
-    const amount = this.measuredAmount(warmup, this.settings.connections, status) * (spec.confirmEach ? 2 : 1);
+    const amount = this.measuredAmount(warmup, spec.connections, status) * (spec.confirmEach ? 2 : 1);
     const measured = await this.round(service, { ...spec, amount }, status);
-    return { label: spec.title, warmup, measured, perSecond: measured.ratePerSecond[status] ?? 0, cpu: cpu() };
+    const cpu: CpuUsage | null = endCpu ? { ...endCpu(), waitedForQuietSeconds } : null;
+    return { measured, perSecond: measured.ratePerSecond[status] ?? 0, cpu };
   }
 
   /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */
@@ -138,7 +145,7 @@ export class RunContext {
   }
 
   /** Requests for the measured round: what the warm-up rate fills the measuring time with. */
-  measuredAmount(warmup: RoundResult, connections: number, status = 201): number {
+  measuredAmount(warmup: RoundResult, connections = this.settings.connections, status = 201): number {
     const wanted = Math.round((warmup.ratePerSecond[status] ?? 0) * this.settings.measureSeconds);
     return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
   }
@@ -148,13 +155,6 @@ export class RunContext {
     await sleep(100);
     const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
     await waitFor(idle, this.settings.timeoutSeconds * 1000);
-  }
-
-  /** Starts CPU accounting for a measured round on a local service; the returned function ends it. */
-  meterCpu(service: ServiceTarget): () => CpuUsage | null {
-    const end = this.cpuMeter(service)?.();
-    const waited = this.lastQuietWait;
-    return () => (end ? { ...end(), waitedForQuietSeconds: waited } : null);
   }
 
   /** On a shared machine, waits (up to a bound) until other processes leave the CPUs mostly free, so cases compare. */

@@ -58,17 +58,14 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
 
   const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
   const warmup = await ctx.warmUp(service, round(warm));
-  const amount = ctx.measuredAmount(warmup, connections);
   // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
   const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
-  const stock = Math.max(10_000, amount * quantity * STOCK_HEADROOM);
+  const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
   const measuredSet = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
   const memory = sampleMemory(service.pids);
   const before = lockMetrics ? await ctx.scrape(service) : null;
   const endServerStats = await spec.serverStats?.start();
-  const cpu = ctx.meterCpu(service);
-  const measured = await ctx.round(service, { ...round(measuredSet), amount });
-  const cpuUsage = cpu();
+  const { measured, perSecond, cpu } = await ctx.measure(service, round(measuredSet), warmup);
   const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
   const after = before ? await ctx.scrape(service) : null;
   const { soldBySku: _, ...books } = await booksOf(ctx, spec, measuredSet, measured, 0, soldBySku);
@@ -81,12 +78,12 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
     segments: spec.segments,
     connections,
     measured,
-    perSecond: measured.ratePerSecond[201] ?? 0,
+    perSecond,
     lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
     books,
     warmupBooks,
     memory: memory(),
-    cpu: cpuUsage,
+    cpu,
     ...(serverCost && { serverCost }),
     ...spec.tags,
     ...(spec.traffic && { traffic: spec.traffic.hotShare > 0 ? ('mixed' as const) : ('spread' as const) }),
