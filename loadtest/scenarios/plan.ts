@@ -82,13 +82,8 @@ function plan(s: RunSettings): Row[] {
     for (const segments of counts) {
       const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
       const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${off(combining)}`;
-      sales(scenario, 'segments', service, {
-        id,
-        label,
-        profile: step ? 'business-step' : 'real',
-        combining,
-        segments,
-      });
+      const profile = step ? 'business-step' : 'real';
+      sales(scenario, 'segments', service, { id, label, profile, combining, segments });
     }
   };
   const ceiling = (id: string, label: string, service = REAL, instances = 1) =>
@@ -291,11 +286,8 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
       const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
-      await ctx.round(service, {
-        title: `priming ${service.label}`,
-        body,
-        durationSeconds: ctx.settings.warmupSeconds,
-      });
+      const title = `priming ${service.label}`;
+      await ctx.round(service, { title, body, durationSeconds: ctx.settings.warmupSeconds });
       await ctx.settle(service);
     }
     return service;
