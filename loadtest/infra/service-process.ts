@@ -11,20 +11,7 @@ const programs = {
 };
 
 /** A service under test: one this run started (`startService`), or one someone else runs (`--url`). */
-export interface ServiceTarget {
-  label: string;
-  url: string;
-  metricsUrl: string;
-  adminToken: string | undefined;
-  /** The service instances' process ids, and with a cluster's primary (`allPids`), when they run on this machine. */
-  pids: number[];
-  allPids: number[];
-  /** False once a service this run started has exited; a remote one is assumed to live. */
-  alive(): boolean;
-  /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
-  diagnostics(): string;
-  stop(): Promise<void>;
-}
+export type ServiceTarget = Awaited<ReturnType<typeof startService>>;
 
 export interface LocalServiceOptions {
   label: string;
@@ -38,7 +25,7 @@ export interface LocalServiceOptions {
 }
 
 /** A service this run starts, on the run's Redis and Postgres, spawned by the tests' spawner. */
-export async function startService(backing: BackingServices, options: LocalServiceOptions): Promise<ServiceTarget> {
+export async function startService(backing: BackingServices, options: LocalServiceOptions) {
   const { label, instances = 1 } = options;
   const env = {
     ...backing.redisEnv,
@@ -62,18 +49,23 @@ export async function startService(backing: BackingServices, options: LocalServi
     url: spawned.url,
     metricsUrl: instances === 1 ? `${spawned.url}/metrics` : `http://127.0.0.1:${metricsPort}/metrics`,
     adminToken: env.ADMIN_TOKEN || undefined,
+    /** The service instances' process ids, and with a cluster's primary (`allPids`), when they run on this machine. */
     pids,
     allPids: [...new Set([spawned.pid, ...pids])],
+    /** False once a service this run started has exited; a remote one is assumed to live. */
     alive: () => spawned.alive(),
+    /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
     diagnostics: () =>
       `${label}: ${spawned.ended() ?? 'still running'}\nlast output:\n${spawned.output.slice(-200).join('\n')}`,
-    stop: async () => void (await spawned.stop('SIGTERM', 20_000)),
+    stop: async (): Promise<void> => void (await spawned.stop('SIGTERM', 20_000)),
   };
 }
 
 /** A service someone else runs (`--url`): the run measures it as it is configured. */
 export function remoteService(url: string, adminToken: string | undefined): ServiceTarget {
   const diagnostics = () => `target: a service this run does not control (${url})`;
-  const unmanaged = { pids: [], allPids: [], alive: () => true, diagnostics, stop: async () => {} };
-  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, ...unmanaged };
+  const unmanaged = { alive: () => true, diagnostics, stop: async () => {} };
+  // No process on this machine: nothing to meter.
+  const none: number[] = [];
+  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, pids: none, allPids: none, ...unmanaged };
 }
