@@ -23,7 +23,6 @@ export interface RoundSpec {
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
 type Context = { orderId?: string; sku?: string };
-const confirmPath = (orderId = 'none') => `/orders/${orderId}/confirm`;
 
 // Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
 // steady window: until the first connection sent its last request, while every connection was busy.
@@ -36,11 +35,9 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const placed = (status: number, text: string, context: Context) => {
     context.orderId = status === 201 ? (JSON.parse(text) as { orderId: string }).orderId : undefined;
   };
-  const toConfirm = (request: autocannon.Request, { orderId }: Context) => ({
-    ...request,
-    path: confirmPath(orderId),
-    body: undefined,
-  });
+  const toConfirm = (request: autocannon.Request, { orderId = 'none' }: Context) => {
+    return { ...request, path: `/orders/${orderId}/confirm`, body: undefined };
+  };
   const confirm = [
     { method, path, body, onResponse: placed },
     { method, setupRequest: toConfirm },
