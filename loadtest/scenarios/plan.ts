@@ -171,12 +171,10 @@ function plan(s: RunSettings): Row[] {
     add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
-  const hot = (scenario: 'auth' | 'events', id: string, name: string) => ({
-    id: `${scenario}-${id}`,
-    label: `real · ${lockName(n)} · ${name}`,
-    segments: n,
-    tags: { [scenario]: id },
-  });
+  const hot = (scenario: 'auth' | 'events', id: string, name: string) => {
+    const label = `real · ${lockName(n)} · ${name}`;
+    return { id: `${scenario}-${id}`, label, segments: n, tags: { [scenario]: id } };
+  };
   for (const [id, name, service, headers] of credentials())
     sales('auth', 'auth', service, { ...hot('auth', id, name), headers });
   // Events off, on, and on with a webhook endpoint receiving every event; the last two on the shipped service.
