@@ -11,7 +11,6 @@ import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
 import * as plan from './scenarios/plan.js';
-import { casesWithBooks } from './scenarios/plan.js';
 import type { Books } from './scenarios/sales.js';
 
 const number = (check: (n: number) => boolean, expected: string) => (value: string) => {
@@ -151,10 +150,9 @@ function bookFailures(run: RunResults): string[] {
   const failed = (books: Books) => books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
   const round = (label: string, books: Books, name: string) => failed(books).map((f) => `${label} (${name}): ${f}`);
   return [
-    ...casesWithBooks(run).flatMap((c) => [
-      ...round(c.label, c.books, 'measured'),
-      ...round(c.label, c.warmupBooks, 'warm-up'),
-    ]),
+    ...plan
+      .casesWithBooks(run)
+      .flatMap((c) => [...round(c.label, c.books, 'measured'), ...round(c.label, c.warmupBooks, 'warm-up')]),
     ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
     ...run.oversell
       .filter((c) => expectedSafe(c) && !c.books.ok)
