@@ -48,7 +48,8 @@ export function runFigures(run: RunResults) {
   // A profile's sweep: the real section as shipped (combining on), the business step with combining off.
   const sweep = (p: Profile, on = p === 'real') =>
     run.segments.filter((c) => c.profile === p && c.combining === on).sort((a, b) => a.segments - b.segments);
-  const variant = (p: Profile, segments: number, combining: boolean) =>
+  /** A profile's case at a segment count, by default in its sweep's combining mode. */
+  const at = (p: Profile, segments = HEADLINE_SEGMENTS, combining = p === 'real') =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
   /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
   const alternativeFor = (c: { traffic?: string }) => run.alternative.find((a) => a.traffic === c.traffic);
@@ -62,17 +63,16 @@ export function runFigures(run: RunResults) {
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
     bareEcho: run.bareEcho[0]?.perSecond ?? NaN,
     sweep,
-    variant,
-    at: (p: Profile, segments = HEADLINE_SEGMENTS) => sweep(p).find((c) => c.segments === segments),
+    at,
     /** The product as shipped: the single lock and the headline segment count. */
-    product: [1, HEADLINE_SEGMENTS].flatMap((n) => sweep('real').find((c) => c.segments === n) ?? []),
+    product: [1, HEADLINE_SEGMENTS].flatMap((n) => at('real', n) ?? []),
     /** Every case of the profile: the sweep, then the other combining mode's rows. */
     allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,
     traffic: (traffic: 'spread' | 'mixed') => run.spread.find((c) => c.traffic === traffic),
     overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
     /** Orders/s relative to the single lock of the same profile and combining mode. */
-    speedup: (c: SalesCase) => c.perSecond / (variant(c.profile, 1, c.combining)?.perSecond ?? NaN),
+    speedup: (c: SalesCase) => c.perSecond / (at(c.profile, 1, c.combining)?.perSecond ?? NaN),
     /** The lock benchmark's cell of K keys held H ms, and its fastest contender of this lock or of the peers. */
     lockCell: (keys: number, holdMs: number) => run.locks.filter((r) => r.keys === keys && r.holdMs === holdMs),
     fastest: (cell: RunResults['locks'], ours: boolean) =>

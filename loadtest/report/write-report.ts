@@ -41,7 +41,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string): Slots 
     ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asText(v)])),
     date: startedAt.slice(0, 10),
     minutes: String(Math.round((Date.parse(finishedAt) - Date.parse(startedAt)) / 60000)),
-    period: `${startedAt} – ${finishedAt}`,
     resultsName: path.basename(resultsPath),
     resultsPath,
     cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
@@ -84,7 +83,7 @@ function tables(f: RunFigures): Slots {
   const echoes = [...run.ceiling, ...run.bareEcho];
   const refusals = (suffix = '') => run.soldOut.map((c) => ({ ...c, label: c.label + suffix }));
   const variants = (p: SalesCase['profile']) =>
-    [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.variant(p, n, on) ?? []));
+    [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   const clusterRows = run.cluster.flatMap((c) => [c, f.at('real', c.segments) ?? []].flat());
   /** Orders/s against the case of the same table whose `key` is `value`, then the columns such comparisons share. */
   const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K], header: string) => {
