@@ -74,13 +74,13 @@ async function openContender(ctx: RunContext, name: string): Promise<Contender> 
 type Cell = { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number };
 // Worker w takes key (w + i) mod K on its i-th round: after a release it waits on another key, so a key stays busy only
 // if the lock wakes its waiters promptly.
-export async function runCell(ctx: RunContext, name: string, spec: Cell) {
-  ctx.progress.note(`K=${spec.keys} H=${spec.holdMs} ms ${name}…`);
+export async function runCell(ctx: RunContext, name: string, { warmupMs, durationMs, ...cell }: Cell) {
+  ctx.progress.note(`K=${cell.keys} H=${cell.holdMs} ms ${name}…`);
   const contender = await openContender(ctx, name);
   const stop = new AbortController();
-  setMaxListeners(spec.workers * 2, stop.signal); // Every waiting worker listens to it.
-  const windowStart = performance.now() + spec.warmupMs;
-  const windowEnd = windowStart + spec.durationMs;
+  setMaxListeners(cell.workers * 2, stop.signal); // Every waiting worker listens to it.
+  const windowStart = performance.now() + warmupMs;
+  const windowEnd = windowStart + durationMs;
   const inWindow = (at: number) => at >= windowStart && at < windowEnd;
   const waits: number[] = [];
   const openWaits = new Set<number>();
@@ -89,7 +89,7 @@ export async function runCell(ctx: RunContext, name: string, spec: Cell) {
     for (let round = 0; performance.now() < windowEnd; round++) {
       const askedAt = performance.now();
       openWaits.add(askedAt);
-      const release = await contender.acquire(`k${(w + round) % spec.keys}`, stop.signal).catch(() => undefined);
+      const release = await contender.acquire(`k${(w + round) % cell.keys}`, stop.signal).catch(() => undefined);
       openWaits.delete(askedAt);
       if (!release) {
         if (stop.signal.aborted) return;
@@ -98,14 +98,14 @@ export async function runCell(ctx: RunContext, name: string, spec: Cell) {
       }
       const gotAt = performance.now();
       if (inWindow(askedAt)) waits.push(gotAt - askedAt);
-      if (spec.holdMs > 0) await sleep(spec.holdMs);
+      if (cell.holdMs > 0) await sleep(cell.holdMs);
       holdTotal += performance.now() - gotAt;
       holds++;
       await release().catch(() => errors++);
       if (inWindow(performance.now())) sections++;
     }
   };
-  const running = Promise.all(Array.from({ length: spec.workers }, (_, w) => worker(w)));
+  const running = Promise.all(Array.from({ length: cell.workers }, (_, w) => worker(w)));
   await sleep(windowEnd - performance.now());
   // Waits still open at the end count as long as they have lasted: starvation must not hide.
   for (const askedAt of openWaits) if (askedAt >= windowStart) waits.push(performance.now() - askedAt);
@@ -115,11 +115,9 @@ export async function runCell(ctx: RunContext, name: string, spec: Cell) {
   waits.sort((a, b) => a - b);
   return {
     contender: name,
-    workers: spec.workers,
-    keys: spec.keys,
-    holdMs: spec.holdMs,
+    ...cell,
     /** Critical sections completed in the measured window, per second. */
-    sectionsPerSecond: sections / (spec.durationMs / 1000),
+    sectionsPerSecond: sections / (durationMs / 1000),
     maxWaitMs: waits.at(-1) ?? 0,
     p99WaitMs: waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] ?? 0,
     /** Time actually spent in a hold (a timer of H ms fires late): the real ceiling is K × 1000 / this. */
