@@ -42,6 +42,7 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   ['-c, --connections <n>', 'concurrent connections (default 64)', positiveInt, 'connections'],
   ['--warmup <seconds>', 'warm-up round length', positive, 'warmupSeconds', 'lockWarmupSeconds'],
   ['--duration <seconds>', 'target length of a measured round', positive, 'measureSeconds', 'lockMeasureSeconds'],
+  ['--comparisons <n>', 'rounds of each product-vs-yardstick comparison (default 3)', positiveInt, 'comparisonRounds'],
   ['--business-step <ms>', 'business step in the lock, second profile (default 20)', positiveInt, 'businessStepMs'],
   ['--instances <n>', 'instances behind one port in the cluster scenario (default 2)', positiveInt, 'clusterInstances'],
   ['--quiet-cores <cores>', 'wait ≤ 20 s until others use ≤ this many cores (default 0.2)', cores, 'quietCores'],

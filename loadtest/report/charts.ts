@@ -25,7 +25,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
   const comparisons = [
     ...ceiling.map((c) => bar('HTTP ceiling', c.ceiling, 'ceiling')),
     ...f.product.map((c) => bar(`product, ${lockName(c.segments)}`, c.perSecond, 'product')),
-    ...run.alternative.filter((c) => !c.traffic).map((c) => bar('the alternative', c.perSecond, 'alternative')),
+    ...[f.alternativeFor({})].flatMap((c) => (c ? bar('the alternative', c.perSecond, 'alternative') : [])),
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.perSecond, 'lock-free baseline')),
     ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
   ];

@@ -14,6 +14,9 @@ export const times = finite((n) => `×${n.toFixed(n >= 10 ? 1 : 2)}`);
 export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n);
 export const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
+/** The round with the median rate (the lower of two): what a comparison measured in several rounds is judged on. */
+const median = <T extends { perSecond: number }>(rounds: T[]) =>
+  [...rounds].sort((a, b) => a.perSecond - b.perSecond)[(rounds.length - 1) >> 1];
 
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
 export type Answers = { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
@@ -51,8 +54,11 @@ export function runFigures(run: RunResults) {
   /** A profile's case at a segment count, by default in its sweep's combining mode. */
   const at = (p: Profile, segments = HEADLINE_SEGMENTS, combining = p === 'real') =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
-  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed). */
-  const alternativeFor = (c: { traffic?: string }) => run.alternative.find((a) => a.traffic === c.traffic);
+  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed): its median round. */
+  const alternativeFor = (c: { traffic?: string }) => median(run.alternative.filter((a) => a.traffic === c.traffic));
+  /** The product's median round on one hot SKU, beside the alternative's (none when only the sweep measured it). */
+  const hotBeside = median(run.spread.filter((c) => !c.traffic));
+  const bareEcho = median(run.bareEcho);
   return {
     run,
     ceilings,
@@ -61,7 +67,8 @@ export function runFigures(run: RunResults) {
     drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
-    bareEcho: run.bareEcho[0]?.perSecond ?? NaN,
+    bareEchoRound: bareEcho,
+    bareEcho: bareEcho?.perSecond ?? NaN,
     sweep,
     at,
     /** The product as shipped: the single lock and the headline segment count. */
@@ -69,7 +76,10 @@ export function runFigures(run: RunResults) {
     /** Every case of the profile: the sweep, then the other combining mode's rows. */
     allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,
-    traffic: (traffic: 'spread' | 'mixed') => run.spread.find((c) => c.traffic === traffic),
+    hotBeside,
+    /** The headline SKU's case the targets judge: measured beside the alternative, else in the sweep. */
+    hot: hotBeside ?? at('real'),
+    traffic: (traffic: 'spread' | 'mixed') => median(run.spread.filter((c) => c.traffic === traffic)),
     overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
     /** Orders/s relative to the single lock of the same profile and combining mode. */
     speedup: (c: SalesCase) => c.perSecond / (at(c.profile, 1, c.combining)?.perSecond ?? NaN),

@@ -58,7 +58,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const measured = c && eventsOff && `${int(c.perSecond)} vs ${int(eventsOff.perSecond)} orders/s = ${pct(share)}`;
     return [measured, share >= 0.9];
   };
-  const hot = f.at('real');
+  const { hot } = f;
   const echo = f.bareEcho;
   const echoed = hot && echo && `${int(hot.perSecond)}/s vs ${int(echo)}/s: ${times(hot.perSecond / echo)}`;
   const ofCeiling =

@@ -149,15 +149,15 @@ function tables(f: RunFigures): Slots {
     ...refusals(),
   ].filter((r) => r.cpu);
   const retention = run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds })));
+  // A comparison measured in several rounds shows its median round here, every round under "Where the CPU went".
   const headline: Answers[] = [
-    ...run.bareEcho,
-    ...f.ceilings,
-    ...run.alternative,
+    ...[f.bareEchoRound, ...f.ceilings],
+    ...[undefined, 'spread', 'mixed'].map((traffic) => f.alternativeFor({ traffic })),
     ...variants('real'),
-    ...[f.traffic('spread'), f.traffic('mixed')].filter((c) => c !== undefined),
+    ...[f.hotBeside, f.traffic('spread'), f.traffic('mixed')],
     ...refusals(' (409s)'),
     ...variants('business-step'),
-  ];
+  ].filter((c) => c !== undefined);
   // What an order costs each server, counted by the servers, with the Redis load per node.
   const redis = (c: SalesCase) => c.serverCost!.redis;
   const pg = (c: SalesCase) => c.serverCost!.postgres;

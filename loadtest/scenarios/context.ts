@@ -28,6 +28,8 @@ const full = {
   /** SKUs of the spread and mixed scenarios, and the mixed one's share to one hot SKU. */
   spreadSkus: 400,
   mixedHotShare: 0.2,
+  /** Rounds of each comparison of the product with a yardstick (the alternative, the bare echo), sides alternating. */
+  comparisonRounds: 3,
   dashboardWatchers: 20,
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: 500,
@@ -65,6 +67,7 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
     warmupSeconds: 1,
     measureSeconds: 1.5,
     clusterSegmentCounts: [20],
+    comparisonRounds: 1,
     maxRequestsPerRound: 40_000,
     quietCores: 0,
     quietMaxWaitSeconds: 0,
