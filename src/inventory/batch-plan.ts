@@ -66,6 +66,9 @@ export function planBatch<O extends PlannableOrder>(
 ): BatchPlan<O> {
   const plan: BatchPlan<O> = { segments: new Map(), bySku: new Map(), orders: [] };
   const exclusive = new Set<string>();
+  // SKUs with no segment this plan could use: every later line of theirs is skipped at once. Orders waiting for a
+  // SKU whose segments are all held are the usual backlog, and a plan must not cost their number × its segments.
+  const full = new Set<SkuEntry>();
   for (const order of pending) {
     if (plan.orders.length >= max) break;
     if (order.exclusiveBy.some((value) => exclusive.has(value))) continue;
@@ -73,7 +76,7 @@ export function planBatch<O extends PlannableOrder>(
     const covers: boolean[] = [];
     const added: PlannedSegment[] = [];
     for (const line of order.lines) {
-      const picked = pickSegments(line, plan, view, added);
+      const picked = full.has(line.entry) ? null : pickSegments(line, plan, view, added, full);
       if (!picked) break;
       candidates.push(picked.keys);
       covers.push(picked.cover);
@@ -97,6 +100,7 @@ function pickSegments<O extends PlannableOrder>(
   plan: BatchPlan<O>,
   view: PlanningView,
   added: PlannedSegment[],
+  full: Set<SkuEntry>,
 ): { keys: string[]; cover: boolean } | null {
   const { entry, quantity } = line;
   if (view.isWaitedFor?.(entry)) return null;
@@ -133,6 +137,8 @@ function pickSegments<O extends PlannableOrder>(
     }
   }
   const usable = open.filter((segment) => plan.segments.has(keys[segment]!) || view.isFree(keys[segment]!));
+  // None free and none in the plan: no later order of this plan can add one either.
+  if (usable.length === 0) full.add(entry);
   if (usable.length === 0 || (line.wantsEvery && usable.length < open.length)) return null;
   const cover = usable.map((segment) => {
     const planned = take(segment);

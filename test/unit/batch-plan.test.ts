@@ -72,6 +72,22 @@ describe('planning a batch', () => {
     expect(half.orders[0]!.candidates).toEqual([[key(entry, 1)]]);
   });
 
+  it('asks about a SKU whose segments are all held once per plan, however many orders wait for it', () => {
+    const hot = sku(20);
+    const other = sku(4);
+    const held = Array.from({ length: 20 }, (_, s) => key(hot, s));
+    let asked = 0;
+    const counting: PlanningView = {
+      isFree: (segment) => (asked++, !held.includes(segment)),
+      estimate: () => undefined,
+    };
+    const waiting = Array.from({ length: 200 }, () => order(line(hot, 1)));
+    const plan = planBatch([...waiting, order(line(other, 1))], 64, counting);
+    // Only the order for the other SKU is planned; the hot SKU's segments were asked about by its first order alone.
+    expect(plan.orders.map(({ order }) => order.lines[0]!.entry)).toEqual([other]);
+    expect(asked).toBeLessThanOrEqual(2 * 20 + 4);
+  });
+
   it('covers a line no single segment is known to hold from every free segment of its SKU', () => {
     const entry = sku(3);
     const known = { [key(entry, 0)]: 2, [key(entry, 1)]: 2, [key(entry, 2)]: 2 };
