@@ -32,7 +32,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
   // The redis-server shows only its address in its process title; the postmaster names its data directory.
   const processMarkers: ProcessMarkers = { redis: [] };
   try {
-    const ownCluster = options.redisCluster ? await lazy(() => RedisCluster.start())() : undefined;
+    const ownCluster = options.redisCluster ? await RedisCluster.start() : undefined;
+    if (ownCluster) stops.push(() => ownCluster.destroy());
     const redis = ownCluster ? { REDIS_CLUSTER_NODES: ownCluster.seeds } : { REDIS_URL: env.REDIS_URL };
     const config = { ...loadConfig({ ...redis, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
     const endpoints = await resolveEndpoints(config, createLogger('warn'));
