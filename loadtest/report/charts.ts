@@ -27,7 +27,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
     ...f.product.map((c) => bar(`product, ${lockName(c.segments)}`, c.perSecond, 'product')),
     ...[f.alternativeFor({})].flatMap((c) => (c ? bar('the alternative', c.perSecond, 'alternative') : [])),
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.perSecond, 'lock-free baseline')),
-    ...run.soldOut.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
+    ...f.refusals.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
   ];
   const guards = ['no shared lock', 'lock shared by every caller'];
   const datasets: Record<string, object[]> = {

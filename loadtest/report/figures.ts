@@ -14,9 +14,9 @@ export const times = finite((n) => `×${n.toFixed(n >= 10 ? 1 : 2)}`);
 export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n);
 export const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
-/** The round with the median rate (the lower of two): what a comparison measured in several rounds is judged on. */
-const median = <T extends { perSecond: number }>(rounds: T[]) =>
-  [...rounds].sort((a, b) => a.perSecond - b.perSecond)[(rounds.length - 1) >> 1];
+/** The median round (the lower of two) by rate, or by `by`: what a comparison measured in rounds is judged on. */
+const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>
+  [...rounds].sort((a, b) => by(a) - by(b))[(rounds.length - 1) >> 1];
 
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
 export type Answers = { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
@@ -59,11 +59,14 @@ export function runFigures(run: RunResults) {
   /** The product's median round on one hot SKU, beside the alternative's (none when only the sweep measured it). */
   const hotBeside = median(run.spread.filter((c) => !c.traffic));
   const bareEcho = median(run.bareEcho);
+  /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
+  const ceiling = mean(ceilings.map((c) => c.perSecond));
+  /** Refused orders as a share of the echo measured beside them (the run's ceiling in results from before that). */
+  const refusalShare = (c: RunResults['soldOut'][number]) => c.perSecond / (c.echoBeside?.perSecond ?? ceiling);
   return {
     run,
     ceilings,
-    /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
-    ceiling: mean(ceilings.map((c) => c.perSecond)),
+    ceiling,
     drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
@@ -80,6 +83,12 @@ export function runFigures(run: RunResults) {
     /** The headline SKU's case the targets judge: measured beside the alternative, else in the sweep. */
     hot: hotBeside ?? at('real'),
     traffic: (traffic: 'spread' | 'mixed') => median(run.spread.filter((c) => c.traffic === traffic)),
+    refusalShare,
+    /** Each kind of refusal's median round by its share of the echo. */
+    refusals: ['sold-out', 'not-on-sale'].flatMap((why) => {
+      const rounds = run.soldOut.filter((c) => c.why === why);
+      return rounds.length ? [median(rounds, refusalShare)!] : [];
+    }),
     overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
     /** Orders/s relative to the single lock of the same profile and combining mode. */
     speedup: (c: SalesCase) => c.perSecond / (at(c.profile, 1, c.combining)?.perSecond ?? NaN),

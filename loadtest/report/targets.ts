@@ -15,8 +15,8 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   const vs = (c: SalesCase, other: SalesCase) =>
     `${int(c.perSecond)}/s vs ${int(other.perSecond)}/s: ${times(c.perSecond / other.perSecond)}`;
   // The same comparison by service CPU per answer, which other load on the machine disturbs far less than rates.
-  const cpuView = (c: Answers) => {
-    const [own, echo] = [msPerAnswer(c), f.ceilingServiceMs];
+  const cpuView = (c: Answers, echo = f.ceilingServiceMs) => {
+    const own = msPerAnswer(c);
     if (!Number.isFinite(own) || !Number.isFinite(echo)) return '';
     return `; by service CPU: ${ms(own)} ms per answer vs ${ms(echo)} ms per echo (${pct(echo / own)} of the ceiling’s efficiency)`;
   };
@@ -43,13 +43,21 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     return [measured, max <= bound && !refused];
   };
   const refusals = (why: string): Judged => {
-    const c = run.soldOut.find((x) => x.why === why);
+    const c = f.refusals.find((x) => x.why === why);
     if (!c) return [undefined, false];
+    const rounds = run.soldOut.filter((x) => x.why === why);
     const { how, firstOrderStatus: status, firstOrderMs } = c.reopen;
     const attempts = num(c.lockAttemptsPerRequest ?? NaN, 3);
-    const measured = `${int(c.perSecond)} × 409/s = ${pct(c.perSecond / f.ceiling)} of the ceiling; ${attempts} lock attempts per request`;
-    const met = c.perSecond >= 0.9 * f.ceiling && status === 201 && !c.lockAttemptsPerRequest;
-    return [`${measured}; first order after ${how}: ${status} in ${ms(firstOrderMs)} ms${cpuView(c)}`, met];
+    const beside = c.echoBeside ? ` measured beside it (${int(c.echoBeside.perSecond)}/s)` : '';
+    const shares = rounds.length > 1 ? `, the median of ${rounds.map((x) => pct(f.refusalShare(x))).join(', ')}` : '';
+    const measured = `${int(c.perSecond)} × 409/s = ${pct(f.refusalShare(c))} of the ceiling${beside}${shares}; ${attempts} lock attempts per request`;
+    const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
+    const echoMs = c.echoBeside ? msPerAnswer({ ...c, ...c.echoBeside }) : undefined;
+    const cpu = cpuView(c, echoMs);
+    return [
+      `${measured}; first order after ${how}: ${status} in ${ms(firstOrderMs)} ms${cpu}`,
+      f.refusalShare(c) >= 0.9 && reopened,
+    ];
   };
   const eventsOff = run.events.find((c) => c.events === 'off');
   const events = (on: string): Judged => {

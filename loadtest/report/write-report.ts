@@ -81,7 +81,6 @@ function tables(f: RunFigures): Slots {
   const { disturbedCores } = run.meta.settings;
   const ofCeiling = (c: { perSecond: number }) => pct(c.perSecond / f.ceiling);
   const echoes = [...run.ceiling, ...run.bareEcho];
-  const refusals = (suffix = '') => run.soldOut.map((c) => ({ ...c, label: c.label + suffix }));
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   const clusterRows = run.cluster.flatMap((c) => [c, f.at('real', c.segments) ?? []].flat());
@@ -146,7 +145,7 @@ function tables(f: RunFigures): Slots {
     ...echoes,
     ...[...f.allOf('real'), ...f.allOf('business-step')],
     ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth].flat(),
-    ...refusals(),
+    ...run.soldOut,
   ].filter((r) => r.cpu);
   const retention = run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds })));
   // A comparison measured in several rounds shows its median round here, every round under "Where the CPU went".
@@ -155,7 +154,7 @@ function tables(f: RunFigures): Slots {
     ...[undefined, 'spread', 'mixed'].map((traffic) => f.alternativeFor({ traffic })),
     ...variants('real'),
     ...[f.hotBeside, f.traffic('spread'), f.traffic('mixed')],
-    ...refusals(' (409s)'),
+    ...f.refusals.map((c) => ({ ...c, label: `${c.label} (409s)` })),
     ...variants('business-step'),
   ].filter((c) => c !== undefined);
   // What an order costs each server, counted by the servers, with the Redis load per node.
@@ -196,7 +195,8 @@ function tables(f: RunFigures): Slots {
     soldOutTable: table(run.soldOut, [
       label(),
       ['409/s', (c) => int(c.perSecond)],
-      ['% of ceiling', ofCeiling],
+      ['Echo beside /s', (c) => int(c.echoBeside?.perSecond ?? NaN)],
+      ['% of ceiling', (c) => pct(f.refusalShare(c))],
       ...latency('p50', 'p99', 'max'),
       ['Lock attempts / request', (c) => num(c.lockAttemptsPerRequest ?? NaN, 3)],
       statusColumn,

@@ -38,8 +38,17 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
 }
 
 type Refusal = 'sold-out' | 'not-on-sale';
-/** Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. */
-export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal) {
+/**
+ * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
+ * product's own echo is measured beside them (`echoFirst`: before, else after): what they are a share of.
+ */
+export async function runRefusals(
+  ctx: RunContext,
+  service: ServiceTarget,
+  segments: number,
+  why: Refusal,
+  { of, echoFirst }: { of: string; echoFirst: boolean },
+) {
   const api = ctx.api(service);
   const soldOut = why === 'sold-out';
   const window = soldOut ? {} : { saleStartsAt: new Date(Date.now() + 86_400_000).toISOString() };
@@ -48,19 +57,23 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
     const status = await api.order(sku, 50);
     if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
-  const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments`;
+  const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments${of}`;
+  const echo = () => measureCeiling(ctx, { id: 'ceiling-beside', label: `HTTP ceiling beside ${label}`, service });
+  let beside = echoFirst ? await echo() : undefined;
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
   const result = await ctx.warmThenMeasure(service, { title: label, body: { sku, quantity: 1 } }, 409);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
+  beside ??= await echo();
   const requests = result.measured.responses + result.warmup.responses;
   const lockAttemptsPerRequest = result.measured.responses > 0 ? attempted / requests : null;
   await (soldOut ? api.restock(sku, 100) : api.updateSku(sku, { saleStartsAt: null }));
   const [how, started] = [soldOut ? 'restock +100' : 'window opened', performance.now()];
   const firstOrderStatus = await api.order(sku, 1);
   const reopen = { how, firstOrderStatus, firstOrderMs: performance.now() - started };
-  return { id: `${why}-${segments}`, why, segments, ...result, lockAttemptsPerRequest, reopen };
+  const echoBeside = { perSecond: beside.perSecond, cpu: beside.cpu };
+  return { id: `${why}-${segments}`, why, segments, ...result, lockAttemptsPerRequest, reopen, echoBeside };
 }
 
 /** Orders placed at once against reservations each confirmed by the connection's next request; both rates confirmed. */

@@ -143,6 +143,10 @@ function plan(s: RunSettings): Row[] {
       ];
       for (const side of round % 2 ? sides : sides.reverse()) side();
     }
+    // Refusals against the product's own echo, measured beside each of them.
+    const refusals = { of, echoFirst: round % 2 === 1 };
+    add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', refusals));
+    add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', refusals));
   }
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
@@ -152,8 +156,6 @@ function plan(s: RunSettings): Row[] {
   sweep('business-step', stepOff, true, false, s.segmentCounts);
   sweep('business-step', stepOn, true, true, endpoints);
 
-  add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out'));
-  add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale'));
   add('lifecycle', 'lifecycle', REAL, (c, service) => cases.runLifecycle(c, service, n));
   add('dashboard', 'dashboard', REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
