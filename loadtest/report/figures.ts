@@ -15,7 +15,7 @@ export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n
 export const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
 const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
 /** The median round (the lower of two) by rate, or by `by`: what a comparison measured in rounds is judged on. */
-const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>
+export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>
   [...rounds].sort((a, b) => by(a) - by(b))[(rounds.length - 1) >> 1];
 
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */

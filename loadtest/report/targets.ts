@@ -3,7 +3,7 @@ import { casesWithBooks, HEADLINE_SEGMENTS as n } from '../scenarios/plan.js';
 import type { LockCell } from '../scenarios/locks.js';
 import type { SalesCase } from '../scenarios/sales.js';
 import { type Answers, expectedSafe, int, isOurs, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { msPerAnswer, oversellName, times } from './figures.js';
+import { median, msPerAnswer, oversellName, times } from './figures.js';
 
 /** What the run measured for a target (falsy: not measured in this run), and whether it was met. */
 type Judged = [measured: string | number | false | null | undefined, met: unknown];
@@ -59,12 +59,14 @@ export function targetSlots(f: RunFigures): Record<string, string> {
       f.refusalShare(c) >= 0.9 && reopened,
     ];
   };
-  const eventsOff = run.events.find((c) => c.events === 'off');
   const events = (on: string): Judged => {
-    const c = run.events.find((x) => x.events === on);
-    const share = c && eventsOff ? c.perSecond / eventsOff.perSecond : NaN;
-    const measured = c && eventsOff && `${int(c.perSecond)} vs ${int(eventsOff.perSecond)} orders/s = ${pct(share)}`;
-    return [measured, share >= 0.9];
+    const off = (c: SalesCase) => run.events.find((x) => x.events === 'off' && x.round === c.round);
+    const share = (c: SalesCase) => c.perSecond / (off(c)?.perSecond ?? NaN);
+    const rounds = run.events.filter((x) => x.events === on && off(x));
+    const c = median(rounds, share);
+    if (!c) return [undefined, false];
+    const shares = rounds.length > 1 ? `, the median of ${rounds.map((x) => pct(share(x))).join(', ')}` : '';
+    return [`${int(c.perSecond)} vs ${int(off(c)!.perSecond)} orders/s = ${pct(share(c))}${shares}`, share(c) >= 0.9];
   };
   const { hot } = f;
   const echo = f.bareEcho;

@@ -84,10 +84,13 @@ function tables(f: RunFigures): Slots {
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   const clusterRows = run.cluster.flatMap((c) => [c, f.at('real', c.segments) ?? []].flat());
-  /** Orders/s against the case of the same table whose `key` is `value`, then the columns such comparisons share. */
+  /**
+   * Orders/s against the case of the same table (and round) whose `key` is `value`, then the columns such comparisons
+   * share.
+   */
   const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K], header: string) => {
-    const base = cases.find((x) => x[key] === value)?.perSecond ?? NaN;
-    const ratio: Column<SalesCase> = [header, (c) => times(c.perSecond / base)];
+    const base = (c: SalesCase) => cases.find((x) => x[key] === value && x.round === c.round)?.perSecond ?? NaN;
+    const ratio: Column<SalesCase> = [header, (c) => times(c.perSecond / base(c))];
     return [orders, ratio, ...latencyAndStatus('p50', 'p99'), ['Service ms / order', serviceMs]] as Column<SalesCase>[];
   };
   // A lock cell is compared with the better peer library of its cell; comparing backends, with the Redis backend.

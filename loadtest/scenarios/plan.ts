@@ -185,21 +185,27 @@ function plan(s: RunSettings): Row[] {
     add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
-  const hot = (scenario: 'auth' | 'events', id: string, name: string) => {
-    const label = `real · ${lockName(n)} · ${name}`;
+  const hot = (scenario: 'auth' | 'events', id: string, name: string, of = '') => {
+    const label = `real · ${lockName(n)} · ${name}${of}`;
     return { id: `${scenario}-${id}`, label, segments: n, tags: { [scenario]: id } };
   };
   for (const [id, name, service, headers] of credentials())
     sales('auth', 'auth', service, { ...hot('auth', id, name), headers });
-  // Events off, on, and on with a webhook endpoint receiving every event; the last two on the shipped service.
+  // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service; in
+  // rounds, as the comparisons above.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
-  for (const [id, name, service, measure] of [
-    ['off', 'events off', eventsOff, measureSales],
-    ['on', 'events on', REAL, measureSales],
-    ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
-  ] as const) {
-    const spec = hot('events', id, name);
-    add('events', 'events', service, (c, target) => measure(c, { ...spec, service: target }));
+  for (let round = 1; round <= s.comparisonRounds; round++) {
+    const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
+    const settings = [
+      ['off', 'events off', eventsOff, measureSales],
+      ['on', 'events on', REAL, measureSales],
+      ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
+    ] as const;
+    for (const [id, name, service, measure] of round % 2 ? settings : [...settings].reverse()) {
+      const spec = hot('events', id, name, of);
+      const tags = { ...spec.tags, round };
+      add('events', 'events', service, (c, target) => measure(c, { ...spec, tags, service: target }));
+    }
   }
 
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.

@@ -42,8 +42,8 @@ export interface SalesSpec {
   serverStats?: ServerStats;
   /** Spread traffic: a random one of `skus` SKUs per request, `hotShare` of them to one hot SKU instead. */
   traffic?: { skus: number; hotShare: number };
-  /** Told apart in the report: which Redis, lock backend or credential the case used. */
-  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string };
+  /** Told apart in the report: which Redis, lock backend or credential the case used, and in which round. */
+  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string; round?: number };
 }
 
 /** A timed warm-up on fresh SKUs, then a measured round sized by its rate on a fresh SKU, with the books after each. */
