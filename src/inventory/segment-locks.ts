@@ -129,8 +129,8 @@ export class SegmentLocks {
   }
 
   /**
-   * `tryAcquire` on each at once: on one Redis server in one script call, on a Cluster one call per lock (those for one
-   * node leave in one write). If any attempt fails outright, lets go of the others and rethrows.
+   * `tryAcquire` on each at once: on one Redis server in one script call, on a Cluster one call per lock, all in flight
+   * together. If any attempt fails outright, lets go of the others and rethrows.
    */
   tryAcquireAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
     return this.attempt(refs, false);

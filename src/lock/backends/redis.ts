@@ -104,8 +104,8 @@ export class RedisLock extends LockClient<string> {
 
   /**
    * On one Redis server, every attempt in one script call; a lock that needs more than the common case (a fair queue
-   * beside it) is asked alone. A Redis Cluster keeps each lock in a slot of its own, so there each is its own call
-   * (those for one node still leave in one write).
+   * beside it) is asked alone. A Redis Cluster keeps each lock in a slot of its own, so there each is its own call,
+   * all of them in flight at once.
    */
   protected override async tryStoreMany(
     keys: readonly string[],
