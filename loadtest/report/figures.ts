@@ -2,6 +2,7 @@
 import type { CpuUsage } from '../infra/process-usage.js';
 import type { RunResults } from '../run-results.js';
 import type { RoundResult } from '../runner/round.js';
+import { refusalKinds } from '../scenarios/cases.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { Profile, SalesCase } from '../scenarios/sales.js';
 
@@ -85,7 +86,7 @@ export function runFigures(run: RunResults) {
     traffic: (traffic: 'spread' | 'mixed') => median(run.spread.filter((c) => c.traffic === traffic)),
     refusalShare,
     /** Each kind of refusal's median round by its share of the echo. */
-    refusals: ['sold-out', 'not-on-sale'].flatMap((why) => {
+    refusals: refusalKinds.flatMap((why) => {
       const rounds = run.soldOut.filter((c) => c.why === why);
       return rounds.length ? [median(rounds, refusalShare)!] : [];
     }),

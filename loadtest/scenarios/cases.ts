@@ -37,7 +37,9 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 
-type Refusal = 'sold-out' | 'not-on-sale';
+/** Why a refusal case's orders are refused: the SKU is sold out, or its sale window has not opened. */
+export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
+type Refusal = (typeof refusalKinds)[number];
 /**
  * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
  * product's own echo is measured beside them (`echoFirst`: before, else after): what they are a share of.
