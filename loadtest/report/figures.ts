@@ -55,11 +55,31 @@ export function runFigures(run: RunResults) {
   /** A profile's case at a segment count, by default in its sweep's combining mode. */
   const at = (p: Profile, segments = HEADLINE_SEGMENTS, combining = p === 'real') =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
-  /** The alternative on the same traffic as a case (one hot SKU, spread or mixed): its median round. */
-  const alternativeFor = (c: { traffic?: string }) => median(run.alternative.filter((a) => a.traffic === c.traffic));
-  /** The product's median round on one hot SKU, beside the alternative's (none when only the sweep measured it). */
-  const hotBeside = median(run.spread.filter((c) => !c.traffic));
-  const bareEcho = median(run.bareEcho);
+  // A comparison is judged round by round: the two sides of a round ran back to back, so their ratio compares the
+  // code, not the machine's drift over minutes; the median round by that ratio stands for the comparison.
+  const compared = new Set<object>([...run.spread, ...run.alternative, ...run.bareEcho]);
+  type Compared = { id: string; round?: number };
+  /** The round a comparison case ran in: its tag, else (older results) its place among the cases of its id. */
+  const roundOf = (c: Compared) => c.round ?? [...compared].filter((x) => (x as Compared).id === c.id).indexOf(c) + 1;
+  const inRoundOf = <T extends Compared>(cases: T[], c: Compared) => cases.find((x) => roundOf(x) === roundOf(c));
+  /** The alternative on the same traffic: of the same round for a case of the comparisons, else its median round. */
+  const alternativeFor = (c: { traffic?: string }) => {
+    const alternatives = run.alternative.filter((a) => a.traffic === c.traffic);
+    return compared.has(c) ? inRoundOf(alternatives, c as Compared) : median(alternatives);
+  };
+  const overAlternative = (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN);
+  const medianEcho = median(run.bareEcho);
+  /** The bare echo of the same round for a case of the comparisons, else the bare echo's median round. */
+  const echoFor = (c: object) => (compared.has(c) ? inRoundOf(run.bareEcho, c as Compared) : medianEcho);
+  const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
+  /** The product's median round on a traffic (one hot SKU: none) against the alternative. */
+  const traffic = (kind?: 'spread' | 'mixed') =>
+    median(
+      run.spread.filter((c) => c.traffic === kind),
+      overAlternative,
+    );
+  /** The product on one hot SKU beside the alternative (none when only the sweep measured it). */
+  const hotBeside = traffic();
   /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
   const ceiling = mean(ceilings.map((c) => c.perSecond));
   /** Refused orders as a share of the echo measured beside them (the run's ceiling in results from before that). */
@@ -71,8 +91,14 @@ export function runFigures(run: RunResults) {
     drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
-    bareEchoRound: bareEcho,
-    bareEcho: bareEcho?.perSecond ?? NaN,
+    echoFor,
+    overEcho,
+    /** The hot SKU's median round against the bare echo of its round. */
+    hotOverEcho: median(
+      run.spread.filter((c) => !c.traffic),
+      overEcho,
+    ),
+    roundOf,
     sweep,
     at,
     /** The product as shipped: the single lock and the headline segment count. */
@@ -83,14 +109,14 @@ export function runFigures(run: RunResults) {
     hotBeside,
     /** The headline SKU's case the targets judge: measured beside the alternative, else in the sweep. */
     hot: hotBeside ?? at('real'),
-    traffic: (traffic: 'spread' | 'mixed') => median(run.spread.filter((c) => c.traffic === traffic)),
+    traffic,
     refusalShare,
     /** Each kind of refusal's median round by its share of the echo. */
     refusals: refusalKinds.flatMap((why) => {
       const rounds = run.soldOut.filter((c) => c.why === why);
       return rounds.length ? [median(rounds, refusalShare)!] : [];
     }),
-    overAlternative: (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN),
+    overAlternative,
     /** Orders/s relative to the single lock of the same profile and combining mode. */
     speedup: (c: SalesCase) => c.perSecond / (at(c.profile, 1, c.combining)?.perSecond ?? NaN),
     /** The lock benchmark's cell of K keys held H ms, and its fastest contender of this lock or of the peers. */

@@ -12,7 +12,7 @@ type Judged = [measured: string | number | false | null | undefined, met: unknow
 export function targetSlots(f: RunFigures): Record<string, string> {
   const { run } = f;
   const stepMs = run.meta.settings.businessStepMs;
-  const vs = (c: SalesCase, other: SalesCase) =>
+  const vs = (c: Answers, other: Answers) =>
     `${int(c.perSecond)}/s vs ${int(other.perSecond)}/s: ${times(c.perSecond / other.perSecond)}`;
   // The same comparison by service CPU per answer, which other load on the machine disturbs far less than rates.
   const cpuView = (c: Answers, echo = f.ceilingServiceMs) => {
@@ -20,17 +20,25 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     if (!Number.isFinite(own) || !Number.isFinite(echo)) return '';
     return `; by service CPU: ${ms(own)} ms per answer vs ${ms(echo)} ms per echo (${pct(echo / own)} of the ceiling’s efficiency)`;
   };
-  const alternative = f.alternativeFor({});
-  const againstAlternative = (c: SalesCase | undefined, factor: number): Judged => [
-    c && alternative && vs(c, alternative),
-    c && f.overAlternative(c) >= factor,
-  ];
-  // Issue 17's ratios: spread and mixed traffic against the alternative on the same traffic.
+  /** A comparison measured in rounds names every round's ratio beside its median one. */
+  const ofRounds = <T>(rounds: T[], ratio: (c: T) => string) =>
+    rounds.length > 1 ? `, the median of ${rounds.map(ratio).join(', ')}` : '';
+  const hotRounds = run.spread.filter((c) => !c.traffic);
+  const againstAlternative = (c: SalesCase | undefined, factor: number): Judged => {
+    const alternative = c && f.alternativeFor(c);
+    const rounds = hotRounds.includes(c!) ? ofRounds(hotRounds, (x) => times(f.overAlternative(x))) : '';
+    return [c && alternative && vs(c, alternative) + rounds, c && f.overAlternative(c) >= factor];
+  };
+  // Issue 17's ratios: spread and mixed traffic against the alternative on the same traffic, in the same round.
   const onTraffic = (traffic: 'spread' | 'mixed', factor: number): Judged => {
     const c = f.traffic(traffic);
     const alt = c && f.alternativeFor(c);
     const p99 = (x: SalesCase) => x.measured.latencyMs.p99;
-    const measured = c && alt && `${vs(c, alt)}; p99 ${ms(p99(c))} vs ${ms(p99(alt))} ms`;
+    const rounds = ofRounds(
+      run.spread.filter((x) => x.traffic === traffic),
+      (x) => times(f.overAlternative(x)),
+    );
+    const measured = c && alt && `${vs(c, alt)}${rounds}; p99 ${ms(p99(c))} vs ${ms(p99(alt))} ms in that round`;
     return [measured, c && alt && f.overAlternative(c) >= factor && (traffic === 'mixed' || p99(c) <= p99(alt))];
   };
   // The fairness bound for a single lock: 1.5 × concurrent waiters × mean hold time.
@@ -49,7 +57,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const { how, firstOrderStatus: status, firstOrderMs } = c.reopen;
     const attempts = num(c.lockAttemptsPerRequest ?? NaN, 3);
     const beside = c.echoBeside ? ` measured beside it (${int(c.echoBeside.perSecond)}/s)` : '';
-    const shares = rounds.length > 1 ? `, the median of ${rounds.map((x) => pct(f.refusalShare(x))).join(', ')}` : '';
+    const shares = ofRounds(rounds, (x) => pct(f.refusalShare(x)));
     const measured = `${int(c.perSecond)} × 409/s = ${pct(f.refusalShare(c))} of the ceiling${beside}${shares}; ${attempts} lock attempts per request`;
     const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
     const echoMs = c.echoBeside ? msPerAnswer({ ...c, ...c.echoBeside }) : undefined;
@@ -65,12 +73,13 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const rounds = run.events.filter((x) => x.events === on && off(x));
     const c = median(rounds, share);
     if (!c) return [undefined, false];
-    const shares = rounds.length > 1 ? `, the median of ${rounds.map((x) => pct(share(x))).join(', ')}` : '';
+    const shares = ofRounds(rounds, (x) => pct(share(x)));
     return [`${int(c.perSecond)} vs ${int(off(c)!.perSecond)} orders/s = ${pct(share(c))}${shares}`, share(c) >= 0.9];
   };
-  const { hot } = f;
-  const echo = f.bareEcho;
-  const echoed = hot && echo && `${int(hot.perSecond)}/s vs ${int(echo)}/s: ${times(hot.perSecond / echo)}`;
+  const { hot, hotOverEcho } = f;
+  const echoOf = hotOverEcho && f.echoFor(hotOverEcho);
+  const echoRounds = ofRounds(hotRounds, (x) => times(f.overEcho(x)));
+  const echoed = hotOverEcho && echoOf && `${vs(hotOverEcho, echoOf)}${echoRounds}`;
   const ofCeiling =
     hot && `${int(hot.perSecond)}/s of ${int(f.ceiling)}/s = ${pct(hot.perSecond / f.ceiling)}${cpuView(hot)}`;
   const [stepSingle, stepHeadline] = [f.at('business-step', 1), f.at('business-step')];
@@ -104,7 +113,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     'alternative-single': againstAlternative(f.at('real', 1), 1.2),
     spread: onTraffic('spread', 0.8),
     mixed: onTraffic('mixed', 1.0),
-    echo: [echoed, hot && hot.perSecond >= 0.55 * echo],
+    echo: [echoed, hotOverEcho && f.overEcho(hotOverEcho) >= 0.55],
     step: [stepped, stepHeadline && f.speedup(stepHeadline) >= 0.95 * n],
     'step-sweep': [speedups.join('; '), stepSingle && steps.every((c) => f.speedup(c) >= 0.9 * c.segments)],
     ceiling: [ofCeiling, hot && hot.perSecond >= 0.6 * f.ceiling],

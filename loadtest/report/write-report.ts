@@ -151,12 +151,14 @@ function tables(f: RunFigures): Slots {
     ...run.soldOut,
   ].filter((r) => r.cpu);
   const retention = run.eventRetention.flatMap((c) => c.samples.map((x) => ({ ...x, keep: c.retentionSeconds })));
-  // A comparison measured in several rounds shows its median round here, every round under "Where the CPU went".
+  // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
+  // under "Where the CPU went".
+  const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
   const headline: Answers[] = [
-    ...[f.bareEchoRound, ...f.ceilings],
-    ...[undefined, 'spread', 'mixed'].map((traffic) => f.alternativeFor({ traffic })),
+    ...[f.echoFor(f.hotOverEcho ?? {}), ...f.ceilings],
+    ...compared.map((c) => c && f.alternativeFor(c)),
     ...variants('real'),
-    ...[f.hotBeside, f.traffic('spread'), f.traffic('mixed')],
+    ...compared,
     ...f.refusals.map((c) => ({ ...c, label: `${c.label} (409s)` })),
     ...variants('business-step'),
   ].filter((c) => c !== undefined);
@@ -175,7 +177,7 @@ function tables(f: RunFigures): Slots {
       label(),
       ['Answers/s', (r) => int(r.perSecond)],
       ['× the alternative (same traffic)', (r) => ('books' in r ? times(f.overAlternative(r as SalesCase)) : '–')],
-      ['% of bare echo', (r) => pct(r.perSecond / f.bareEcho)],
+      ['% of bare echo', (r) => pct(r.perSecond / (f.echoFor(r)?.perSecond ?? NaN))],
       ['% of ceiling', ofCeiling],
       ...latencyAndStatus('p50', 'p99'),
       ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],

@@ -6,12 +6,15 @@ import type { ServiceTarget } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
 import { checkBooks, WARMUP_STOCK } from './sales.js';
 
-type Echo = { id: string; label: string; service: ServiceTarget; instances?: number; path?: string; status?: number };
-/** The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`). */
-export async function measureCeiling(ctx: RunContext, spec: Echo) {
-  const { id, label, service, instances = 1, path = '/bench/echo', status = 200 } = spec;
-  const round = { title: label, path, body: { sku: 'ceiling', quantity: ctx.settings.quantity } };
-  return { id, instances, ...(await ctx.warmThenMeasure(service, round, status)) };
+type Echo = { id: string; label: string; service: ServiceTarget; path?: string; status?: number };
+/**
+ * The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`);
+ * `round`: the comparison round of a yardstick echo.
+ */
+export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number; round?: number }) {
+  const { id, label, service, instances = 1, path = '/bench/echo', status = 200, round } = spec;
+  const request = { title: label, path, body: { sku: 'ceiling', quantity: ctx.settings.quantity } };
+  return { id, instances, round, ...(await ctx.warmThenMeasure(service, request, status)) };
 }
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });

@@ -128,15 +128,18 @@ function plan(s: RunSettings): Row[] {
     ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
   // The product against its yardsticks in rounds, each side going first in turn: on a machine whose speed drifts, two
-  // cases measured minutes apart compare the drift as much as the code. The report judges each case's median round.
+  // cases measured minutes apart compare the drift as much as the code. The report judges each comparison's median
+  // round by the ratio of its two sides.
   for (let round = 1; round <= s.comparisonRounds; round++) {
     const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
-    const echoCase = { id: 'bare-echo', label: `bare express JSON echo (POST /orders → 201)${of}`, path: '/orders' };
+    const echoLabel = `bare express JSON echo (POST /orders → 201)${of}`;
+    const echoCase = { id: 'bare-echo', label: echoLabel, path: '/orders', round };
     add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service, status: 201 }));
     for (const [id, name, traffic] of shapes) {
       const scenario = traffic ? 'spread' : 'alternative';
-      const other = { id: `alternative-${id}`, label: `the alternative · ${name}${of}`, segments: 1, traffic };
-      const ours = { id: `real-${id}`, label: `real · ${lockName(n)} · ${name}${of}`, segments: n, traffic };
+      const [tags, label] = [{ round }, `${name}${of}`];
+      const other = { id: `alternative-${id}`, label: `the alternative · ${label}`, segments: 1, traffic, tags };
+      const ours = { id: `real-${id}`, label: `real · ${lockName(n)} · ${label}`, segments: n, traffic, tags };
       const sides = [
         () => sales(scenario, 'alternative', alternative, { ...other, alternative: true }),
         () => sales(scenario, 'spread', REAL, ours),
