@@ -107,8 +107,11 @@ export function runFigures(run: RunResults) {
     allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,
     hotBeside,
-    /** The headline SKU's case the targets judge: measured beside the alternative, else in the sweep. */
-    hot: hotBeside ?? at('real'),
+    /**
+     * The headline SKU's case the targets without a yardstick in its rounds judge (the share of the ceiling, measured
+     * first and last): its median round by rate, else the sweep's.
+     */
+    hot: median(run.spread.filter((c) => !c.traffic)) ?? at('real'),
     traffic,
     refusalShare,
     /** Each kind of refusal's median round by its share of the echo. */

@@ -109,7 +109,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   const oversold = run.oversell.map((c) => `${oversellName(c)}: ${int(c.books.oversold)}`);
 
   const judged: Record<string, Judged> = {
-    alternative: againstAlternative(hot, 1.5),
+    alternative: againstAlternative(f.hotBeside ?? f.at('real'), 1.5),
     'alternative-single': againstAlternative(f.at('real', 1), 1.2),
     spread: onTraffic('spread', 0.8),
     mixed: onTraffic('mixed', 1.0),
