@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { runFigures } from '../../loadtest/report/figures.js';
+import { targetSlots } from '../../loadtest/report/targets.js';
+import type { RunResults } from '../../loadtest/run-results.js';
+import { presets } from '../../loadtest/scenarios/context.js';
+
+// How the load-test report judges a comparison measured in rounds: by the median of the rounds' ratios, each round's
+// two sides set against each other, never one side's median round against the other's.
+
+type Shape = { id: string; perSecond: number; round?: number; traffic?: 'spread' | 'mixed'; p99?: number };
+const measuredCase = ({ p99 = 40, ...c }: Shape) => ({
+  label: `${c.id} · round ${c.round ?? '?'}`,
+  segments: 20,
+  measured: { latencyMs: { p50: 10, p97_5: p99, p99, max: p99 }, statusCounts: {} },
+  cpu: null,
+  books: { ok: true, checks: [] },
+  warmupBooks: { ok: true, checks: [] },
+  ...c,
+});
+/** One case per round: perSecond of round 1, 2, 3 (tagged with its round unless `tagged` is false). */
+const rounds = (id: string, rates: number[], tagged: boolean, more: Partial<Shape> = {}) =>
+  rates.map((perSecond, i) => measuredCase({ id, perSecond, ...(tagged && { round: i + 1 }), ...more }));
+
+function run(tagged: boolean): RunResults {
+  // Every other list of cases empty: this run measured the comparisons only.
+  const others = ['segments', 'cluster', 'perOrder', 'lockFree', 'memory', 'auth', 'events', 'lockOrderFlow'];
+  others.push('ceiling', 'oversell', 'soldOut', 'lifecycle', 'dashboard', 'growth', 'eventRetention', 'locks');
+  return {
+    ...Object.fromEntries([...others, 'skipped', 'incidents'].map((k) => [k, []])),
+    meta: { settings: presets.full },
+    // The product's hot SKU against the alternative: round ratios ×2.50, ×2.63, ×1.86 (median: round 1); against
+    // the echo ×0.75, ×0.74, ×0.60 (median: round 2). Each side's median round alone would give ×2.23 and ×0.63;
+    // on spread traffic ×1.33, ×1.04, ×1.50 (median: round 1), against ×1.30 by each side's median.
+    spread: [
+      ...rounds('real-hot', [3_000, 4_600, 3_900], tagged),
+      ...rounds('real-spread', [2_000, 2_600, 3_000], tagged, { traffic: 'spread', p99: 45 }),
+    ],
+    alternative: [
+      ...rounds('alternative-hot', [1_200, 1_750, 2_100], tagged),
+      ...rounds('alternative-spread', [1_500, 2_500, 2_000], tagged, { traffic: 'spread', p99: 50 }),
+    ],
+    bareEcho: rounds('bare-echo', [4_000, 6_200, 6_500], tagged),
+  } as unknown as RunResults;
+}
+
+describe.each([
+  ['tagged with their rounds', true],
+  ['from results before the tag, paired by their order', false],
+])('a comparison measured in rounds, cases %s', (_, tagged) => {
+  const f = runFigures(run(tagged));
+
+  it('is judged on its median round by the ratio of the round’s two sides', () => {
+    expect(f.hotBeside?.perSecond).toBe(3_000);
+    expect(f.alternativeFor(f.hotBeside!)?.perSecond).toBe(1_200);
+    expect(f.overAlternative(f.hotBeside!)).toBeCloseTo(2.5);
+    expect(f.hotOverEcho?.perSecond).toBe(4_600);
+    expect(f.echoFor(f.hotOverEcho!)?.perSecond).toBe(6_200);
+    expect(f.traffic('spread')?.perSecond).toBe(2_000);
+    expect(f.alternativeFor(f.traffic('spread')!)?.perSecond).toBe(1_500);
+  });
+
+  it('sets a case outside the rounds against the yardstick’s median round by rate', () => {
+    const sweepCase = measuredCase({ id: 'real-20', perSecond: 3_500 });
+    expect(f.alternativeFor(sweepCase)?.perSecond).toBe(1_750);
+    expect(f.echoFor(sweepCase)?.perSecond).toBe(6_200);
+    // The share of the ceiling has no yardstick in the rounds: the hot SKU's median round by rate.
+    expect(f.hot?.perSecond).toBe(3_900);
+  });
+
+  it('states every round’s ratio and judges the median one in the targets', () => {
+    const slots = targetSlots(f);
+    expect(slots['target:alternative']).toBe('3,000/s vs 1,200/s: ×2.50, the median of ×2.50, ×2.63, ×1.86 | **met**');
+    expect(slots['target:echo']).toBe('4,600/s vs 6,200/s: ×0.74, the median of ×0.75, ×0.74, ×0.60 | **met**');
+    expect(slots['target:spread']).toMatch(
+      /^2,000\/s vs 1,500\/s: ×1\.33, the median of ×1\.33, ×1\.04, ×1\.50; p99 45\.0 vs 50\.0 ms in that round \| \*\*met\*\*$/,
+    );
+  });
+});
