@@ -72,12 +72,10 @@ export function runFigures(run: RunResults) {
   /** The bare echo of the same round for a case of the comparisons, else the bare echo's median round. */
   const echoFor = (c: object) => (compared.has(c) ? inRoundOf(run.bareEcho, c as Compared) : medianEcho);
   const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
-  /** The product's median round on a traffic (one hot SKU: none) against the alternative. */
-  const traffic = (kind?: 'spread' | 'mixed') =>
-    median(
-      run.spread.filter((c) => c.traffic === kind),
-      overAlternative,
-    );
+  /** The product's rounds beside its yardsticks on a traffic (one hot SKU: none). */
+  const roundsOn = (kind?: 'spread' | 'mixed') => run.spread.filter((c) => c.traffic === kind);
+  /** The product's median round on a traffic against the alternative. */
+  const traffic = (kind?: 'spread' | 'mixed') => median(roundsOn(kind), overAlternative);
   /** The product on one hot SKU beside the alternative (none when only the sweep measured it). */
   const hotBeside = traffic();
   /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
@@ -94,11 +92,8 @@ export function runFigures(run: RunResults) {
     echoFor,
     overEcho,
     /** The hot SKU's median round against the bare echo of its round. */
-    hotOverEcho: median(
-      run.spread.filter((c) => !c.traffic),
-      overEcho,
-    ),
-    roundOf,
+    hotOverEcho: median(roundsOn(), overEcho),
+    roundsOn,
     sweep,
     at,
     /** The product as shipped: the single lock and the headline segment count. */
@@ -111,7 +106,7 @@ export function runFigures(run: RunResults) {
      * The headline SKU's case the targets without a yardstick in its rounds judge (the share of the ceiling, measured
      * first and last): its median round by rate, else the sweep's.
      */
-    hot: median(run.spread.filter((c) => !c.traffic)) ?? at('real'),
+    hot: median(roundsOn()) ?? at('real'),
     traffic,
     refusalShare,
     /** Each kind of refusal's median round by its share of the echo. */

@@ -23,10 +23,10 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   /** A comparison measured in rounds names every round's ratio beside its median one. */
   const ofRounds = <T>(rounds: T[], ratio: (c: T) => string) =>
     rounds.length > 1 ? `, the median of ${rounds.map(ratio).join(', ')}` : '';
-  const hotRounds = run.spread.filter((c) => !c.traffic);
+  const hotRounds = f.roundsOn();
   const againstAlternative = (c: SalesCase | undefined, factor: number): Judged => {
     const alternative = c && f.alternativeFor(c);
-    const rounds = hotRounds.includes(c!) ? ofRounds(hotRounds, (x) => times(f.overAlternative(x))) : '';
+    const rounds = c && hotRounds.includes(c) ? ofRounds(hotRounds, (x) => times(f.overAlternative(x))) : '';
     return [c && alternative && vs(c, alternative) + rounds, c && f.overAlternative(c) >= factor];
   };
   // Issue 17's ratios: spread and mixed traffic against the alternative on the same traffic, in the same round.
@@ -34,10 +34,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const c = f.traffic(traffic);
     const alt = c && f.alternativeFor(c);
     const p99 = (x: SalesCase) => x.measured.latencyMs.p99;
-    const rounds = ofRounds(
-      run.spread.filter((x) => x.traffic === traffic),
-      (x) => times(f.overAlternative(x)),
-    );
+    const rounds = ofRounds(f.roundsOn(traffic), (x) => times(f.overAlternative(x)));
     const measured = c && alt && `${vs(c, alt)}${rounds}; p99 ${ms(p99(c))} vs ${ms(p99(alt))} ms in that round`;
     return [measured, c && alt && f.overAlternative(c) >= factor && (traffic === 'mixed' || p99(c) <= p99(alt))];
   };
