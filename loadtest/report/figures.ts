@@ -57,20 +57,27 @@ export function runFigures(run: RunResults) {
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
   // A comparison is judged round by round: the two sides of a round ran back to back, so their ratio compares the
   // code, not the machine's drift over minutes; the median round by that ratio stands for the comparison.
-  const compared = new Set<object>([...run.spread, ...run.alternative, ...run.bareEcho]);
-  type Compared = { id: string; round?: number };
-  /** The round a comparison case ran in: its tag, else (older results) its place among the cases of its id. */
-  const roundOf = (c: Compared) => c.round ?? [...compared].filter((x) => (x as Compared).id === c.id).indexOf(c) + 1;
-  const inRoundOf = <T extends Compared>(cases: T[], c: Compared) => cases.find((x) => roundOf(x) === roundOf(c));
+  /** Each comparison case's round: its tag, else (older results) its place among the cases of its id. */
+  const roundOf = new Map<object, number>();
+  for (const cases of [run.spread, run.alternative, run.bareEcho]) {
+    const seen = new Map<string, number>();
+    for (const c of cases) {
+      const place = (seen.get(c.id) ?? 0) + 1;
+      seen.set(c.id, place);
+      roundOf.set(c, c.round ?? place);
+    }
+  }
+  /** The case of `cases` in the same round as `c` when `c` is a comparison case, else `cases`' median round. */
+  const sameRound = <T extends { perSecond: number }>(cases: T[], c: object) =>
+    roundOf.has(c) ? cases.find((x) => roundOf.get(x) === roundOf.get(c)) : median(cases);
   /** The alternative on the same traffic: of the same round for a case of the comparisons, else its median round. */
   const alternativeFor = (c: { traffic?: string }) => {
-    const alternatives = run.alternative.filter((a) => a.traffic === c.traffic);
-    return compared.has(c) ? inRoundOf(alternatives, c as Compared) : median(alternatives);
+    const onTraffic = run.alternative.filter((a) => a.traffic === c.traffic);
+    return sameRound(onTraffic, c);
   };
   const overAlternative = (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN);
-  const medianEcho = median(run.bareEcho);
   /** The bare echo of the same round for a case of the comparisons, else the bare echo's median round. */
-  const echoFor = (c: object) => (compared.has(c) ? inRoundOf(run.bareEcho, c as Compared) : medianEcho);
+  const echoFor = (c: object) => sameRound(run.bareEcho, c);
   const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
   /** The product's rounds beside its yardsticks on a traffic (one hot SKU: none). */
   const roundsOn = (kind?: 'spread' | 'mixed') => run.spread.filter((c) => c.traffic === kind);
