@@ -62,8 +62,9 @@ export interface BatchOrder {
 
 /**
  * What a batch does once it tried its locks, step by step: read what memory cannot recall (one query), decide every
- * order against that stock, run the business step, write everything in one fenced statement, answer each order,
- * release every lock (one round trip). Orders it could not decide go back to the batcher.
+ * order against that stock, run the business step, write everything in one fenced statement, answer each order. It
+ * hands its locks back to the batcher, which lets go of them together with taking the next batch's. Orders it could
+ * not decide go back to the batcher.
  */
 export class BatchSteps {
   constructor(
@@ -79,15 +80,17 @@ export class BatchSteps {
   ) {}
 
   /**
-   * Runs the steps; every order of the batch ends, or is returned to go back in line. `napping` is told when the batch
-   * falls asleep in its business step, holding its locks but no connection and no CPU, and when it wakes.
+   * Runs the steps; every order of the batch ends, or is returned to go back in line (`retries`). The batch's locks
+   * are still held when it returns (`held`, by segment key): its caller lets go of them, or takes them again for its
+   * next batch. `napping` is told when the batch falls asleep in its business step, holding its locks but no
+   * connection and no CPU, and when it wakes.
    */
   async run(
     plan: BatchPlan<BatchOrder>,
     segments: PlannedSegment[],
     leases: (LockLease | null)[],
     napping?: Napping,
-  ): Promise<BatchOrder[]> {
+  ): Promise<{ retries: BatchOrder[]; held: Map<string, LockLease> }> {
     const leaseOf = new Map<string, LockLease>();
     for (const [i, lease] of leases.entries()) {
       this.hooks.onSegmentVisit?.();
@@ -106,12 +109,8 @@ export class BatchSteps {
     } catch (error) {
       for (const key of leaseOf.keys()) this.memory.forget(key);
       for (const order of open) order.fail(error);
-    } finally {
-      // After a write too: a release that fails only leaves the lease to expire, never undoes an order.
-      await this.locks.releaseAll(leaseOf.values());
     }
-    // Back in line only now: planned while this batch still held its segments, they would be kept off them.
-    return retries;
+    return { retries, held: leaseOf };
   }
 
   private async decideAndWrite(

@@ -1,4 +1,6 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
+import type { LockLease } from '../lock/distributed-lock.js';
 import { type BatchPlan, openSegments, planBatch, refOf, segmentKeysOf } from './batch-plan.js';
 import { type BatchHooks, type BatchOrder, BatchSteps, type Ending, type Napping } from './batch-steps.js';
 import { lockBusy, outOfStock } from './refusals.js';
@@ -112,15 +114,23 @@ export class OrderBatcher {
     }
   }
 
-  /** One of the batch runners: takes batches while there are orders it can plan. */
+  /**
+   * One of the batch runners: takes batches while there are orders it can plan. It keeps its last batch's locks until
+   * it has planned the next: segments the next batch needs again are taken again in the round trip that takes the
+   * others and lets go of the rest (SegmentLocks.tryAcquireAllHolding), rather than released and taken back.
+   */
   private async work(): Promise<void> {
+    let held = new Map<string, LockLease>();
     try {
       // A runner whose batch woke from its business step while others took its place leaves after that batch.
       while (this.active <= this.options.batchesInFlight) {
+        // Orders that arrived while the last batch ran are read in first: a batch planned at once would hold few of
+        // them, and a batch costs its round trips whatever it holds. Without combining there is nothing to wait for.
+        if (held.size > 0 && this.options.maxBatch > 1) await nextTurn();
         this.reviewPending();
         this.startInOrderRuns();
         const plan = planBatch(this.pending, this.options.maxBatch, {
-          isFree: (key) => this.locks.isFree(key),
+          isFree: (key) => held.has(key) || this.locks.isFree(key),
           estimate: (key) => this.memory.peek(key),
           isWaitedFor: (entry) => this.waitedFor.has(entry.sku),
         });
@@ -129,13 +139,20 @@ export class OrderBatcher {
         const taken = new Set(plan.orders.map(({ order }) => order));
         this.pending.splice(0, this.pending.length, ...this.pending.filter((order) => !taken.has(order)));
         const segments = [...plan.segments.values()];
-        const leases = await this.locks.tryAcquireAll(segments.map((s) => s.ref)).catch((error: unknown) => {
+        const [refs, holding] = [segments.map((s) => s.ref), held];
+        held = new Map();
+        const leases = await this.locks.tryAcquireAllHolding(refs, holding).catch((error: unknown) => {
           for (const order of taken) order.fail(error);
           return null;
         });
-        if (leases) this.requeue(await this.steps.run(plan, segments, leases, this.runnerNapping));
+        if (!leases) continue;
+        const batch = await this.steps.run(plan, segments, leases, this.runnerNapping);
+        held = batch.held;
+        this.requeue(batch.retries);
       }
     } finally {
+      // A release that fails only leaves the lease to expire, never undoes an order.
+      await this.locks.releaseAll(held.values());
       this.running--;
       if (this.running === 0 && this.pending.length > 0) this.recheckSoon();
     }
@@ -205,7 +222,12 @@ export class OrderBatcher {
         deadline,
         orders[0]!.ticket,
       );
-      if (leases) return this.requeue(await this.steps.run(plan, segments, leases));
+      if (leases) {
+        const batch = await this.steps.run(plan, segments, leases);
+        await this.locks.releaseAll(batch.held.values());
+        // Back in line only now: planned while the run still held its segments, they would be kept off them.
+        return this.requeue(batch.retries);
+      }
       // Out of time for the first of them: it is answered, the others try again.
       const now = Date.now();
       for (const order of orders) {

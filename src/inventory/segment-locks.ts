@@ -136,6 +136,66 @@ export class SegmentLocks {
     return this.attempt(refs, false);
   }
 
+  /**
+   * `tryAcquireAll` for a caller that still holds `held` (its last batch's leases, by segment key) and lets go of
+   * them now. A held lock it needs again is taken again in the request that lets it go, under a new fencing token,
+   * where the backend can and nobody else wants it (`retakeMany`); the rest of `held` is released, in the same round
+   * trip as the attempts at the other segments. A lock that could not be taken again is released and tried afresh
+   * once the release is through, unless a caller of this process waits for it: that caller gets it, this one not.
+   */
+  async tryAcquireAllHolding(
+    refs: readonly SegmentRef[],
+    held: ReadonlyMap<string, LockLease>,
+  ): Promise<(LockLease | null)[]> {
+    const names = refs.map(redisKeys.segmentLock);
+    const waited = (i: number) => this.notices.isWaitedFor(names[i]!);
+    const indexes = refs.map((_, i) => i);
+    const [again, fresh] = [indexes.filter((i) => held.has(names[i]!)), indexes.filter((i) => !held.has(names[i]!))];
+    const retaking = this.backend.capabilities.retakes ? again.filter((i) => !waited(i)) : [];
+    const keep = new Set(retaking.map((i) => names[i]!));
+    const answers: (LockLease | null)[] = refs.map(() => null);
+    const settle = (at: number[], leases: (LockLease | null)[]) => at.forEach((i, j) => (answers[i] = leases[j]!));
+    const tryAt = (at: number[]) =>
+      this.attempt(
+        at.map((i) => refs[i]!),
+        false,
+      );
+    try {
+      const [retaken, tried] = await Promise.all([
+        this.retakeAll(retaking.map((i) => held.get(names[i]!)!)),
+        tryAt(fresh).catch((error: unknown) => ({ error })),
+        this.releaseAll([...held].flatMap(([name, lease]) => (keep.has(name) ? [] : [lease]))),
+      ]);
+      settle(retaking, retaken);
+      // Not taken again (contended elsewhere, or the backend cannot): let go, then tried like any other.
+      await this.releaseAll(retaking.flatMap((i, j) => (retaken[j] ? [] : [held.get(names[i]!)!])));
+      if (!Array.isArray(tried)) throw tried.error;
+      settle(fresh, tried);
+      const retry = again.filter((i) => !answers[i] && !waited(i));
+      settle(retry, await tryAt(retry));
+      return answers;
+    } catch (error) {
+      // Nothing taken here outlives a failed attempt.
+      await this.releaseAll(answers.filter((lease) => lease !== null));
+      throw error;
+    }
+  }
+
+  /** `retakeMany`, with this process's bookkeeping: a lease taken again counts as a release and an acquisition. */
+  private async retakeAll(leases: LockLease[]): Promise<(LockLease | null)[]> {
+    if (leases.length === 0) return [];
+    const retaken = await this.backend.retakeMany(leases).catch(() => leases.map(() => null));
+    for (const [i, lease] of retaken.entries()) {
+      if (!lease) continue;
+      const grantedAt = this.held.get(leases[i]!);
+      this.held.delete(leases[i]!);
+      if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
+      this.held.set(lease, performance.now());
+      this.hooks.onAcquired?.();
+    }
+    return retaken;
+  }
+
   private async attempt(refs: readonly SegmentRef[], askStore: boolean): Promise<(LockLease | null)[]> {
     const names = refs.map(redisKeys.segmentLock);
     const asked = names.flatMap((name, i) =>

@@ -62,6 +62,8 @@ export interface LockCapabilities {
    * the other backends publish them, where others wait on those notices.
    */
   readonly publishesReleaseNotices: boolean;
+  /** `retakeMany` can take a lock again in the request that lets it go: only the `redis` backend. */
+  readonly retakes: boolean;
 }
 
 export interface DistributedLock {
@@ -98,6 +100,15 @@ export interface DistributedLock {
    * every one, if the store failed for any (those leases are no longer counted as held here; they expire).
    */
   tryReleaseMany(leases: readonly LockLease[]): Promise<boolean[]>;
+
+  /**
+   * For a holder that needs its locks again at once: each lease, held once and wanted by nobody else, is let go and
+   * taken again in one step (one request for all of them where the store can), under a new fencing token and a fresh
+   * lease, as a release and a new acquisition would give it, but with no moment in between for anyone to step in.
+   * The new lease per lease, or null where the lock was not taken again: it is then still held on the old lease (to be
+   * released), or was already lost. Backends without `capabilities.retakes` answer null for every lease.
+   */
+  retakeMany(leases: readonly LockLease[]): Promise<(LockLease | null)[]>;
 
   /** Renews the lease (to `ttlMs`, default its TTL). Rejects with LockLostError when the lock is gone. */
   extend(lease: LockLease, ttlMs?: number): Promise<void>;

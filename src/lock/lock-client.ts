@@ -68,6 +68,13 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   ): Promise<PromiseSettledResult<StoreRelease>[]> {
     return Promise.allSettled(releases.map(({ hold, final }) => this.releaseStore(hold, final)));
   }
+  /**
+   * Takes each final hold again in one step under a new token (`capabilities.retakes`): a grant, null where the store
+   * left the hold as it was, 'not-owner' where the lock was gone. Stores that cannot leave every hold as it is.
+   */
+  protected retakeStoreMany(holds: readonly Hold<H>[]): Promise<(StoreGrant<H> | null | 'not-owner')[]> {
+    return Promise.resolve(holds.map(() => null));
+  }
   /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   protected abstract closeStore(): Promise<void>;
@@ -155,6 +162,26 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
     return answers;
+  }
+
+  async retakeMany(leases: readonly LockLease[]): Promise<(LockLease | null)[]> {
+    const held = leases.map((lease) => this.leaseToRelease(lease));
+    // A re-entered hold is its owner's to finish; a hold kept past its lease by nobody's word is not taken again.
+    const asked = held.flatMap((lease, i) => (lease.hold.depth === 1 && !lease.hold.lost ? [i] : []));
+    const answers = await this.retakeStoreMany(asked.map((i) => held[i]!.hold));
+    const retaken: (LockLease | null)[] = leases.map(() => null);
+    for (const [j, i] of asked.entries()) {
+      const { hold } = held[i]!;
+      const answer = answers[j]!;
+      if (answer === 'not-owner') this.lose(hold, 'it expired or was taken over before it was taken again');
+      if (answer === null || answer === 'not-owner') continue;
+      // The old lease is over, exactly as if released; the new one is a hold of its own, under the same owner.
+      held[i]!.released = true;
+      hold.depth = 0;
+      this.retire(hold);
+      retaken[i] = this.hold(hold.key, hold.owner, hold.scoped, answer, { watchdog: hold.watchdog });
+    }
+    return retaken;
   }
 
   private leaseToRelease(lease: LockLease): Lease<H> {

@@ -162,6 +162,12 @@ export class ReleaseNotices {
     this.passOn(group, name);
   }
 
+  /** A caller of this process waits for `name`'s release: its holder should let it go, not take it again. */
+  isWaitedFor(name: string): boolean {
+    const group = this.groupOf.get(name);
+    return group !== undefined && (this.queues.get(group)?.some((w) => w.accepts.has(name)) ?? false);
+  }
+
   /** Wakes the longest waiter that can use `name`, for a release that the caller it woke will not use. */
   passOn(group: string, name: string): void {
     this.queues

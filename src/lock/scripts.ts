@@ -55,6 +55,8 @@ declare module 'ioredis' {
     lockTryMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
     /** `lockReleaseMany-N.lua`: numkeys first, then 2 keys per lock, an owner per lock. One number per lock. */
     lockReleaseMany(numberOfKeys: number, ...keysThenArgs: string[]): Result<number[], Context>;
+    /** `lockRetakeMany-N.lua`: numkeys first, 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
+    lockRetakeMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
     lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
   }

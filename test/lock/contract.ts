@@ -171,6 +171,34 @@ export function describeLockContract(name: string, traits: LockTraits, setup: ()
       await rival.tryReleaseMany(free as LockLease[]);
     });
 
+    it('takes held locks again in one step, under a new token, where it can; the others stay held', async () => {
+      const [a, b, c] = ['retake-a', 'retake-b', 'retake-c'].map(freshKey) as [string, string, string];
+      const leases = (await lock.tryAcquireMany([a, b, c], { watchdog: false })) as [LockLease, LockLease, LockLease];
+      const [leaseA, leaseB, leaseC] = leases;
+      // b: another owner tried to take it meanwhile, so it is theirs to have next; c: lost behind its holder's back.
+      expect(await rival.tryAcquire(b)).toBeNull();
+      await harness.steal(c);
+      const [againA, againB, againC] = await lock.retakeMany(leases);
+      expect(againB).toBeNull();
+      expect(againC).toBeNull();
+      if (lock.capabilities.retakes) {
+        expect(againA!.key).toBe(a);
+        expect(againA!.fence).toBeGreaterThan(leaseA.fence);
+        expect(againA!.previousFence).toBe(leaseA.fence);
+        expect(await rival.tryAcquire(a)).toBeNull();
+        // The old lease ended with the step: releasing it again changes nothing.
+        await expect(lock.release(leaseA)).rejects.toBeInstanceOf(NotLockOwnerError);
+        expect(await rival.tryAcquire(a)).toBeNull();
+      } else {
+        expect(againA).toBeNull();
+      }
+      expect(await lock.tryReleaseMany([againA ?? leaseA, leaseB, leaseC])).toEqual([true, true, false]);
+      const next = (await rival.tryAcquireMany([a, b])) as [LockLease, LockLease];
+      expect(next[0].fence).toBeGreaterThan((againA ?? leaseA).fence);
+      expect(next[1].fence).toBeGreaterThan(leaseB.fence);
+      await rival.tryReleaseMany(next);
+    });
+
     it('keeps the lock past several leases with the watchdog, and stops renewing on release', async () => {
       const key = freshKey('watchdog');
       const lease = (await lock.tryAcquire(key))!;

@@ -58,6 +58,11 @@ export class LocalLines {
     return this.lines.get(key)?.holder !== undefined;
   }
 
+  /** Some owner of this client waits for the lock here. */
+  isWaitedFor(key: string): boolean {
+    return (this.lines.get(key)?.waiters.length ?? 0) > 0;
+  }
+
   /**
    * A new hold taken from Redis: this client holds the lock, with tokens `fence`..`lastFence` to pass on locally.
    * `previous`: the token issued before `fence`, 0 for none remembered.

@@ -49,7 +49,7 @@ const YIELD_TO_OTHERS_MS = 5;
  */
 export class RedisLock extends LockClient<string> {
   readonly kind = 'redis' as const;
-  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: true };
+  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: true, retakes: true };
   private readonly redis: RedisClient;
   private readonly notices: ReleaseNotices;
   /** The subscriber connection of notices this lock made for itself (closed with it). */
@@ -224,6 +224,43 @@ export class RedisLock extends LockClient<string> {
       }
     }
     return Promise.allSettled(results);
+  }
+
+  /**
+   * Every hold in one script call (on a Redis Cluster, where each lock has a slot of its own, one call per lock, all
+   * in flight at once), each for the lease of the first: the holds a caller takes again together were taken together.
+   * A hold with something to pass on here (a local waiter, reserved tokens) is left as it is: its release does that.
+   */
+  protected override async retakeStoreMany(
+    holds: readonly Hold<string>[],
+  ): Promise<(StoreGrant<string> | null | 'not-owner')[]> {
+    const asked = holds.flatMap((hold, i) => (this.passesOn(hold) || this.lines.isWaitedFor(hold.key) ? [] : [i]));
+    const picked = asked.map((i) => holds[i]!);
+    const leaseMs = picked[0]?.leaseMs ?? this.defaults.ttlMs;
+    const call = (some: readonly Hold<string>[]) =>
+      this.redis.lockRetakeMany(
+        some.length * 3,
+        ...some.flatMap((hold) => redisKeys.scriptKeys(hold.key).slice(0, 3)),
+        ...some.map((hold) => hold.handle!),
+        leaseMs,
+      );
+    const requestedAt = Date.now();
+    let answers: number[] = [];
+    if (this.redis.isCluster) answers = (await Promise.all(picked.map((hold) => call([hold])))).flat();
+    else if (picked.length > 0) answers = await call(picked);
+    const results: (StoreGrant<string> | null | 'not-owner')[] = holds.map(() => null);
+    for (const [j, i] of asked.entries()) {
+      const hold = holds[i]!;
+      const [code, previous] = [answers[2 * j]!, answers[2 * j + 1]!];
+      const outcome = outcomeOf(code);
+      if (outcome === 'not-owner') {
+        this.lines.forgetHolder(hold);
+        results[i] = 'not-owner';
+      } else if (outcome === 'done') {
+        results[i] = this.lines.startTenure(hold.key, hold.handle!, leaseMs, requestedAt, [code, previous, code]);
+      }
+    }
+    return results;
   }
 
   /** The hold's release would pass the lock to a local waiter, or give reserved tokens back. */

@@ -47,7 +47,7 @@ interface Votes<T> {
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;
-  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false };
+  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
   readonly nodes: Redis[];
   readonly quorum: number;
   private readonly retryDelayMs: number;

@@ -1,0 +1,36 @@
+--[[
+  Takes several held locks again, each by its own holder, in one call: for a holder that needs the lock again at once
+  (the order flow's next batch on the same segment), the release and the next acquisition as one step. Only a single
+  hold that nobody else tried to take while it was held, with nobody queued, is taken again; it gets a new fencing
+  token and a fresh lease, as a release followed by lockTryMany would give it, with no moment in between when another
+  caller could have taken it. Any other hold is left as it is, for the caller to release.
+
+  Input (numkeys = 3 × locks):
+    KEYS[3i-2], KEYS[3i-1], KEYS[3i]  lock i's hash, fencing counter and fair queue
+    ARGV[i]                           lock i's owner
+    ARGV[#KEYS / 3 + 1]               lease in milliseconds
+
+  Output, two numbers per lock:
+    fence, previous   taken again: the new token, and the one issued just before it (the holder's own)
+    -2, 0             not the owner (expired, taken over, never held): nothing changed
+    -3, 0             contended, queued for, or held more than once: nothing changed; release it
+]]
+--@include issue-fence
+local locks = #KEYS / 3
+local leaseMs = tonumber(ARGV[locks + 1])
+local answers = {}
+for i = 1, locks do
+  local lockKey, fenceKey, queueKey = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local held = redis.call('HMGET', lockKey, 'owner', 'count', 'contended')
+  if held[1] ~= ARGV[i] then
+    answers[2 * i - 1], answers[2 * i] = -2, 0
+  elseif held[2] == '1' and not held[3] and redis.call('EXISTS', queueKey) == 0 then
+    local fence, previous = issueFence(fenceKey)
+    redis.call('HSET', lockKey, 'fence', string.format('%.0f', fence))
+    redis.call('PEXPIRE', lockKey, leaseMs)
+    answers[2 * i - 1], answers[2 * i] = fence, previous
+  else
+    answers[2 * i - 1], answers[2 * i] = -3, 0
+  end
+end
+return answers
