@@ -115,16 +115,18 @@ describe('lock scripts, called directly', () => {
     expect(received).toEqual(['instance-7']);
   });
 
+  /** Commands Redis ran so far, the script calls themselves and this test's own bookkeeping left out. */
+  const commandsRun = async () => {
+    const stats = await redis.info('commandstats');
+    let calls = 0;
+    for (const [, command, n] of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      if (!['evalsha', 'eval', 'info', 'config', 'script'].includes(command!)) calls += Number(n);
+    }
+    return calls;
+  };
+
   it('takes and releases a lock nobody else wants in at most 8 Redis commands', async () => {
     const name = lockName();
-    const commandsRun = async () => {
-      const stats = await redis.info('commandstats');
-      let calls = 0;
-      for (const [, command, n] of stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-        if (!['evalsha', 'eval', 'info', 'config', 'script'].includes(command!)) calls += Number(n);
-      }
-      return calls;
-    };
     // Loads the scripts (a first EVALSHA of an unknown script falls back to EVAL) before counting.
     await acquire(name, 'warm-up');
     await release(name, 'warm-up');
@@ -132,6 +134,29 @@ describe('lock scripts, called directly', () => {
     await acquire(name, 'a');
     await release(name, 'a');
     expect((await commandsRun()) - before).toBeLessThanOrEqual(8);
+  });
+
+  it('takes a held lock again under a new token in at most 6 commands, unless another owner tried to take it', async () => {
+    const retake = (name: string, owner: string) =>
+      redis.lockRetakeMany(3, ...redisKeys.scriptKeys(name).slice(0, 3), owner, 10_000);
+    const [name, contended] = [lockName(), lockName()];
+    const [first] = await acquire(name, 'a');
+    await retake(name, 'a'); // loads the script before counting
+    const before = await commandsRun();
+    const [fence, previous] = await retake(name, 'a');
+    expect((await commandsRun()) - before).toBeLessThanOrEqual(6);
+    expect(fence).toBeGreaterThan(first);
+    expect(previous).toBeLessThan(fence!);
+    expect(await retake(name, 'b')).toEqual([LockCode.NotOwner, 0]);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect(await release(name, 'a')).toEqual([0, 1]);
+
+    await acquire(contended, 'a');
+    expect((await acquire(contended, 'b'))[0]).toBe(LockCode.Held);
+    // Another owner wants it: the holder keeps it as it is, to release it (which tells the other owner).
+    expect(await retake(contended, 'a')).toEqual([LockCode.AskAlone, 0]);
+    expect(await release(contended, 'a')).toEqual([0, 1]);
+    expect((await acquire(contended, 'b'))[0]).toBeGreaterThan(fence!);
   });
 
   it('hands a freed lock to the head of the fair queue, with a new token, instead of freeing it', async () => {
