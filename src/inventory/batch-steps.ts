@@ -63,8 +63,8 @@ export interface BatchOrder {
 /**
  * What a batch does once it tried its locks, step by step: read what memory cannot recall (one query), decide every
  * order against that stock, run the business step, write everything in one fenced statement, answer each order. It
- * hands its locks back to the batcher, which lets go of them together with taking the next batch's. Orders it could
- * not decide go back to the batcher.
+ * hands its locks back to the batcher, which releases them (without combining, in the round trip of its next
+ * attempt). Orders it could not decide go back to the batcher.
  */
 export class BatchSteps {
   constructor(
@@ -82,7 +82,7 @@ export class BatchSteps {
   /**
    * Runs the steps; every order of the batch ends, or is returned to go back in line (`retries`). The batch's locks
    * are still held when it returns (`held`, by segment key): its caller lets go of them, or takes them again for its
-   * next batch. `napping` is told when the batch falls asleep in its business step, holding its locks but no
+   * next attempt. `napping` is told when the batch falls asleep in its business step, holding its locks but no
    * connection and no CPU, and when it wakes.
    */
   async run(

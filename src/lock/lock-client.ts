@@ -70,7 +70,8 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
   /**
    * Takes each final hold again in one step under a new token (`capabilities.retakes`): a grant, null where the store
-   * left the hold as it was, 'not-owner' where the lock was gone. Stores that cannot leave every hold as it is.
+   * left the hold as it was, 'not-owner' where the lock was gone. By default, for stores that cannot, every hold is
+   * left as it is.
    */
   protected retakeStoreMany(holds: readonly Hold<H>[]): Promise<(StoreGrant<H> | null | 'not-owner')[]> {
     return Promise.resolve(holds.map(() => null));
