@@ -147,6 +147,8 @@ export class SegmentLocks {
     refs: readonly SegmentRef[],
     held: ReadonlyMap<string, LockLease>,
   ): Promise<(LockLease | null)[]> {
+    // With combining, batches hand over nothing: the attempts alone, as tryAcquireAll.
+    if (held.size === 0) return this.attempt(refs, false);
     const names = refs.map(redisKeys.segmentLock);
     const waited = (i: number) => this.notices.isWaitedFor(names[i]!);
     const indexes = refs.map((_, i) => i);
@@ -172,7 +174,7 @@ export class SegmentLocks {
       if (!Array.isArray(tried)) throw tried.error;
       settle(fresh, tried);
       const retry = again.filter((i) => !answers[i] && !waited(i));
-      settle(retry, await tryAt(retry));
+      if (retry.length > 0) settle(retry, await tryAt(retry));
       return answers;
     } catch (error) {
       // Nothing taken here outlives a failed attempt.
