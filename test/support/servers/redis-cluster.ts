@@ -38,17 +38,17 @@ export class RedisCluster {
     }
     const primaries = options.primaries ?? 3;
     const replicas = options.replicasPerPrimary ?? 1;
+    const startNode = async () =>
+      RedisServer.start({
+        stopMode: options.stopMode ?? 'graceful',
+        extraArgs: [
+          ...['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'],
+          ...['--cluster-port', String(await freePort())],
+          ...['--cluster-node-timeout', String(options.nodeTimeoutMs ?? 5_000)],
+        ],
+      });
     const started = await Promise.allSettled(
-      Array.from({ length: primaries * (1 + replicas) }, async () =>
-        RedisServer.start({
-          stopMode: options.stopMode ?? 'graceful',
-          extraArgs: [
-            ...['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'],
-            ...['--cluster-port', String(await freePort())],
-            ...['--cluster-node-timeout', String(options.nodeTimeoutMs ?? 5_000)],
-          ],
-        }),
-      ),
+      Array.from({ length: primaries * (1 + replicas) }, () => onFreshPorts(startNode)),
     );
     const nodes = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     const cluster = new RedisCluster(nodes);
@@ -130,6 +130,20 @@ export class RedisCluster {
 }
 
 /** One short-lived connection to a node; undefined when the node does not answer (stopped, or killed by a case). */
+/**
+ * A port free a moment ago may be taken by the time the server binds it: by the tests running beside, whose outgoing
+ * connections take ports from the same range. Such a node is started again on other ports.
+ */
+async function onFreshPorts(start: () => Promise<RedisServer>): Promise<RedisServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes('Address already in use')) throw error;
+    }
+  }
+}
+
 async function probe<T>(port: number, question: (redis: Redis) => Promise<T>): Promise<T | undefined> {
   const redis = new Redis(port, '127.0.0.1', {
     lazyConnect: true,
