@@ -5,7 +5,7 @@ import type { LockLease } from '../lock/distributed-lock.js';
 import type { OrderItem, OrderRecord } from '../orders/order.repository.js';
 import { type BatchLine, type BatchPlan, decideBatch, type PlannedSegment } from './batch-plan.js';
 import { readSegmentStates } from './inventory.repository.js';
-import { type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite, writeBatch } from './order-writes.js';
+import { BatchWriter, type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite } from './order-writes.js';
 import { outOfStock, purchaseLimit } from './refusals.js';
 import type { SegmentLocks } from './segment-locks.js';
 import type { RowState, SegmentMemory } from './segment-memory.js';
@@ -67,6 +67,8 @@ export interface BatchOrder {
  * attempt). Orders it could not decide go back to the batcher.
  */
 export class BatchSteps {
+  private readonly writer: BatchWriter;
+
   constructor(
     private readonly db: Db,
     private readonly locks: SegmentLocks,
@@ -77,7 +79,9 @@ export class BatchSteps {
     /** Whether placed orders write their events (EVENTS). */
     private readonly events: boolean,
     private readonly hooks: BatchHooks,
-  ) {}
+  ) {
+    this.writer = new BatchWriter(db);
+  }
 
   /**
    * Runs the steps; every order of the batch ends, or is returned to go back in line (`retries`). The batch's locks
@@ -189,7 +193,7 @@ export class BatchSteps {
       takes: takes.map((t) => ({ segment: index.get(t.key)!, quantity: t.quantity })),
       limitedSkuIds: order.lines.filter((l) => l.entry.maxPerCustomer !== null).map((l) => l.entry.id),
     }));
-    const result = await writeBatch(this.db, { segments: segmentWrites, orders: orderWrites, events: this.events });
+    const result = await this.writer.write({ segments: segmentWrites, orders: orderWrites, events: this.events });
     this.hooks.onBatch?.(result.placed.size);
 
     const takenFrom = new Map<string, number>();

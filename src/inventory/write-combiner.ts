@@ -1,28 +1,30 @@
 /**
- * Flat combining for a write that needs no lock of ours: calls that arrive while a statement of this instance is
- * running wait for the next one, which serves them all. Nobody waits for a batch to fill: a lone call runs at once,
- * and under load one commit (one WAL flush) serves every call that queued behind the previous one. The order path
- * batches its orders the same way under their segment locks (OrderBatcher); confirms use this one.
+ * Flat combining for writes: calls that arrive while `lanes` statements of this instance are running wait for the
+ * next one, which serves them all. Nobody waits for a batch to fill: a lone call runs at once, and under load one
+ * statement (one round trip, one WAL flush) serves every call that queued behind the previous ones. Confirms use it,
+ * and the order batches' writes (BatchWriter), each batch already combined under its segment locks (OrderBatcher).
  */
 export class WriteCombiner<In, Out> {
   private waiting: { input: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];
-  private running = false;
+  private running = 0;
 
   constructor(
     /** Writes a batch; answers each input, in order. */
     private readonly write: (inputs: In[]) => Promise<Out[]>,
     private readonly maxBatch: number,
+    /** Statements that may run at once before calls wait to be combined. */
+    private readonly lanes = 1,
   ) {}
 
   run(input: In): Promise<Out> {
     return new Promise<Out>((resolve, reject) => {
       this.waiting.push({ input, resolve, reject });
-      if (!this.running) void this.drain();
+      if (this.running < this.lanes) void this.drain();
     });
   }
 
   private async drain(): Promise<void> {
-    this.running = true;
+    this.running++;
     while (this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.maxBatch);
       try {
@@ -33,6 +35,6 @@ export class WriteCombiner<In, Out> {
         for (const call of batch) call.reject(error);
       }
     }
-    this.running = false;
+    this.running--;
   }
 }

@@ -109,7 +109,7 @@ export class ServiceMetrics {
 
   private readonly batchOrders = new Histogram({
     name: 'stock_batch_orders',
-    help: 'Orders one batch wrote in one statement, whatever their SKUs.',
+    help: 'Orders one batch placed, whatever their SKUs (batches written at about the same time share a statement).',
     buckets: [1, 2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });

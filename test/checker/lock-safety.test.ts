@@ -4,17 +4,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { insertSku, readSegmentStates } from '../../src/inventory/inventory.repository.js';
-import { type BatchWrite, FENCE_GUARD, writeBatch, writeBatchStatement } from '../../src/inventory/order-writes.js';
+import { BatchWriter, FENCE_GUARD, writeBatchStatement } from '../../src/inventory/order-writes.js';
 import { type SegmentLocks, segmentKey } from '../../src/inventory/segment-locks.js';
 import type { LockLease } from '../../src/lock/distributed-lock.js';
 import { type CriticalSection, findConcurrentEffectiveWriters } from '../support/lock-history.js';
 import { segmentLocksProcess } from '../support/segment-locks.js';
 import { testEndpoints, uniqueSku } from '../support/service.js';
-
-/** The write half of a critical section, as the order flow writes a batch; resolves true when it took effect. */
-type CommitWrite = (db: Db, batch: BatchWrite) => Promise<boolean>;
-
-const serviceCommit: CommitWrite = async (db, batch) => (await writeBatch(db, batch)).placed.size > 0;
 
 /**
  * Test-only build of the service's batch statement without its fencing guard (neither "the row still carries the
@@ -25,8 +20,6 @@ const unfencedStatement = {
   name: 'write_batch_unfenced',
   text: writeBatchStatement.text.replace(FENCE_GUARD, 'true'),
 };
-const unfencedCommit: CommitWrite = async (db, batch) =>
-  (await writeBatch(db, batch, unfencedStatement)).placed.size > 0;
 
 const SECTIONS = 10_000;
 /** Concurrent holders, each with its own lock client, as separate processes would be. */
@@ -39,11 +32,14 @@ const INITIAL_STOCK = 1_000_000_000;
 
 /**
  * Runs `SECTIONS` critical sections shaped like the order flow's — take the segment lock (or take the last section's
- * again), read the segment (stock and token), sometimes stall past the lease, commit one unit with `write`, let go
- * with the next section's lock — from concurrent holders against the real lock in Redis and the real schema in
- * Postgres, and records each one.
+ * again), read the segment (stock and token), sometimes stall past the lease, commit one unit with the order flow's
+ * writer running `statement`, let go with the next section's lock — from concurrent holders against the real lock in
+ * Redis and the real schema in Postgres, and records each one. The holders share one writer, as an instance's batch
+ * runners do: sections that commit at about the same time are written in one statement, a stalled holder's and the
+ * next holder's of the same segment included.
  */
-async function recordHistory(db: Db, write: CommitWrite) {
+async function recordHistory(db: Db, statement: typeof writeBatchStatement) {
+  const writer = new BatchWriter(db, statement);
   const { redisUrl } = testEndpoints();
   const holders = Array.from({ length: HOLDERS }, () => segmentLocksProcess(redisUrl, { ttlMs: LOCK_TTL_MS }));
   const sku = uniqueSku('checker');
@@ -83,7 +79,7 @@ async function recordHistory(db: Db, write: CommitWrite) {
         const pausedMs = Math.random() < PAUSE_RATE ? LOCK_TTL_MS + Math.random() * 60 : 0;
         if (pausedMs > 0) await sleep(pausedMs);
         const end = performance.now();
-        const effective = await write(db, {
+        const written = await writer.write({
           segments: [
             {
               ...ref,
@@ -107,6 +103,7 @@ async function recordHistory(db: Db, write: CommitWrite) {
             },
           ],
         });
+        const effective = written.placed.size > 0;
         history.push({ owner: lease.owner, segment, fence: lease.fence, start, end, effective, pausedMs });
       } finally {
         held.set(segmentKey(segmentRef), lease);
@@ -148,7 +145,7 @@ describe('lock-safety checker: no two effective writers on one segment at once',
   afterAll(() => db.destroy());
 
   it('finds none with the service fencing guard, under pauses past the lease', async () => {
-    const run = await recordHistory(db, serviceCommit);
+    const run = await recordHistory(db, writeBatchStatement);
     console.log(`[checker] service guard: ${JSON.stringify(run.summary)}`);
     expect(run.summary.sections).toBe(SECTIONS);
     expect(run.summary.pausedPastLease).toBeGreaterThan(0);
@@ -158,7 +155,7 @@ describe('lock-safety checker: no two effective writers on one segment at once',
   }, 600_000);
 
   it('finds violations in a test-only build without the fencing guard: the checker can fail', async () => {
-    const run = await recordHistory(db, unfencedCommit);
+    const run = await recordHistory(db, unfencedStatement);
     console.log(`[checker] no guard: ${JSON.stringify(run.summary)}`);
     expect(run.summary.sections).toBe(SECTIONS);
     expect(run.found.count).toBeGreaterThan(0);

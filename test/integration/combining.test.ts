@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
-import { type OrderWrite, writeBatch } from '../../src/inventory/order-writes.js';
+import { BatchWriter, type OrderWrite, type SegmentWrite, writeBatch } from '../../src/inventory/order-writes.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
 import { scrapeCounter } from '../support/scrape-metric.js';
@@ -44,7 +44,7 @@ describe('flat combining', () => {
     const urls = combining.map((i) => i.url);
     const sku = uniqueSku('combine');
     expect((await call(urls[0]!, 'POST', '/skus', { sku, stock: 300, segments: 1 })).status).toBe(201);
-    const statementsBefore = (await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0;
+    const batchesBefore = (await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0;
     const answers = await burst(urls, 400, (i) => ({ sku, quantity: (i % 2) + 1 }));
 
     const statuses = answers.map((a) => a.status);
@@ -56,10 +56,10 @@ describe('flat combining', () => {
     expect(audit).toMatchObject({ sold: 300, soldCounted: 300, available: 0, negativeSegments: 0 });
     expect(audit).toMatchObject({ ordersWithoutLedger: 0, ordersLedgerMismatch: 0, ledgerOrders: placed.length });
     for (const order of placed) expect(order.deductions).toEqual([{ segment: 0, quantity: order.quantity }]);
-    // Fewer statements than orders: holders served orders queued behind them.
-    const statements = ((await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0) - statementsBefore;
-    expect(statements).toBeGreaterThan(0);
-    expect(statements).toBeLessThan(placed.length);
+    // Fewer batches than orders: holders served orders queued behind them.
+    const batches = ((await scrapeCounter(urls, 'stock_batch_orders_count')) ?? 0) - batchesBefore;
+    expect(batches).toBeGreaterThan(0);
+    expect(batches).toBeLessThan(placed.length);
   });
 
   it('places one order for concurrent requests with one Idempotency-Key, whichever batches they land in', async () => {
@@ -86,18 +86,18 @@ describe('flat combining', () => {
     expect(audit).toMatchObject({ ledgerOrders: 44, sold: 88, soldCounted: 88, available: 912 });
   });
 
-  it('writes one order per statement with COMBINE_MAX_BATCH=1, and the books stay exact', async () => {
+  it('takes one order per batch with COMBINE_MAX_BATCH=1, and the books stay exact', async () => {
     const sku = uniqueSku('combine-off');
     expect((await call(single.url, 'POST', '/skus', { sku, stock: 100, segments: 1 })).status).toBe(201);
     const before = {
-      statements: (await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0,
+      batches: (await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0,
       orders: (await scrapeCounter([single.url], 'stock_batch_orders_sum')) ?? 0,
     };
     const answers = await burst([single.url], 150, () => ({ sku, quantity: 1 }));
     expect(answers.filter((a) => a.status === 201)).toHaveLength(100);
-    const statements = ((await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0) - before.statements;
+    const batches = ((await scrapeCounter([single.url], 'stock_batch_orders_count')) ?? 0) - before.batches;
     const orders = ((await scrapeCounter([single.url], 'stock_batch_orders_sum')) ?? 0) - before.orders;
-    expect(statements).toBe(100);
+    expect(batches).toBe(100);
     expect(orders).toBe(100);
     expect(await auditSku(db, sku)).toMatchObject({ sold: 100, soldCounted: 100, available: 0 });
   });
@@ -171,6 +171,58 @@ describe('the batch statement', () => {
     holdSeconds: null,
     takes: [{ segment, quantity }],
     limitedSkuIds: [],
+  });
+
+  /** The write of the holder of `row` that read `state` and took the lock with `fence`. */
+  const holderOf = (
+    row: { skuId: number; layoutVersion: number; segment: number },
+    state: { available: number; fence: number },
+    fence = state.fence + 1,
+  ): SegmentWrite => ({
+    ...row,
+    limitClaimed: false,
+    availableSeen: state.available,
+    fenceSeen: state.fence,
+    fence,
+  });
+
+  it('writes the batches that queue behind the running statements in one statement, each answered its own', async () => {
+    const writer = new BatchWriter(db);
+    const skus = await Promise.all(Array.from({ length: 6 }, () => oneSegmentSku(10)));
+    const batches = skus.map(({ row, state }, i) => ({
+      segments: [holderOf(row, state)],
+      orders: [order(row.skuId, 1 + (i % 3)), order(row.skuId, 2)],
+    }));
+    // The first two start a statement each; the four that arrive while both run wait for the next one.
+    const results = await Promise.all(batches.map((batch) => writer.write(batch)));
+    for (const [i, result] of results.entries()) {
+      expect(result.written).toEqual(new Set([0]));
+      expect([...result.placed.keys()].sort()).toEqual(batches[i]!.orders.map((o) => o.orderId).sort());
+      const sold = 1 + (i % 3) + 2;
+      expect(await auditSku(db, skus[i]!.sku)).toMatchObject({ sold, soldCounted: sold, available: 10 - sold });
+    }
+    // One statement, one transaction: the four queued batches' orders share its start time; the first two do not.
+    const placedAt = results.map((r) => [...r.placed.values()][0]!.createdAt.getTime());
+    expect(new Set(placedAt.slice(2)).size).toBe(1);
+    expect(placedAt[0]).not.toBe(placedAt[2]);
+  });
+
+  it('writes a second batch on the same segment in a statement of its own, where the fence judges it', async () => {
+    const writer = new BatchWriter(db);
+    const others = await Promise.all([oneSegmentSku(10), oneSegmentSku(10)]);
+    const { sku, row, state } = await oneSegmentSku(10);
+    // A holder whose lease ran out before its write, and the holder after it: both read the row before either wrote.
+    const stalled = { segments: [holderOf(row, state)], orders: [order(row.skuId, 3)] };
+    const next = { segments: [holderOf(row, state, state.fence + 2)], orders: [order(row.skuId, 4)] };
+    const busy = others.map((o) =>
+      writer.write({ segments: [holderOf(o.row, o.state)], orders: [order(o.row.skuId, 1)] }),
+    );
+    // Both queue behind the two running statements; in one statement both would pass the fence.
+    const [first, second] = await Promise.all([writer.write(stalled), writer.write(next)]);
+    await Promise.all(busy);
+    expect(first.placed.size).toBe(1);
+    expect(second).toMatchObject({ written: new Set(), placed: new Map() });
+    expect(await auditSku(db, sku)).toMatchObject({ sold: 3, soldCounted: 3, available: 7, ledgerOrders: 1 });
   });
 
   it('writes nothing at all when the fence refuses the segment write', async () => {
