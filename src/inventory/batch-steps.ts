@@ -7,7 +7,6 @@ import { type BatchLine, type BatchPlan, decideBatch, type PlannedSegment } from
 import { readSegmentStates } from './inventory.repository.js';
 import { BatchWriter, type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite } from './order-writes.js';
 import { outOfStock, purchaseLimit } from './refusals.js';
-import type { SegmentLocks } from './segment-locks.js';
 import type { RowState, SegmentMemory } from './segment-memory.js';
 import type { SkuDirectory } from './sku-directory.js';
 
@@ -71,7 +70,6 @@ export class BatchSteps {
 
   constructor(
     private readonly db: Db,
-    private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
     private readonly memory: SegmentMemory,
     /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */

@@ -63,15 +63,7 @@ export class OrderBatcher {
     private readonly options: BatcherOptions,
     private readonly hooks: BatchHooks = {},
   ) {
-    this.steps = new BatchSteps(
-      db,
-      locks,
-      directory,
-      this.memory,
-      options.criticalSectionDelayMs,
-      options.events,
-      hooks,
-    );
+    this.steps = new BatchSteps(db, directory, this.memory, options.criticalSectionDelayMs, options.events, hooks);
   }
 
   /** Queues the order for the next batch that can take it. */

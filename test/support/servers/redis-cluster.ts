@@ -129,7 +129,6 @@ export class RedisCluster {
   }
 }
 
-/** One short-lived connection to a node; undefined when the node does not answer (stopped, or killed by a case). */
 /**
  * A port free a moment ago may be taken by the time the server binds it: by the tests running beside, whose outgoing
  * connections take ports from the same range. Such a node is started again on other ports.
@@ -144,6 +143,7 @@ async function onFreshPorts(start: () => Promise<RedisServer>): Promise<RedisSer
   }
 }
 
+/** One short-lived connection to a node; undefined when the node does not answer (stopped, or killed by a case). */
 async function probe<T>(port: number, question: (redis: Redis) => Promise<T>): Promise<T | undefined> {
   const redis = new Redis(port, '127.0.0.1', {
     lazyConnect: true,
