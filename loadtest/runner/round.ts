@@ -19,6 +19,8 @@ export interface RoundSpec {
   durationSeconds?: number;
   amount?: number;
   timeoutSeconds: number;
+  /** Every answer's latency is also pushed here, to summarise rounds measured in slices as one (`mergeSlices`). */
+  latencies?: number[];
 }
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
@@ -74,6 +76,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     instance.on('response', (client: autocannon.Client & { responseMax?: number }, status: number, _b, ms: number) => {
       const at = performance.now() - started;
       answers.push({ ms, status, at });
+      spec.latencies?.push(ms);
       const answered = (perClient.get(client) ?? 0) + 1;
       perClient.set(client, answered);
       if (client.responseMax && answered >= client.responseMax) firstIdleAt = Math.min(firstIdleAt, at);
@@ -101,6 +104,30 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const answered = `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s`;
   bar.done(`${answered}, ${rate} × ${expectedStatus}/s, p99 ${p99} ms${errors}`);
   return round;
+}
+
+/**
+ * Slices of one round, measured in turn with another's, as one round: the counts and durations summed, each status's
+ * rate the slices' answers over the time each took at its steady rate, the latencies of every answer.
+ */
+export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
+  const statusCounts: Record<string, number> = {};
+  const steadySeconds: Record<string, number> = {};
+  for (const slice of slices)
+    for (const [status, count] of Object.entries(slice.statusCounts)) {
+      statusCounts[status] = (statusCounts[status] ?? 0) + count;
+      steadySeconds[status] = (steadySeconds[status] ?? 0) + count / (slice.ratePerSecond[status] ?? Infinity);
+    }
+  const rates = Object.entries(statusCounts).map(([status, count]) => [status, count / steadySeconds[status]!]);
+  return {
+    title,
+    autocannon: { flags: `${slices.length} slices of ${slices[0]!.autocannon.flags}` },
+    responses: slices.reduce((sum, slice) => sum + slice.responses, 0),
+    statusCounts,
+    durationSeconds: slices.reduce((sum, slice) => sum + slice.durationSeconds, 0),
+    ratePerSecond: Object.fromEntries(rates),
+    latencyMs: summarize(latencies),
+  };
 }
 
 function summarize(values: number[]) {

@@ -43,17 +43,13 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
 /** Why a refusal case's orders are refused: the SKU is sold out, or its sale window has not opened. */
 export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
 type Refusal = (typeof refusalKinds)[number];
+/** Each side of a refusal case (its orders, the echo beside them) measured in this many turns. */
+const REFUSAL_TURNS = 6;
 /**
  * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
- * product's own echo is measured beside them (`echoFirst`: before, else after): what they are a share of.
+ * product's own echo, what they are a share of, is measured in turns with them (`RunContext.inTurns`).
  */
-export async function runRefusals(
-  ctx: RunContext,
-  service: ServiceTarget,
-  segments: number,
-  why: Refusal,
-  { of, echoFirst }: { of: string; echoFirst: boolean },
-) {
+export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal, of: string) {
   const api = ctx.api(service);
   const soldOut = why === 'sold-out';
   const window = soldOut ? {} : { saleStartsAt: new Date(Date.now() + 86_400_000).toISOString() };
@@ -63,22 +59,21 @@ export async function runRefusals(
     if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
   const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments${of}`;
-  const echo = () => measureCeiling(ctx, { id: 'ceiling-beside', label: `HTTP ceiling beside ${label}`, service });
-  let beside = echoFirst ? await echo() : undefined;
+  const echo = { title: `HTTP ceiling beside ${label}`, path: '/bench/echo', body: { sku: 'ceiling', quantity: 1 } };
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
-  const result = await ctx.warmThenMeasure(service, { title: label, body: { sku, quantity: 1 } }, 409);
+  const refused = { spec: { title: label, body: { sku, quantity: 1 } }, status: 409 };
+  const [result, beside] = await ctx.inTurns(service, [refused, { spec: echo, status: 200 }], REFUSAL_TURNS);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
-  beside ??= await echo();
-  const requests = result.measured.responses + result.warmup.responses;
-  const lockAttemptsPerRequest = result.measured.responses > 0 ? attempted / requests : null;
+  const requests = result!.measured.responses + result!.warmup.responses;
+  const lockAttemptsPerRequest = result!.measured.responses > 0 ? attempted / requests : null;
   await (soldOut ? api.restock(sku, 100) : api.updateSku(sku, { saleStartsAt: null }));
   const [how, started] = [soldOut ? 'restock +100' : 'window opened', performance.now()];
   const firstOrderStatus = await api.order(sku, 1);
   const reopen = { how, firstOrderStatus, firstOrderMs: performance.now() - started };
-  const echoBeside = { perSecond: beside.perSecond, cpu: beside.cpu };
-  return { id: `${why}-${segments}`, why, segments, ...result, lockAttemptsPerRequest, reopen, echoBeside };
+  const echoBeside = { perSecond: beside!.perSecond, cpu: beside!.cpu };
+  return { id: `${why}-${segments}`, why, segments, ...result!, lockAttemptsPerRequest, reopen, echoBeside };
 }
 
 /** Orders placed at once against reservations each confirmed by the connection's next request; both rates confirmed. */

@@ -8,7 +8,7 @@ import { StockApi } from '../client/stock-api.js';
 import type { BackingServices } from '../infra/backing-services.js';
 import { type CpuUsage, meterCpu, procAvailable } from '../infra/process-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
-import { type RoundResult, type RoundSpec, runRound, type RunProgress } from '../runner/round.js';
+import { mergeSlices, type RoundResult, type RoundSpec, runRound, type RunProgress } from '../runner/round.js';
 
 const full = {
   connections: 64,
@@ -138,6 +138,49 @@ export class RunContext {
     return { measured, perSecond: measured.ratePerSecond[status] ?? 0, cpu };
   }
 
+  /**
+   * Requests compared with each other, each warmed up, then measured in turns of `slices` short rounds (A B, B A, A B…)
+   * and summed: on a machine whose speed drifts and stalls for moments, sides measured one after the other for ten
+   * seconds each compare those moments as much as the code; in turns, both sides see the same machine.
+   */
+  async inTurns(service: ServiceTarget, sides: { spec: Titled; status: number }[], slices: number) {
+    const warmups: RoundResult[] = [];
+    for (const { spec, status } of sides) warmups.push(await this.warmUp(service, spec, status));
+    const waitedForQuietSeconds = this.lastQuietWait;
+    const measured = sides.map(() => ({
+      slices: [] as RoundResult[],
+      cpu: [] as CpuUsage[],
+      latencies: [] as number[],
+    }));
+    for (let turn = 0; turn < slices; turn++) {
+      const order = turn % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
+      for (const i of order) {
+        const [{ spec, status }, into] = [sides[i]!, measured[i]!];
+        const connections = spec.connections ?? this.settings.connections;
+        const amount = Math.max(
+          2 * connections,
+          Math.round(this.measuredAmount(warmups[i]!, connections, status) / slices),
+        );
+        const title = `${spec.title} · turn ${turn + 1} of ${slices}`;
+        const endCpu = this.cpuMeter(service)?.();
+        into.slices.push(await this.round(service, { ...spec, title, amount, latencies: into.latencies }, status));
+        if (endCpu) into.cpu.push(endCpu());
+      }
+    }
+    return sides.map(({ spec, status }, i) => {
+      const { slices: rounds, cpu, latencies } = measured[i]!;
+      const merged = mergeSlices(spec.title, rounds, latencies);
+      const usage = cpu.length ? { ...sumCpu(cpu), waitedForQuietSeconds } : null;
+      return {
+        label: spec.title,
+        warmup: warmups[i]!,
+        measured: merged,
+        perSecond: merged.ratePerSecond[status] ?? 0,
+        cpu: usage,
+      };
+    });
+  }
+
   /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */
   async warmUp(service: ServiceTarget, spec: Titled, status = 201) {
     await this.waitForQuiet(service);
@@ -184,4 +227,13 @@ export class RunContext {
     if (!markers || service.allPids.length === 0 || !procAvailable) return null;
     return () => meterCpu(service.allPids, markers);
   }
+}
+
+/** CPU use over several metered stretches as one: each figure weighted by its stretch's length. */
+function sumCpu(parts: CpuUsage[]): CpuUsage {
+  const seconds = parts.reduce((sum, part) => sum + part.seconds, 0);
+  const weighted = (of: (part: CpuUsage) => number) => parts.reduce((sum, p) => sum + of(p) * p.seconds, 0) / seconds;
+  const groups = Object.keys(parts[0]!.cores) as (keyof CpuUsage['cores'])[];
+  const cores = Object.fromEntries(groups.map((g) => [g, weighted((p) => p.cores[g])])) as CpuUsage['cores'];
+  return { seconds, machineBusy: weighted((p) => p.machineBusy), cores };
 }

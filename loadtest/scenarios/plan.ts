@@ -146,10 +146,9 @@ function plan(s: RunSettings): Row[] {
       ];
       for (const side of round % 2 ? sides : sides.reverse()) side();
     }
-    // Refusals against the product's own echo, measured beside each of them.
-    const refusals = { of, echoFirst: round % 2 === 1 };
-    add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', refusals));
-    add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', refusals));
+    // Refusals against the product's own echo, measured in turns with each of them.
+    add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of));
+    add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', of));
   }
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
