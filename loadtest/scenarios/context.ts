@@ -139,11 +139,12 @@ export class RunContext {
   }
 
   /**
-   * Requests compared with each other, each warmed up, then measured in turns of `slices` short rounds (A B, B A, A B…)
-   * and summed: on a machine whose speed drifts and stalls for moments, sides measured one after the other for ten
-   * seconds each compare those moments as much as the code; in turns, both sides see the same machine.
+   * Requests compared with each other, each warmed up, then measured in `turns` short rounds each, the sides taking
+   * turns (A B, B A, A B…), each side's rounds summed: on a machine whose speed drifts and stalls for moments, sides
+   * measured one after the other for ten seconds each compare those moments as much as the code; in turns, both sides
+   * see the same machine.
    */
-  async inTurns(service: ServiceTarget, sides: { spec: Titled; status: number }[], slices: number) {
+  async inTurns(service: ServiceTarget, sides: { spec: Titled; status: number }[], turns: number) {
     const warmups: RoundResult[] = [];
     for (const { spec, status } of sides) warmups.push(await this.warmUp(service, spec, status));
     const waitedForQuietSeconds = this.lastQuietWait;
@@ -152,16 +153,16 @@ export class RunContext {
       cpu: [] as CpuUsage[],
       latencies: [] as number[],
     }));
-    for (let turn = 0; turn < slices; turn++) {
+    for (let turn = 0; turn < turns; turn++) {
       const order = turn % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
       for (const i of order) {
         const [{ spec, status }, into] = [sides[i]!, measured[i]!];
         const connections = spec.connections ?? this.settings.connections;
         const amount = Math.max(
           2 * connections,
-          Math.round(this.measuredAmount(warmups[i]!, connections, status) / slices),
+          Math.round(this.measuredAmount(warmups[i]!, connections, status) / turns),
         );
-        const title = `${spec.title} · turn ${turn + 1} of ${slices}`;
+        const title = `${spec.title} · turn ${turn + 1} of ${turns}`;
         const endCpu = this.cpuMeter(service)?.();
         into.slices.push(await this.round(service, { ...spec, title, amount, latencies: into.latencies }, status));
         if (endCpu) into.cpu.push(endCpu());
