@@ -12,10 +12,16 @@ type Echo = { id: string; label: string; service: ServiceTarget; path?: string; 
  * `round`: the comparison round of a yardstick echo.
  */
 export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number; round?: number }) {
-  const { id, label, service, instances = 1, path = '/bench/echo', status = 200, round } = spec;
-  const request = { title: label, path, body: { sku: 'ceiling', quantity: ctx.settings.quantity } };
-  return { id, instances, round, ...(await ctx.warmThenMeasure(service, request, status)) };
+  const { id, label, service, instances = 1, path, status = 200, round } = spec;
+  return { id, instances, round, ...(await ctx.warmThenMeasure(service, echoRequest(ctx, label, path), status)) };
 }
+
+/** A request of the ceiling: an order's body, sent to an echo (the product's own POST /bench/echo by default). */
+const echoRequest = (ctx: RunContext, title: string, path = '/bench/echo') => ({
+  title,
+  path,
+  body: { sku: 'ceiling', quantity: ctx.settings.quantity },
+});
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
 type Guard = (typeof guards)['none'];
@@ -59,7 +65,7 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
     if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
   const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments${of}`;
-  const echo = { title: `HTTP ceiling beside ${label}`, path: '/bench/echo', body: { sku: 'ceiling', quantity: 1 } };
+  const echo = echoRequest(ctx, `HTTP ceiling beside ${label}`);
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
   const refused = { spec: { title: label, body: { sku, quantity: 1 } }, status: 409 };
