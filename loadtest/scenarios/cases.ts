@@ -49,8 +49,11 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
 /** Why a refusal case's orders are refused: the SKU is sold out, or its sale window has not opened. */
 export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
 type Refusal = (typeof refusalKinds)[number];
-/** Each side of a refusal case (its orders, the echo beside them) measured in this many turns. */
-const REFUSAL_TURNS = 6;
+/**
+ * Each side of a refusal case (its orders, the echo beside them) is measured in turns of at least this long, at most
+ * six of them: a shorter round measures mostly its own start (a quick run's measuring time makes one turn).
+ */
+const REFUSAL_TURN_SECONDS = 1.5;
 /**
  * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
  * product's own echo, what they are a share of, is measured in turns with them (`RunContext.inTurns`).
@@ -69,7 +72,8 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
   const refused = { spec: { title: label, body: { sku, quantity: 1 } }, status: 409 };
-  const [result, beside] = await ctx.inTurns(service, [refused, { spec: echo, status: 200 }], REFUSAL_TURNS);
+  const turns = Math.max(1, Math.min(6, Math.floor(ctx.settings.measureSeconds / REFUSAL_TURN_SECONDS)));
+  const [result, beside] = await ctx.inTurns(service, [refused, { spec: echo, status: 200 }], turns);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result!.measured.responses + result!.warmup.responses;
