@@ -107,8 +107,9 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
 }
 
 /**
- * Slices of one round, measured in turn with another's, as one round: the counts and durations summed, each status's
- * rate the slices' answers over the time each took at its steady rate, the latencies of every answer.
+ * Slices of one round, measured in turn with another's, as one round: the counts (of spread traffic, per SKU too) and
+ * durations summed, each status's rate the slices' answers over the time each took at its steady rate, the latencies of
+ * every answer.
  */
 export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
   const statusCounts: Record<string, number> = {};
@@ -119,6 +120,9 @@ export function mergeSlices(title: string, slices: RoundResult[], latencies: num
       steadySeconds[status] = (steadySeconds[status] ?? 0) + count / (slice.ratePerSecond[status] ?? Infinity);
     }
   const rates = Object.entries(statusCounts).map(([status, count]) => [status, count / steadySeconds[status]!]);
+  const bySku = slices.flatMap((slice) => Object.entries(slice.answeredBySku ?? {}));
+  const answeredBySku: Record<string, number> = {};
+  for (const [sku, units] of bySku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + units;
   return {
     title,
     autocannon: { flags: `${slices.length} slices of ${slices[0]!.autocannon.flags}` },
@@ -127,6 +131,7 @@ export function mergeSlices(title: string, slices: RoundResult[], latencies: num
     durationSeconds: slices.reduce((sum, slice) => sum + slice.durationSeconds, 0),
     ratePerSecond: Object.fromEntries(rates),
     latencyMs: summarize(latencies),
+    ...(slices[0]!.answeredBySku && { answeredBySku }),
   };
 }
 

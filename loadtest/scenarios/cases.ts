@@ -50,13 +50,8 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
 export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
 type Refusal = (typeof refusalKinds)[number];
 /**
- * Each side of a refusal case (its orders, the echo beside them) is measured in turns of at least this long, at most
- * six of them: a shorter round measures mostly its own start (a quick run's measuring time makes one turn).
- */
-const REFUSAL_TURN_SECONDS = 1.5;
-/**
  * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
- * product's own echo, what they are a share of, is measured in turns with them (`RunContext.inTurns`).
+ * product's own echo, what they are a share of, is measured in turns with them (`RunContext.measureInTurns`).
  */
 export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal, of: string) {
   const api = ctx.api(service);
@@ -71,9 +66,13 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const echo = echoRequest(ctx, `HTTP ceiling beside ${label}`);
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
-  const refused = { spec: { title: label, body: { sku, quantity: 1 } }, status: 409 };
-  const turns = Math.max(1, Math.min(6, Math.floor(ctx.settings.measureSeconds / REFUSAL_TURN_SECONDS)));
-  const [result, beside] = await ctx.inTurns(service, [refused, { spec: echo, status: 200 }], turns);
+  const sides = [];
+  for (const [spec, status] of [
+    [{ title: label, body: { sku, quantity: 1 } }, 409],
+    [echo, 200],
+  ] as const)
+    sides.push({ service, spec, status, warmup: await ctx.warmUp(service, spec, status) });
+  const [result, beside] = await ctx.measureInTurns(sides, ctx.turns);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result!.measured.responses + result!.warmup.responses;

@@ -121,32 +121,22 @@ export class RunContext {
     return runRound({ ...base, ...spec }, status, this.progress);
   }
 
-  /** A timed warm-up, then the measured round (`measure`). */
+  /** A timed warm-up, then the measured round. */
   async warmThenMeasure(service: ServiceTarget, spec: Titled, status: number) {
     const warmup = await this.warmUp(service, spec, status);
-    return { label: spec.title, warmup, ...(await this.measure(service, spec, warmup, status)) };
-  }
-
-  /** A measured round of as many requests as the warm-up's rate fills the measuring time with, its CPU metered. */
-  async measure(service: ServiceTarget, spec: Titled, warmup: RoundResult, status = 201) {
-    const endCpu = this.cpuMeter(service)?.();
-    const waitedForQuietSeconds = this.lastQuietWait;
-    // A reservation round sends two requests per order: a reservation and its confirmation.
-    const amount = this.measuredAmount(warmup, spec.connections, status) * (spec.confirmEach ? 2 : 1);
-    const measured = await this.round(service, { ...spec, amount }, status);
-    const cpu: CpuUsage | null = endCpu ? { ...endCpu(), waitedForQuietSeconds } : null;
-    return { measured, perSecond: measured.ratePerSecond[status] ?? 0, cpu };
+    return (await this.measureInTurns([{ service, spec, warmup, status }], 1))[0]!;
   }
 
   /**
-   * Requests compared with each other, each warmed up, then measured in `turns` short rounds each, the sides taking
-   * turns (A B, B A, A B…), each side's rounds summed: on a machine whose speed drifts and stalls for moments, sides
-   * measured one after the other for ten seconds each compare those moments as much as the code; in turns, both sides
-   * see the same machine.
+   * Warmed-up sides measured together: each sends as many requests as its warm-up's rate fills the measuring time
+   * with, in `turns` rounds, the sides taking turns (A B, B A, A B…), each side's rounds summed (one turn: its
+   * measured round), its CPU metered. On a machine whose speed drifts and stalls for moments, sides measured one after
+   * the other for ten seconds each compare those moments as much as the code; in turns, both see the same machine.
    */
-  async inTurns(service: ServiceTarget, sides: { spec: Titled; status: number }[], turns: number) {
-    const warmups: RoundResult[] = [];
-    for (const { spec, status } of sides) warmups.push(await this.warmUp(service, spec, status));
+  async measureInTurns(
+    sides: { service: ServiceTarget; spec: Titled; warmup: RoundResult; status?: number }[],
+    turns: number,
+  ) {
     const waitedForQuietSeconds = this.lastQuietWait;
     const measured = sides.map(() => ({
       slices: [] as RoundResult[],
@@ -156,30 +146,28 @@ export class RunContext {
     for (let turn = 0; turn < turns; turn++) {
       const order = turn % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
       for (const i of order) {
-        const [{ spec, status }, into] = [sides[i]!, measured[i]!];
+        const [{ service, spec, warmup, status = 201 }, into] = [sides[i]!, measured[i]!];
         const connections = spec.connections ?? this.settings.connections;
-        const amount = Math.max(
-          2 * connections,
-          Math.round(this.measuredAmount(warmups[i]!, connections, status) / turns),
-        );
-        const title = `${spec.title} · turn ${turn + 1} of ${turns}`;
+        const share = Math.max(2 * connections, Math.round(this.measuredAmount(warmup, connections, status) / turns));
+        // A reservation round sends two requests per order: a reservation and its confirmation.
+        const amount = share * (spec.confirmEach ? 2 : 1);
+        const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
         const endCpu = this.cpuMeter(service)?.();
         into.slices.push(await this.round(service, { ...spec, title, amount, latencies: into.latencies }, status));
         if (endCpu) into.cpu.push(endCpu());
       }
     }
-    return sides.map(({ spec, status }, i) => {
-      const { slices: rounds, cpu, latencies } = measured[i]!;
-      const merged = mergeSlices(spec.title, rounds, latencies);
-      const usage = cpu.length ? { ...sumCpu(cpu), waitedForQuietSeconds } : null;
-      return {
-        label: spec.title,
-        warmup: warmups[i]!,
-        measured: merged,
-        perSecond: merged.ratePerSecond[status] ?? 0,
-        cpu: usage,
-      };
+    return sides.map(({ spec, warmup, status = 201 }, i) => {
+      const { slices, cpu, latencies } = measured[i]!;
+      const round = slices.length > 1 ? mergeSlices(spec.title, slices, latencies) : slices[0]!;
+      const usage: CpuUsage | null = cpu.length ? { ...sumCpu(cpu), waitedForQuietSeconds } : null;
+      return { label: spec.title, warmup, measured: round, perSecond: round.ratePerSecond[status] ?? 0, cpu: usage };
     });
+  }
+
+  /** How many turns sides compared in turns take: each at least 1.5 s, a shorter one measures mostly its own start. */
+  get turns(): number {
+    return Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5)));
   }
 
   /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */

@@ -10,7 +10,14 @@ import { type LocalServiceOptions, type ServiceTarget, startService } from '../i
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { type LockCell, runCell } from './locks.js';
-import { measureSales, measureWithWebhook, type SalesCase, type SalesSpec, WARMUP_STOCK } from './sales.js';
+import {
+  compareSales,
+  measureSales,
+  measureWithWebhook,
+  type SalesCase,
+  type SalesSpec,
+  WARMUP_STOCK,
+} from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
@@ -55,9 +62,12 @@ type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
 type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-/** Why this run cannot measure a row, beyond its service. */
+/** Why this run cannot measure a row, beyond its services. */
 type Unless = (ctx: RunContext) => string | undefined;
-type Row<K extends CaseList = CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
+/** A case on a service (none: the lock benchmark), or cases measured together on several, each into its own list. */
+type OneCase<K extends CaseList = CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
+type Together = [ScenarioName, CaseList[], ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>];
+type Row = OneCase | Together;
 
 /** The service as shipped: the one a --url target stands for. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
@@ -76,7 +86,7 @@ const ownServers = (kind: string) => (c: RunContext) => {
 function plan(s: RunSettings): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
-  const add = <K extends CaseList>(...row: Row<K>) => rows.push(row as Row);
+  const add = <K extends CaseList>(...row: OneCase<K>) => rows.push(row as OneCase);
   const sales = (scenario: ScenarioName, into: CaseList, service: ServiceSpec, spec: Omit<SalesSpec, 'service'>) =>
     add(scenario, into, service, (c, target) => measureSales(c, { ...spec, service: target }));
   const off = (combining: boolean) => (combining ? '' : ' · combining off');
@@ -127,24 +137,27 @@ function plan(s: RunSettings): Row[] {
     ['spread', `spread over ${spread} SKUs`, { skus: spread, hotShare: 0 }],
     ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
-  // The product against its yardsticks in rounds, each side going first in turn: on a machine whose speed drifts, two
-  // cases measured minutes apart compare the drift as much as the code. The report judges each comparison's median
-  // round by the ratio of its two sides.
+  // The product against its yardsticks in rounds, each measured in turns with it (A B, B A…): on a machine whose speed
+  // drifts and stalls for moments, two cases measured one after the other compare the machine as much as the code.
+  // The report judges each comparison's median round by the ratio of its two sides.
   for (let round = 1; round <= s.comparisonRounds; round++) {
     const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
     const echoLabel = `bare express JSON echo (POST /orders → 201)${of}`;
     const echoCase = { id: 'bare-echo', label: echoLabel, path: '/orders', round };
     add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service, status: 201 }));
     for (const [id, name, traffic] of shapes) {
-      const scenario = traffic ? 'spread' : 'alternative';
       const [tags, label] = [{ round }, `${name}${of}`];
       const other = { id: `alternative-${id}`, label: `the alternative · ${label}`, segments: 1, traffic, tags };
       const ours = { id: `real-${id}`, label: `real · ${lockName(n)} · ${label}`, segments: n, traffic, tags };
+      // Each side warms up and takes its turns first in every other round.
       const sides = [
-        () => sales(scenario, 'alternative', alternative, { ...other, alternative: true }),
-        () => sales(scenario, 'spread', REAL, ours),
-      ];
-      for (const side of round % 2 ? sides : sides.reverse()) side();
+        ['alternative', alternative, { ...other, alternative: true }],
+        ['spread', REAL, ours],
+      ] as const;
+      const [first, second] = round % 2 ? sides : ([sides[1], sides[0]] as const);
+      const specs = (on: ServiceTarget[]) => [first, second].map(([, , spec], i) => ({ ...spec, service: on[i]! }));
+      const measure = (c: RunContext, ...on: ServiceTarget[]) => compareSales(c, specs(on), c.turns);
+      rows.push([traffic ? 'spread' : 'alternative', [first[0], second[0]], [first[1], second[1]], measure]);
     }
     // Refusals against the product's own echo, measured in turns with each of them.
     add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of));
@@ -312,31 +325,39 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     }
     return service;
   };
-  const use = async (spec: ServiceSpec, measure: Row[3]) => {
+  const use = async (specs: ServiceSpec[], measure: (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>) => {
     for (let attempt = 1; ; attempt++) {
-      const service = await get(spec);
+      const services: ServiceTarget[] = [];
+      for (const spec of specs) services.push(await get(spec));
       try {
-        return await measure(ctx, service);
+        return await measure(ctx, ...services);
       } catch (error) {
-        if (service.alive() || attempt >= 3) throw error;
-        const [ended, why] = [service.diagnostics().split('\n')[0], (error as Error).message.split('\n')[0]];
-        const note = `${ended} during a case (${why}); started a fresh one and repeated the case`;
-        results.incidents.push(note);
-        ctx.progress.note(note);
-        await release(spec);
+        const died = specs.filter((_, i) => !services[i]!.alive());
+        if (!died.length || attempt >= 3) throw error;
+        const why = (error as Error).message.split('\n')[0];
+        for (const spec of died) {
+          const note = `${running.get(spec)!.diagnostics().split('\n')[0]} during a case (${why}); started a fresh one and repeated the case`;
+          results.incidents.push(note);
+          ctx.progress.note(note);
+          await release(spec);
+        }
       }
     }
   };
-  const lastRow = new Map(rows.map(([, , service], i) => [service, i]));
-  for (const [i, [scenario, into, service, run, unless]] of rows.entries()) {
-    const reason = unless?.(ctx) ?? (service && unavailable(service));
+  const servicesOf = (row: Row) => [row[2] ?? []].flat();
+  const lastRow = new Map(rows.flatMap((row, i) => servicesOf(row).map((service) => [service, i])));
+  for (const [i, row] of rows.entries()) {
+    const [scenario, into, , run, unless] = row;
+    const reason = unless?.(ctx) ?? servicesOf(row).map(unavailable).find(Boolean);
     if (!reason) {
-      const result = service ? await use(service, run) : await run(ctx, undefined!);
-      (results[into] as unknown[]).push(...[result].flat());
+      const result = servicesOf(row).length ? await use(servicesOf(row), run) : await run(ctx, undefined!);
+      // Cases measured together answer one result per list they go into.
+      if (Array.isArray(into)) into.forEach((list, k) => (results[list] as unknown[]).push((result as unknown[])[k]));
+      else (results[into] as unknown[]).push(...[result].flat());
     } else if (!results.skipped.some((x) => x.scenario === scenario && x.reason === reason)) {
       results.skipped.push({ scenario, reason });
     }
-    if (service && lastRow.get(service) === i) await release(service);
+    for (const service of servicesOf(row)) if (lastRow.get(service) === i) await release(service);
   }
   return results;
 }

@@ -48,46 +48,78 @@ export interface SalesSpec {
 
 /** A timed warm-up on fresh SKUs, then a measured round sized by its rate on a fresh SKU, with the books after each. */
 export async function measureSales(ctx: RunContext, spec: SalesSpec) {
-  const { service, path = '/orders' } = spec;
-  const { quantity } = ctx.settings;
-  const connections = spec.connections ?? ctx.settings.connections;
-  const lockMetrics = path === '/orders' && !spec.alternative;
-  const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
-  const base = { title: spec.label, path, headers, connections };
-  const round = (set: SkuSet) => ({ ...base, body: { sku: set.skus[0], quantity }, pickSku: set.pick });
+  const [result] = await compareSales(ctx, [spec], 1);
+  return result!;
+}
 
-  const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
-  const warmup = await ctx.warmUp(service, round(warm));
-  // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
-  const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
-  const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
-  const measuredSet = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
-  const memory = sampleMemory(service.pids);
-  const before = lockMetrics ? await ctx.scrape(service) : null;
-  const endServerStats = await spec.serverStats?.start();
-  const { measured, perSecond, cpu } = await ctx.measure(service, round(measuredSet), warmup);
-  const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
-  const after = before ? await ctx.scrape(service) : null;
-  const { soldBySku: _, ...books } = await booksOf(ctx, spec, measuredSet, measured, 0, soldBySku);
-  return {
-    id: spec.id,
-    label: spec.label,
-    profile: spec.profile ?? 'real',
-    combining: spec.combining ?? lockMetrics,
-    instances: spec.instances ?? 1,
-    segments: spec.segments,
-    connections,
-    measured,
-    perSecond,
-    lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
-    books,
-    warmupBooks,
-    memory: memory(),
-    cpu,
-    ...(serverCost && { serverCost }),
-    ...spec.tags,
-    ...(spec.traffic && { traffic: spec.traffic.hotShare > 0 ? ('mixed' as const) : ('spread' as const) }),
-  };
+/**
+ * Cases compared with each other: each warmed up on fresh SKUs, then all measured in `turns` turns
+ * (`RunContext.measureInTurns`) on SKUs sized by each one's warm-up rate, the books checked after the warm-up and
+ * after the turns. Server costs (`serverStats`) count everything the servers did meanwhile: a case measured alone.
+ */
+export async function compareSales(ctx: RunContext, specs: SalesSpec[], turns: number) {
+  const { quantity } = ctx.settings;
+  const cases = [];
+  for (const spec of specs) {
+    const { service, path = '/orders' } = spec;
+    const connections = spec.connections ?? ctx.settings.connections;
+    const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
+    const base = { title: spec.label, path, headers, connections };
+    const round = (set: SkuSet) => ({ ...base, body: { sku: set.skus[0], quantity }, pickSku: set.pick });
+    const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
+    const warmup = await ctx.warmUp(service, round(warm));
+    // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
+    const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
+    const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
+    const set = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
+    const lockMetrics = path === '/orders' && !spec.alternative;
+    cases.push({
+      spec,
+      connections,
+      lockMetrics,
+      warmupBooks,
+      soldBySku,
+      set,
+      side: { service, spec: round(set), warmup },
+    });
+  }
+  const meters = [];
+  for (const { spec, lockMetrics } of cases) {
+    const before = lockMetrics ? await ctx.scrape(spec.service) : null;
+    meters.push({ memory: sampleMemory(spec.service.pids), before, endServerStats: await spec.serverStats?.start() });
+  }
+  const rounds = await ctx.measureInTurns(
+    cases.map((c) => c.side),
+    turns,
+  );
+  const results = [];
+  for (const [i, { spec, connections, lockMetrics, warmupBooks, soldBySku, set }] of cases.entries()) {
+    const { memory, before, endServerStats } = meters[i]!;
+    const { measured, perSecond, cpu } = rounds[i]!;
+    const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
+    const after = before ? await ctx.scrape(spec.service) : null;
+    const { soldBySku: _, ...books } = await booksOf(ctx, spec, set, measured, 0, soldBySku);
+    results.push({
+      id: spec.id,
+      label: spec.label,
+      profile: spec.profile ?? 'real',
+      combining: spec.combining ?? lockMetrics,
+      instances: spec.instances ?? 1,
+      segments: spec.segments,
+      connections,
+      measured,
+      perSecond,
+      lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
+      books,
+      warmupBooks,
+      memory: memory(),
+      cpu,
+      ...(serverCost && { serverCost }),
+      ...spec.tags,
+      ...(spec.traffic && { traffic: spec.traffic.hotShare > 0 ? ('mixed' as const) : ('spread' as const) }),
+    });
+  }
+  return results;
 }
 
 /** The SKUs of one round, and how each request picks one (undefined: every request goes to the first). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mergeSlices, type RoundResult } from '../../loadtest/runner/round.js';
 
-// A case measured in turns with another (RunContext.inTurns) is reported as one round: its slices merged.
+// A case measured in turns with another (RunContext.measureInTurns) is reported as one round: its slices merged.
 
 const slice = (answers: number, perSecond: number): RoundResult => ({
   title: 'slice',
@@ -28,5 +28,12 @@ describe('a round measured in slices', () => {
     const latencies = Array.from({ length: 400 }, (_, i) => i + 1);
     const merged = mergeSlices('refusals', [slice(100, 1_000), slice(300, 1_500)], latencies);
     expect(merged.latencyMs).toEqual({ p50: 200, p97_5: 390, p99: 396, max: 400 });
+  });
+
+  it('counts the units answered per SKU over every slice, for the books of spread traffic', () => {
+    const spread = (answeredBySku: Record<string, number>) => ({ ...slice(10, 1_000), answeredBySku });
+    const merged = mergeSlices('spread', [spread({ a: 3, b: 7 }), spread({ b: 2, c: 8 })], []);
+    expect(merged.answeredBySku).toEqual({ a: 3, b: 9, c: 8 });
+    expect(mergeSlices('hot', [slice(10, 1_000), slice(10, 1_000)], []).answeredBySku).toBeUndefined();
   });
 });
