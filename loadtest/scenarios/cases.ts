@@ -66,9 +66,10 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const echo = echoRequest(ctx, `HTTP ceiling beside ${label}`);
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
+  const refused = { title: label, body: { sku, quantity: 1 } };
   const sides = [];
   for (const [spec, status] of [
-    [{ title: label, body: { sku, quantity: 1 } }, 409],
+    [refused, 409],
     [echo, 200],
   ] as const)
     sides.push({ service, spec, status, warmup: await ctx.warmUp(service, spec, status) });

@@ -137,9 +137,10 @@ function plan(s: RunSettings): Row[] {
     ['spread', `spread over ${spread} SKUs`, { skus: spread, hotShare: 0 }],
     ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
-  // The product against its yardsticks in rounds, each measured in turns with it (A B, B A…): on a machine whose speed
-  // drifts and stalls for moments, two cases measured one after the other compare the machine as much as the code.
-  // The report judges each comparison's median round by the ratio of its two sides.
+  // The product against its yardsticks in rounds, the report judging each comparison's median round by the ratio of
+  // its two sides. Within a round the product and the alternative, and the refusals and their echo, are measured in
+  // turns (A B, B A…): on a machine whose speed drifts and stalls for moments, two cases measured one after the other
+  // compare the machine as much as the code. The bare echo, a ceiling rather than a rival, runs once per round.
   for (let round = 1; round <= s.comparisonRounds; round++) {
     const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
     const echoLabel = `bare express JSON echo (POST /orders → 201)${of}`;
