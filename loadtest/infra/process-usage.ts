@@ -21,10 +21,13 @@ export function meterCpu(servicePids: number[], markers: ProcessMarkers) {
   return () => {
     const after = snapshot(servicePids, markers);
     const seconds = (after.at - before.at) / 1000;
-    // Ticks per process, so that one starting during the round counts in full (one ending loses its last ticks).
     const cores = Object.fromEntries(GROUPS.map((g) => [g, 0])) as Record<CpuGroup, number>;
+    // Ticks per process, so that one starting during the round counts in full; one that ended counts in its parent's
+    // reaped children, less what it had used before the round.
     for (const [pid, { group, ticks }] of after.ticks)
       cores[group] += (ticks - (before.ticks.get(pid)?.ticks ?? 0)) / TICKS_PER_SECOND / seconds;
+    for (const [pid, { group, ticks }] of before.ticks)
+      if (!after.ticks.has(pid)) cores[group] -= ticks / TICKS_PER_SECOND / seconds;
     const total = after.machine.total - before.machine.total;
     const machineBusy = total > 0 ? (after.machine.busy - before.machine.busy) / total : NaN;
     const cpus = readdirSync('/sys/devices/system/cpu').filter((d) => /^cpu\d+$/.test(d)).length || 1;
@@ -58,10 +61,12 @@ function readProcesses() {
     .flatMap((entry) => {
       try {
         const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime (15th).
+        // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime, cutime, cstime.
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-        const ticks = Number(fields[11]) + Number(fields[12]);
+        // With the children it reaped (cutime, cstime): a process that ended during a round, such as Postgres's
+        // autovacuum workers or a redis-server's save, counts in its parent's group rather than as another process.
+        const ticks = fields.slice(11, 15).reduce((sum, field) => sum + Number(field), 0);
         return [{ pid: Number(entry), ppid: Number(fields[1]), ticks, cmdline }];
       } catch {
         return []; // The process ended while we looked.
