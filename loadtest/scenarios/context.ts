@@ -153,7 +153,9 @@ export class RunContext {
         const amount = share * (spec.confirmEach ? 2 : 1);
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
         const endCpu = this.cpuMeter(service)?.();
-        into.slices.push(await this.round(service, { ...spec, title, amount, latencies: into.latencies }, status));
+        // Merging turns needs every answer's latency; one turn is reported as it is.
+        const latencies = turns > 1 ? into.latencies : undefined;
+        into.slices.push(await this.round(service, { ...spec, title, amount, latencies }, status));
         if (endCpu) into.cpu.push(endCpu());
       }
     }

@@ -333,14 +333,15 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
       try {
         return await measure(ctx, ...services);
       } catch (error) {
-        const died = specs.filter((_, i) => !services[i]!.alive());
+        const died = [...specs.keys()].filter((i) => !services[i]!.alive());
         if (!died.length || attempt >= 3) throw error;
         const why = (error as Error).message.split('\n')[0];
-        for (const spec of died) {
-          const note = `${running.get(spec)!.diagnostics().split('\n')[0]} during a case (${why}); started a fresh one and repeated the case`;
+        for (const i of died) {
+          const ended = services[i]!.diagnostics().split('\n')[0];
+          const note = `${ended} during a case (${why}); started a fresh one and repeated the case`;
           results.incidents.push(note);
           ctx.progress.note(note);
-          await release(spec);
+          await release(specs[i]!);
         }
       }
     }
