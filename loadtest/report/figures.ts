@@ -19,8 +19,10 @@ const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + 
 export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>
   [...rounds].sort((a, b) => by(a) - by(b))[(rounds.length - 1) >> 1];
 
+/** A case of a comparison measured in rounds names its round. */
+type InRound = { round?: number };
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
-export type Answers = { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
+export type Answers = InRound & { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
 export type Column<T> = [header: string, cell: (row: T) => string | number];
 
 /** A markdown table from rows and one `[header, cell]` per column; undefined (not measured) when there are no rows. */
@@ -55,29 +57,19 @@ export function runFigures(run: RunResults) {
   /** A profile's case at a segment count, by default in its sweep's combining mode. */
   const at = (p: Profile, segments = HEADLINE_SEGMENTS, combining = p === 'real') =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
-  // A comparison is judged round by round: the two sides of a round ran back to back, so their ratio compares the
-  // code, not the machine's drift over minutes; the median round by that ratio stands for the comparison.
-  /** Each comparison case's round: its tag, else (older results) its place among the cases of its id. */
-  const roundOf = new Map<object, number>();
-  for (const cases of [run.spread, run.alternative, run.bareEcho]) {
-    const seen = new Map<string, number>();
-    for (const c of cases) {
-      const place = (seen.get(c.id) ?? 0) + 1;
-      seen.set(c.id, place);
-      roundOf.set(c, c.round ?? place);
-    }
-  }
+  // A comparison is judged round by round: the two sides of a round took turns, so their ratio compares the code, not
+  // the machine's drift over minutes; the median round by that ratio stands for the comparison.
   /** The case of `cases` in the same round as `c` when `c` is a comparison case, else `cases`' median round. */
-  const sameRound = <T extends { perSecond: number }>(cases: T[], c: object) =>
-    roundOf.has(c) ? cases.find((x) => roundOf.get(x) === roundOf.get(c)) : median(cases);
+  const sameRound = <T extends Answers>(cases: T[], c: InRound) =>
+    c.round === undefined ? median(cases) : cases.find((x) => x.round === c.round);
   /** The alternative on the same traffic: of the same round for a case of the comparisons, else its median round. */
-  const alternativeFor = (c: { traffic?: string }) => {
+  const alternativeFor = (c: InRound & { traffic?: string }) => {
     const onTraffic = run.alternative.filter((a) => a.traffic === c.traffic);
     return sameRound(onTraffic, c);
   };
   const overAlternative = (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN);
   /** The bare echo of the same round for a case of the comparisons, else the bare echo's median round. */
-  const echoFor = (c: object) => sameRound(run.bareEcho, c);
+  const echoFor = (c: InRound) => sameRound(run.bareEcho, c);
   const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
   /** The product's rounds beside its yardsticks on a traffic (one hot SKU: none). */
   const roundsOn = (kind?: 'spread' | 'mixed') => run.spread.filter((c) => c.traffic === kind);
@@ -87,8 +79,8 @@ export function runFigures(run: RunResults) {
   const hotBeside = traffic();
   /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
   const ceiling = mean(ceilings.map((c) => c.perSecond));
-  /** Refused orders as a share of the echo measured beside them (the run's ceiling in results from before that). */
-  const refusalShare = (c: RunResults['soldOut'][number]) => c.perSecond / (c.echoBeside?.perSecond ?? ceiling);
+  /** Refused orders as a share of the echo measured beside them. */
+  const refusalShare = (c: RunResults['soldOut'][number]) => c.perSecond / c.echoBeside.perSecond;
   return {
     run,
     ceilings,

@@ -53,12 +53,11 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     const rounds = run.soldOut.filter((x) => x.why === why);
     const { how, firstOrderStatus: status, firstOrderMs } = c.reopen;
     const attempts = num(c.lockAttemptsPerRequest ?? NaN, 3);
-    const beside = c.echoBeside ? ` measured beside it (${int(c.echoBeside.perSecond)}/s)` : '';
     const shares = ofRounds(rounds, (x) => pct(f.refusalShare(x)));
+    const beside = ` measured beside it (${int(c.echoBeside.perSecond)}/s)`;
     const measured = `${int(c.perSecond)} × 409/s = ${pct(f.refusalShare(c))} of the ceiling${beside}${shares}; ${attempts} lock attempts per request`;
     const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
-    const echoMs = c.echoBeside ? msPerAnswer({ ...c, ...c.echoBeside }) : undefined;
-    const cpu = cpuView(c, echoMs);
+    const cpu = cpuView(c, msPerAnswer({ ...c, ...c.echoBeside }));
     return [
       `${measured}; first order after ${how}: ${status} in ${ms(firstOrderMs)} ms${cpu}`,
       f.refusalShare(c) >= 0.9 && reopened,

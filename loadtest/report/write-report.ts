@@ -200,7 +200,7 @@ function tables(f: RunFigures): Slots {
     soldOutTable: table(run.soldOut, [
       label(),
       ['409/s', (c) => int(c.perSecond)],
-      ['Echo beside /s', (c) => int(c.echoBeside?.perSecond ?? NaN)],
+      ['Echo beside /s', (c) => int(c.echoBeside.perSecond)],
       ['% of ceiling', (c) => pct(f.refusalShare(c))],
       ...latency('p50', 'p99', 'max'),
       ['Lock attempts / request', (c) => num(c.lockAttemptsPerRequest ?? NaN, 3)],

@@ -17,17 +17,17 @@ const measuredCase = ({ p99 = 40, ...c }: Shape) => ({
   warmupBooks: { ok: true, checks: [] },
   ...c,
 });
-/** One case per round: perSecond of round 1, 2, 3 (tagged with its round unless `tagged` is false). */
-const rounds = (id: string, rates: number[], tagged: boolean, more: Partial<Shape> = {}) =>
-  rates.map((perSecond, i) => measuredCase({ id, perSecond, ...(tagged && { round: i + 1 }), ...more }));
+/** One case per round: perSecond of round 1, 2, 3. */
+const rounds = (id: string, rates: number[], more: Partial<Shape> = {}) =>
+  rates.map((perSecond, i) => measuredCase({ id, perSecond, round: i + 1, ...more }));
 
-function run(tagged: boolean): RunResults {
+function run(): RunResults {
   // Every other list of cases empty: this run measured the comparisons only.
   const others = ['segments', 'cluster', 'perOrder', 'lockFree', 'memory', 'auth', 'events', 'lockOrderFlow'];
   others.push('ceiling', 'oversell', 'soldOut', 'lifecycle', 'dashboard', 'growth', 'eventRetention', 'locks');
   const alternative = [
-    ...rounds('alternative-hot', [1_200, 1_750, 2_100], tagged),
-    ...rounds('alternative-spread', [1_500, 2_500, 2_000], tagged, { traffic: 'spread', p99: 50 }),
+    ...rounds('alternative-hot', [1_200, 1_750, 2_100]),
+    ...rounds('alternative-spread', [1_500, 2_500, 2_000], { traffic: 'spread', p99: 50 }),
   ];
   return {
     ...Object.fromEntries([...others, 'skipped', 'incidents'].map((k) => [k, []])),
@@ -36,20 +36,17 @@ function run(tagged: boolean): RunResults {
     // the echo ×0.75, ×0.74, ×0.60 (median: round 2). Each side's median round alone would give ×2.23 and ×0.63;
     // on spread traffic ×1.33, ×1.04, ×1.50 (median: round 1), against ×1.30 by each side's median.
     spread: [
-      ...rounds('real-hot', [3_000, 4_600, 3_900], tagged),
-      ...rounds('real-spread', [2_000, 2_600, 3_000], tagged, { traffic: 'spread', p99: 45 }),
+      ...rounds('real-hot', [3_000, 4_600, 3_900]),
+      ...rounds('real-spread', [2_000, 2_600, 3_000], { traffic: 'spread', p99: 45 }),
     ],
-    // Tagged cases are paired by their tag, not their place: listed last round first when tagged.
-    alternative: tagged ? alternative.reverse() : alternative,
-    bareEcho: rounds('bare-echo', [4_000, 6_200, 6_500], tagged),
+    // Cases are paired by their round, not their place: listed last round first.
+    alternative: alternative.reverse(),
+    bareEcho: rounds('bare-echo', [4_000, 6_200, 6_500]),
   } as unknown as RunResults;
 }
 
-describe.each([
-  ['tagged with their rounds', true],
-  ['from results before the tag, paired by their order', false],
-])('a comparison measured in rounds, cases %s', (_, tagged) => {
-  const f = runFigures(run(tagged));
+describe('a comparison measured in rounds', () => {
+  const f = runFigures(run());
 
   it('is judged on its median round by the ratio of the round’s two sides', () => {
     expect(f.hotBeside?.perSecond).toBe(3_000);
