@@ -67,12 +67,7 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
   const refused = { title: label, body: { sku, quantity: 1 } };
-  const sides = [];
-  for (const [spec, status] of [
-    [refused, 409],
-    [echo, 200],
-  ] as const)
-    sides.push({ service, spec, status, warmup: await ctx.warmUp(service, spec, status) });
+  const sides = [await ctx.warmedUp(service, refused, 409), await ctx.warmedUp(service, echo, 200)];
   const [result, beside] = await ctx.measureInTurns(sides, ctx.turns);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;

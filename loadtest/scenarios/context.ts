@@ -123,8 +123,12 @@ export class RunContext {
 
   /** A timed warm-up, then the measured round. */
   async warmThenMeasure(service: ServiceTarget, spec: Titled, status: number) {
-    const warmup = await this.warmUp(service, spec, status);
-    return (await this.measureInTurns([{ service, spec, warmup, status }], 1))[0]!;
+    return (await this.measureInTurns([await this.warmedUp(service, spec, status)], 1))[0]!;
+  }
+
+  /** A side for `measureInTurns`: the request, warmed up on its service. */
+  async warmedUp(service: ServiceTarget, spec: Titled, status: number) {
+    return { service, spec, status, warmup: await this.warmUp(service, spec, status) };
   }
 
   /**
