@@ -4,7 +4,7 @@ import { type RawBuilder, sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { AppError } from '../../src/errors.js';
 import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
-import { outOfStock } from '../../src/inventory/refusals.js';
+import { outOfStock } from '../../src/orders/outcome.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import type { RedisClient } from '../../src/redis/connections.js';
 

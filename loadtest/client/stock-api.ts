@@ -1,4 +1,4 @@
-import type { SkuView } from '../../src/inventory/sku-view.js';
+import type { SkuView } from '../../src/stock/sku-view.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
 

@@ -1,9 +1,11 @@
+import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
+import type { SkuRow } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import { redisKeys } from '../lock/keys.js';
 import type { RedisConnections } from '../redis/connections.js';
-import { findSkuWithSegments } from './inventory.repository.js';
 import type { SaleWindow } from './sale-window.js';
+import { type SegmentRef, segmentKey } from './segment-locks.js';
 
 /**
  * Bounds the memory whatever the size of the catalogue: past this many SKUs the cache starts over, as SegmentMemory
@@ -138,4 +140,54 @@ export class SkuDirectory {
     }
     return entry;
   }
+}
+
+/** The SKU's row with the state of its current layout's segments, `[segment, available, fence]` by segment. */
+function findSkuWithSegments(
+  db: Db,
+  sku: string,
+): Promise<(SkuRow & { segments: [number, number, number][] }) | undefined> {
+  return db
+    .selectFrom('skus as k')
+    .selectAll('k')
+    .select(
+      sql<[number, number, number][]>`(select coalesce(json_agg(json_build_array(s.segment, s.available, s.fence_token)
+              order by s.segment), '[]') from stock_segments s
+        where s.sku_id = k.id and s.layout_version = k.layout_version)`.as('segments'),
+    )
+    .where('k.sku', '=', sku)
+    .executeTakeFirst();
+}
+
+const openCache = new WeakMap<SkuEntry, { empty: number; open: number[] }>();
+const keysCache = new WeakMap<SkuEntry, string[]>();
+/** 0 … n−1 by segment count n: what every SKU with no empty segment (most of them) shares. */
+const everySegment: number[][] = [];
+
+/** The SKU's segments not known to be empty (computed again only when a segment was marked empty since). */
+export function openSegments(entry: SkuEntry): readonly number[] {
+  const count = entry.segmentCount;
+  if (entry.emptySegments.size === 0) return (everySegment[count] ??= Array.from({ length: count }, (_, s) => s));
+  const cached = openCache.get(entry);
+  if (cached && cached.empty === entry.emptySegments.size) return cached.open;
+  const open: number[] = [];
+  for (let segment = 0; segment < count; segment++) {
+    if (!entry.emptySegments.has(segment)) open.push(segment);
+  }
+  openCache.set(entry, { empty: entry.emptySegments.size, open });
+  return open;
+}
+
+/** The key of each segment of the entry's layout, by segment number: built once per entry. */
+export function segmentKeysOf(entry: SkuEntry): readonly string[] {
+  let keys = keysCache.get(entry);
+  if (!keys) {
+    keys = Array.from({ length: entry.segmentCount }, (_, segment) => segmentKey(refOf(entry, segment)));
+    keysCache.set(entry, keys);
+  }
+  return keys;
+}
+
+export function refOf(entry: SkuEntry, segment: number): SegmentRef {
+  return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
 }

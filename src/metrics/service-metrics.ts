@@ -1,7 +1,9 @@
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { AppError, isDependencyFailure } from '../errors.js';
-import type { OrderFlowHooks, OrderTrace, PlacedOrder } from '../inventory/order-placement.js';
+import { AppError } from '../errors.js';
+import type { OrderTrace } from '../orders/batch-steps.js';
+import type { OrderFlowHooks } from '../orders/order-placement.js';
+import { outcomeOf, type PlacedOrder } from '../orders/outcome.js';
 import type { SegmentLockHooks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 
@@ -22,9 +24,6 @@ export interface OrderCounters {
   ordersByOutcome: Record<string, number>;
   lockWaits: number;
 }
-
-/** Fixed outcomes besides error codes; an order ends in exactly one. */
-export type OrderOutcome = 'placed' | 'replayed' | AppError['code'];
 
 /**
  * The service's Prometheus metrics, in a registry of its own (several services may share one process in tests).
@@ -199,13 +198,13 @@ export class ServiceMetrics {
   private async observeOrder(place: () => Promise<PlacedOrder>, trace: OrderTrace): Promise<PlacedOrder> {
     const started = performance.now();
     this.ordersInProgress.inc();
-    let outcome: OrderOutcome = 'internal';
+    let outcome: ReturnType<typeof outcomeOf> = 'internal';
     try {
-      const result = await place();
-      outcome = result.replayed ? 'replayed' : 'placed';
-      return result;
+      const placed = await place();
+      outcome = outcomeOf({ placed });
+      return placed;
     } catch (error) {
-      outcome = outcomeOfError(error);
+      outcome = outcomeOf({ error });
       if (error instanceof AppError && error.code === 'not_on_sale')
         this.notOnSale.inc({ sku: String(error.extensions.sku) });
       throw error;
@@ -226,9 +225,4 @@ export class ServiceMetrics {
     onAcquired: () => this.lockAcquisitions.inc(),
     onReleased: (heldMs) => this.lockHold.observe(heldMs / 1000),
   };
-}
-
-function outcomeOfError(error: unknown): OrderOutcome {
-  if (error instanceof AppError) return error.code;
-  return isDependencyFailure(error) ? 'dependency_unavailable' : 'internal';
 }

@@ -23,11 +23,6 @@ export interface OrderRecord {
   expiresAt: Date | null;
 }
 
-export function isIdempotencyConflict(error: unknown): boolean {
-  const pgError = error as { code?: string; constraint?: string };
-  return pgError.code === '23505' && pgError.constraint === 'orders_idempotency_key_key';
-}
-
 const orderColumns = [
   'orders.id',
   'orders.status',

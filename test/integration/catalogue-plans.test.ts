@@ -3,8 +3,8 @@ import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, runPrepared } from '../../src/db/database.js';
 import { readOutbox } from '../../src/events/sequencer.js';
-import { readSegmentStates } from '../../src/inventory/inventory.repository.js';
-import { writeBatch } from '../../src/inventory/order-writes.js';
+import { readSegmentStates } from '../../src/orders/batch-statements.js';
+import { writeBatch } from '../../src/orders/order-writes.js';
 import { availableBySku, readAvailableBySku } from '../../src/metrics/metrics.repository.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeBatch } from '../../src/inventory/order-writes.js';
+import { writeBatch } from '../../src/orders/order-writes.js';
 import { EventReceiver } from '../support/event-receiver.js';
 import { replayTotals } from '../support/event-replay.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';

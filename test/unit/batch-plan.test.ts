@@ -5,7 +5,7 @@ import {
   type PlannableOrder,
   planBatch,
   type PlanningView,
-} from '../../src/inventory/batch-plan.js';
+} from '../../src/orders/batch-plan.js';
 import { segmentKey } from '../../src/inventory/segment-locks.js';
 import type { SkuEntry } from '../../src/inventory/sku-directory.js';
 
@@ -119,8 +119,11 @@ describe('deciding a batch', () => {
     const entry = sku(1);
     const plan = planBatch([order(line(entry, 2)), order(line(entry, 2)), order(line(entry, 1))], 64, view());
     const decisions = decideBatch(plan, new Map([[key(entry, 0), 3]]));
-    expect(decisions.map((d) => d.kind)).toEqual(['take', 'short', 'take']);
-    expect(decisions[1]).toMatchObject({ kind: 'short', entry, quantity: 2, available: 1 });
+    expect(decisions.map((d) => d.kind)).toEqual(['take', 'out_of_stock', 'take']);
+    expect(decisions[1]).toMatchObject({
+      kind: 'out_of_stock',
+      problem: { code: 'out_of_stock', extensions: { sku: entry.sku, available: 1 } },
+    });
   });
 
   it('refuses as short only when the batch holds every open segment of the SKU', () => {
@@ -137,7 +140,7 @@ describe('deciding a batch', () => {
           [key(entry, 1), 2],
         ]),
       )[0],
-    ).toMatchObject({ kind: 'short', available: 3 });
+    ).toMatchObject({ kind: 'out_of_stock', problem: { extensions: { available: 3 } } });
   });
 
   it('splits a line across the held segments of its SKU when none suffices alone', () => {
@@ -168,8 +171,8 @@ describe('deciding a batch', () => {
     ]);
     const decisions = decideBatch(plan, held);
     // The cart is short on b, so it takes nothing of a either: the next order gets a's last unit.
-    expect(decisions.map((d) => d.kind)).toEqual(['short', 'take']);
-    expect(decisions[0]).toMatchObject({ entry: b });
+    expect(decisions.map((d) => d.kind)).toEqual(['out_of_stock', 'take']);
+    expect(decisions[0]).toMatchObject({ problem: { extensions: { sku: b.sku } } });
   });
 
   it('asks a cover that fell short while other segments were busy to want every segment next time', () => {

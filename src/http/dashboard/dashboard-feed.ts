@@ -1,7 +1,7 @@
 import type { Response } from 'express';
 import { AppError, errorCatalog } from '../../errors.js';
 import type { StockEvent } from '../../events/event-types.js';
-import type { SkuView } from '../../inventory/sku-view.js';
+import type { SkuView } from '../../stock/sku-view.js';
 import type { OrderCounters } from '../../metrics/service-metrics.js';
 
 /** What every dashboard watching one SKU on this instance receives, once a second. */

@@ -1,8 +1,9 @@
 import { type RequestHandler, Router } from 'express';
 import type { Scope } from '../../config.js';
 import { AppError } from '../../errors.js';
-import type { OrderLifecycle } from '../../inventory/order-lifecycle.js';
-import type { OrderPlacement, OrderRequest, PlacedOrder } from '../../inventory/order-placement.js';
+import type { OrderLifecycle } from '../../reservations/order-lifecycle.js';
+import type { OrderPlacement, OrderRequest } from '../../orders/order-placement.js';
+import type { PlacedOrder } from '../../orders/outcome.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
 import type { OrderService } from '../../orders/order.service.js';
 import type { Access } from '../auth/access.js';
@@ -44,8 +45,8 @@ export function orderRoutes(
       try {
         placed = await placement.place(request);
       } catch (error) {
-        // Refusals (out of stock, busy) are this route's everyday answers: sent from here rather than after a walk
-        // through the remaining routers to the error handler, which costs a sold-out SKU a good share of its rate.
+        // Refusals (orders/outcome.ts) are this route's everyday answers: sent from here rather than after a walk
+        // through the remaining routers to the error handler, which a sold-out SKU would pay on every order.
         if (!(error instanceof AppError)) throw error;
         sendProblem(res, error);
         return;
@@ -140,7 +141,7 @@ function actingFor(principal: Principal, named: string | undefined, scope: Scope
 
 /**
  * The order as clients see it. A single-SKU order also carries its line at the top level (`sku`, `quantity`,
- * `deductions`), as it did before carts existed.
+ * `deductions`), so that clients written for single-SKU orders read it unchanged.
  */
 function orderView(order: OrderRecord) {
   const only = order.items.length === 1 ? order.items[0]! : undefined;

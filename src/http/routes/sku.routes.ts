@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
-import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stock-admin.js';
+import type { AdminAnswer, AdminRequest, StockAdmin } from '../../stock/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';

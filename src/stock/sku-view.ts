@@ -1,8 +1,8 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { readSkuStock } from './inventory.repository.js';
-import { isOnSale } from './sale-window.js';
-import type { SharedClock } from './shared-clock.js';
+import { readSkuStock } from './stock.repository.js';
+import { isOnSale } from '../inventory/sale-window.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
 
 /** A SKU's books: `available + reserved + sold = stock`. */
 export interface SkuView {

@@ -1,8 +1,56 @@
-import type { Transaction } from 'kysely';
-import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
+import type { Kysely, Transaction } from 'kysely';
+import { type PreparedStatement, runPrepared } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
-import { claimUnits, releaseUnits } from './customer-holdings.repository.js';
-import { WriteCombiner } from './write-combiner.js';
+
+type Executor = Kysely<Database> | Transaction<Database>;
+
+/**
+ * The statements an order batch runs, in the order it runs them: the state of the segments it holds, read under their
+ * locks (`readSegmentStates`), then the one fenced statement that writes the whole batch (`writeBatchStatement`, run
+ * by `runWrite`). Reading placed orders back is ./order.repository.ts.
+ */
+
+/** What a lock holder reads: the stock, and the token of the last writer, which its own write will insist on. */
+export interface SegmentState {
+  segment: number;
+  available: number;
+  fence: number;
+}
+
+const readSegmentsStatement: PreparedStatement = {
+  name: 'read_segments',
+  text: `select s.available, s.fence_token as fence, w.i::int as i
+           from unnest($1::int[], $2::int[], $3::int[]) with ordinality as w(sku_id, layout_version, segment, i)
+           join stock_segments s
+             on s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment`,
+};
+
+export interface SegmentAddress {
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
+}
+
+/**
+ * The state of segments of any SKUs, read by their lock holders in one query; in the order asked, undefined where a
+ * segment is not part of that layout any more.
+ */
+export async function readSegmentStates(
+  db: Executor,
+  segments: readonly SegmentAddress[],
+): Promise<(SegmentState | undefined)[]> {
+  if (segments.length === 0) return [];
+  const rows = await runPrepared<{ available: number; fence: number; i: number }>(db, readSegmentsStatement, [
+    segments.map((s) => s.skuId),
+    segments.map((s) => s.layoutVersion),
+    segments.map((s) => s.segment),
+  ]);
+  const states: (SegmentState | undefined)[] = segments.map(() => undefined);
+  for (const row of rows) {
+    states[row.i - 1] = { segment: segments[row.i - 1]!.segment, available: row.available, fence: row.fence };
+  }
+  return states;
+}
 
 /** What an order asks beyond its stock: the fields of its row. */
 export interface OrderFields {
@@ -139,165 +187,8 @@ export const writeBatchStatement: PreparedStatement = {
     select null, id, status, created_at, expires_at from placed`,
 };
 
-/**
- * Writes a batch: one statement, in a transaction only when some order must first claim its customer's units of a
- * limited SKU. Claims refused leave their orders out; claims of orders that were then not written (a refused fence,
- * a lost key) are given back before the transaction commits.
- */
-export async function writeBatch(
-  db: Db,
-  batch: BatchWrite,
-  /** The lock-safety checker swaps in a variant without FENCE_GUARD, to show what the guard prevents. */
-  statement = writeBatchStatement,
-): Promise<BatchWritten> {
-  if (batch.orders.every((order) => order.limitedSkuIds.length === 0)) {
-    return { ...(await runWrite(db, batch, statement)), overLimit: new Map() };
-  }
-  return db.transaction().execute(async (trx) => {
-    const { granted, overLimit } = await claimLimits(trx, batch);
-    const claimed = batch.orders.filter((order) => !overLimit.has(order.orderId));
-    const result = await runWrite(trx, { segments: batch.segments, orders: claimed }, statement);
-    for (const order of batch.orders) {
-      if (result.placed.has(order.orderId)) continue;
-      for (const skuId of granted.get(order.orderId) ?? []) {
-        await releaseUnits(trx, skuId, order.customerId!, unitsOf(order, batch.segments, skuId));
-      }
-    }
-    return { ...result, overLimit };
-  });
-}
-
-/** Most batches one statement writes together. */
-const MAX_BATCHES_PER_STATEMENT = 32;
-/**
- * Statements of one instance's batches that run at once before the next batches wait to be written together: two keep
- * Postgres busy with one while the other's answer travels back. Measured on one hot SKU with a 20 ms business step and
- * combining off (20 runners, each writing one order at a time), against a statement per batch: 757 against 657
- * orders/s, with Postgres spending 0.44 ms of CPU per order against 0.71; one statement at a time sold about as much,
- * four sold less.
- */
-const STATEMENTS_AT_ONCE = 2;
-
-/**
- * The order batches' writer: a batch is written at once while fewer than `STATEMENTS_AT_ONCE` statements run; the
- * batches that arrive meanwhile wait, and the next statement writes them together. Each batch is combined already, but
- * only within its own segments: without combining, or with a long business step, several runners each write a small
- * batch at about the same moment, and every statement costs a round trip, a commit and the CPU to send and read it. A
- * batch that claims per-customer limits runs its own transaction, as `writeBatch` does.
- */
-export class BatchWriter {
-  private readonly combined: WriteCombiner<BatchWrite, Omit<BatchWritten, 'overLimit'>>;
-
-  constructor(
-    private readonly db: Db,
-    /** The lock-safety checker swaps in a variant without FENCE_GUARD, to show what the guard prevents. */
-    private readonly statement = writeBatchStatement,
-  ) {
-    const write = (batches: BatchWrite[]) => writeTogether(db, batches, statement);
-    this.combined = new WriteCombiner(write, MAX_BATCHES_PER_STATEMENT, STATEMENTS_AT_ONCE);
-  }
-
-  async write(batch: BatchWrite): Promise<BatchWritten> {
-    if (batch.orders.some((order) => order.limitedSkuIds.length > 0)) return writeBatch(this.db, batch, this.statement);
-    return { ...(await this.combined.run(batch)), overLimit: new Map() };
-  }
-}
-
-/**
- * Batches of one instance's runners in as few statements as their segments allow: one, unless two batches write the
- * same segment. That happens only when a holder's lease ran out and a runner of this instance took the segment next:
- * in one statement both would pass the fence, read before either wrote, so the later batch goes into the next
- * statement, where the fence judges it against the row the earlier one wrote.
- */
-async function writeTogether(
-  db: Db,
-  batches: BatchWrite[],
-  statement: PreparedStatement,
-): Promise<Omit<BatchWritten, 'overLimit'>[]> {
-  const results = new Map<BatchWrite, Omit<BatchWritten, 'overLimit'>>();
-  const keysOf = (batch: BatchWrite) => batch.segments.map((s) => `${s.skuId}:${s.layoutVersion}:${s.segment}`);
-  for (let rest = batches; rest.length > 0;) {
-    const now: BatchWrite[] = [];
-    const later: BatchWrite[] = [];
-    const seen = new Set<string>();
-    for (const batch of rest) {
-      const keys = keysOf(batch);
-      if (keys.some((key) => seen.has(key))) later.push(batch);
-      else {
-        for (const key of keys) seen.add(key);
-        now.push(batch);
-      }
-    }
-    const written = await writeMerged(db, now, statement);
-    now.forEach((batch, k) => results.set(batch, written[k]!));
-    rest = later;
-  }
-  return batches.map((batch) => results.get(batch)!);
-}
-
-/** One statement for batches on distinct segments; each batch's own part of the result. */
-async function writeMerged(db: Db, batches: BatchWrite[], statement: PreparedStatement) {
-  if (batches.length === 1) return [await runWrite(db, batches[0]!, statement)];
-  const offsets: number[] = [];
-  let offset = 0;
-  for (const batch of batches) {
-    offsets.push(offset);
-    offset += batch.segments.length;
-  }
-  const merged = await runWrite(
-    db,
-    {
-      segments: batches.flatMap((batch) => batch.segments),
-      orders: batches.flatMap((batch, k) =>
-        batch.orders.map((order) => ({
-          ...order,
-          takes: order.takes.map((t) => ({ segment: t.segment + offsets[k]!, quantity: t.quantity })),
-        })),
-      ),
-      events: batches[0]!.events,
-    },
-    statement,
-  );
-  return batches.map((batch, k) => ({
-    written: new Set(batch.segments.flatMap((_, i) => (merged.written.has(i + offsets[k]!) ? [i] : []))),
-    placed: new Map(
-      batch.orders.flatMap((order) => {
-        const row = merged.placed.get(order.orderId);
-        return row ? [[order.orderId, row] as const] : [];
-      }),
-    ),
-  }));
-}
-
-/**
- * Claims each limited order's units, one statement per SKU (an order's customer appears once per SKU in a batch). An
- * order refused on one SKU claims nothing further; what it was granted on others is given back by the caller.
- */
-async function claimLimits(trx: Transaction<Database>, batch: BatchWrite) {
-  const granted = new Map<string, number[]>();
-  const overLimit: BatchWritten['overLimit'] = new Map();
-  for (const skuId of new Set(batch.orders.flatMap((order) => order.limitedSkuIds))) {
-    const claiming = batch.orders.filter((o) => o.limitedSkuIds.includes(skuId) && !overLimit.has(o.orderId));
-    const refused = await claimUnits(
-      trx,
-      skuId,
-      claiming.map((order) => ({ customerId: order.customerId!, units: unitsOf(order, batch.segments, skuId) })),
-    );
-    for (const order of claiming) {
-      const remaining = refused.get(order.customerId!);
-      if (remaining !== undefined) overLimit.set(order.orderId, { skuId, remaining });
-      else granted.set(order.orderId, [...(granted.get(order.orderId) ?? []), skuId]);
-    }
-  }
-  return { granted, overLimit };
-}
-
-function unitsOf(order: OrderWrite, segments: SegmentWrite[], skuId: number): number {
-  return order.takes.reduce((total, t) => total + (segments[t.segment]!.skuId === skuId ? t.quantity : 0), 0);
-}
-
-async function runWrite(
-  db: Db | Transaction<Database>,
+export async function runWrite(
+  db: Executor,
   batch: BatchWrite,
   statement: PreparedStatement,
 ): Promise<Omit<BatchWritten, 'overLimit'>> {

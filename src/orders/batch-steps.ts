@@ -1,22 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
-import type { AppError } from '../errors.js';
 import type { LockLease } from '../lock/distributed-lock.js';
-import type { OrderItem, OrderRecord } from '../orders/order.repository.js';
+import type { OrderItem, OrderRecord } from './order.repository.js';
 import { type BatchLine, type BatchPlan, decideBatch, type PlannedSegment } from './batch-plan.js';
-import { readSegmentStates } from './inventory.repository.js';
-import { BatchWriter, type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite } from './order-writes.js';
-import { outOfStock, purchaseLimit } from './refusals.js';
+import { readSegmentStates } from './batch-statements.js';
+import { BatchWriter } from './order-writes.js';
+import { type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite } from './batch-statements.js';
+import { type Ending, purchaseLimit, refused } from './outcome.js';
 import type { RowState, SegmentMemory } from './segment-memory.js';
-import type { SkuDirectory } from './sku-directory.js';
-
-/** How an order the batcher took ends: the one vocabulary of the order flow. Failures (Postgres away) reject. */
-export type Ending =
-  | { kind: 'placed'; order: OrderRecord }
-  /** Another request placed an order under the same Idempotency-Key first: the caller answers with that one. */
-  | { kind: 'key-taken' }
-  /** Out of stock, over the customer's limit, or every segment it needed stayed locked for its whole wait budget. */
-  | { kind: 'refused'; problem: AppError };
+import type { SkuDirectory } from '../inventory/sku-directory.js';
 
 /** What one order went through, for the metrics. */
 export interface OrderTrace {
@@ -121,10 +113,13 @@ export class BatchSteps {
     leaseOf: Map<string, LockLease>,
     { open, retries, napping }: { open: Set<BatchOrder>; retries: BatchOrder[]; napping: Napping | undefined },
   ): Promise<void> {
-    const ending = (order: BatchOrder, value: Ending | 'retry') => {
+    const end = (order: BatchOrder, ending: Ending) => {
       open.delete(order);
-      if (value === 'retry') retries.push(order);
-      else order.end(value);
+      order.end(ending);
+    };
+    const retry = (order: BatchOrder) => {
+      open.delete(order);
+      retries.push(order);
     };
     const states = await this.readStates(
       segments.filter((s) => leaseOf.has(s.key)),
@@ -137,18 +132,19 @@ export class BatchSteps {
     for (const [i, decision] of decisions.entries()) {
       const { order } = plan.orders[i]!;
       if (decision.kind === 'take') taking.push({ order, takes: decision.takes });
-      else if (decision.kind === 'short') {
-        const { entry, quantity, available } = decision;
-        short.push({ order, ending: { kind: 'refused', problem: outOfStock(entry.sku, quantity, available) } });
-      } else {
+      else if (decision.kind === 'out_of_stock') short.push({ order, ending: refused(decision.problem) });
+      else {
         for (const line of decision.widen) line.wantsEvery = true;
-        ending(order, 'retry');
+        retry(order);
       }
     }
     // Out of stock is final only once the orders decided before it took what they were given: one left out by the
     // fence, its key or its customer's limit gives its units back to those after it.
     const endShort = (final: boolean) => {
-      for (const s of short) ending(s.order, final ? s.ending : 'retry');
+      for (const s of short) {
+        if (final) end(s.order, s.ending);
+        else retry(s.order);
+      }
     };
     if (taking.length === 0) return endShort(true);
 
@@ -166,7 +162,7 @@ export class BatchSteps {
       // The watchdog could not keep a lease: do not even try the write (the fence would refuse it anyway).
       this.hooks.onLockLost?.();
       for (const key of used) this.memory.forget(key);
-      for (const { order } of taking) ending(order, 'retry');
+      for (const { order } of taking) retry(order);
       return endShort(false);
     }
 
@@ -216,12 +212,12 @@ export class BatchSteps {
     for (const { order, takes } of taking) {
       const row = result.placed.get(order.fields.orderId);
       const limit = result.overLimit.get(order.fields.orderId);
-      if (row) ending(order, { kind: 'placed', order: recordOf(order, takes, row, planned) });
+      if (row) end(order, { outcome: 'placed', order: recordOf(order, takes, row, planned) });
       else if (limit) {
         const sku = order.lines.find((line) => line.entry.id === limit.skuId)!.entry.sku;
-        ending(order, { kind: 'refused', problem: purchaseLimit(sku, limit.remaining) });
-      } else if (takes.every((t) => result.written.has(index.get(t.key)!))) ending(order, { kind: 'key-taken' });
-      else ending(order, 'retry');
+        end(order, refused(purchaseLimit(sku, limit.remaining)));
+      } else if (takes.every((t) => result.written.has(index.get(t.key)!))) end(order, { outcome: 'key_taken' });
+      else retry(order);
     }
     endShort(taking.every(({ order }) => result.placed.has(order.fields.orderId)));
   }

@@ -1,6 +1,6 @@
 import type { LockLease } from '../lock/distributed-lock.js';
-import type { SegmentState } from './inventory.repository.js';
-import type { SkuEntry } from './sku-directory.js';
+import type { SegmentState } from './batch-statements.js';
+import type { SkuEntry } from '../inventory/sku-directory.js';
 
 /** Bounds the memory: one entry per segment lock this process took, dropped wholesale past this many. */
 const MAX_ENTRIES = 100_000;

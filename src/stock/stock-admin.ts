@@ -12,14 +12,15 @@ import {
   insertSku,
   recordAddition,
   updateSkuLayout,
-} from './inventory.repository.js';
+} from './stock.repository.js';
 import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
-import { recountHoldings } from './customer-holdings.repository.js';
-import { FencedOutError, lockBusy } from './refusals.js';
-import type { SegmentLocks } from './segment-locks.js';
-import { splitEvenly } from './segment-math.js';
-import type { SharedClock } from './shared-clock.js';
-import type { SkuDirectory, SkuEntry } from './sku-directory.js';
+import { recountHoldings } from '../inventory/customer-holdings.repository.js';
+import { FencedOutError } from '../inventory/fenced-out.js';
+import { lockBusy } from '../orders/outcome.js';
+import type { SegmentLocks } from '../inventory/segment-locks.js';
+import { splitEvenly } from '../inventory/segment-math.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
+import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
 import { readSkuView, type SkuView } from './sku-view.js';
 
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
@@ -280,7 +281,7 @@ export class StockAdmin {
           .execute(async (trx) => {
             const row = await findSkuForUpdate(trx, entry.id);
             if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
-            if (!(await change(trx, row, leases))) throw new FencedOutError([]);
+            if (!(await change(trx, row, leases))) throw new FencedOutError();
             return { view: await this.record(trx, sku, request, 200) };
           })
           .catch((error: unknown) => {

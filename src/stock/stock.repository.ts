@@ -1,9 +1,6 @@
-import type { Kysely, Transaction } from 'kysely';
-import { sql } from 'kysely';
-import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../db/database.js';
 import type { Database, SkuRow } from '../db/schema.js';
-
-type Executor = Kysely<Database> | Transaction<Database>;
 
 export interface SkuStock {
   sku: SkuRow;
@@ -12,23 +9,6 @@ export interface SkuStock {
   reserved: number;
   /** Units of confirmed orders. */
   sold: number;
-}
-
-/** The SKU's row with the state of its current layout's segments, `[segment, available, fence]` by segment. */
-export function findSkuWithSegments(
-  db: Executor,
-  sku: string,
-): Promise<(SkuRow & { segments: [number, number, number][] }) | undefined> {
-  return db
-    .selectFrom('skus as k')
-    .selectAll('k')
-    .select(
-      sql<[number, number, number][]>`(select coalesce(json_agg(json_build_array(s.segment, s.available, s.fence_token)
-              order by s.segment), '[]') from stock_segments s
-        where s.sku_id = k.id and s.layout_version = k.layout_version)`.as('segments'),
-    )
-    .where('k.sku', '=', sku)
-    .executeTakeFirst();
 }
 
 /** Locks the SKU row for the rest of the transaction, so configuration changes apply one at a time. */
@@ -85,48 +65,6 @@ export async function recordAddition(
   reason: 'create' | 'restock',
 ): Promise<void> {
   await trx.insertInto('stock_additions').values({ sku_id: skuId, quantity, reason }).execute();
-}
-
-/** What a lock holder reads: the stock, and the token of the last writer, which its own write will insist on. */
-export interface SegmentState {
-  segment: number;
-  available: number;
-  fence: number;
-}
-
-const readSegmentsStatement: PreparedStatement = {
-  name: 'read_segments',
-  text: `select s.available, s.fence_token as fence, w.i::int as i
-           from unnest($1::int[], $2::int[], $3::int[]) with ordinality as w(sku_id, layout_version, segment, i)
-           join stock_segments s
-             on s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment`,
-};
-
-export interface SegmentAddress {
-  skuId: number;
-  layoutVersion: number;
-  segment: number;
-}
-
-/**
- * The state of segments of any SKUs, read by their lock holders in one query; in the order asked, undefined where a
- * segment is not part of that layout any more.
- */
-export async function readSegmentStates(
-  db: Executor,
-  segments: readonly SegmentAddress[],
-): Promise<(SegmentState | undefined)[]> {
-  if (segments.length === 0) return [];
-  const rows = await runPrepared<{ available: number; fence: number; i: number }>(db, readSegmentsStatement, [
-    segments.map((s) => s.skuId),
-    segments.map((s) => s.layoutVersion),
-    segments.map((s) => s.segment),
-  ]);
-  const states: (SegmentState | undefined)[] = segments.map(() => undefined);
-  for (const row of rows) {
-    states[row.i - 1] = { segment: segments[row.i - 1]!.segment, available: row.available, fence: row.fence };
-  }
-  return states;
 }
 
 export interface FencedWrite {

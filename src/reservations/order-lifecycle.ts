@@ -5,7 +5,7 @@ import type { OrderStatus } from '../db/schema.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { Logger } from '../logger.js';
 import { findOrder, type OrderRecord } from '../orders/order.repository.js';
-import { releaseUnits } from './customer-holdings.repository.js';
+import { releaseUnits } from '../inventory/customer-holdings.repository.js';
 import {
   confirmReservations,
   findDueReservations,
@@ -19,11 +19,12 @@ import {
   uncountConfirmation,
   type UnitsBack,
 } from './lifecycle.repository.js';
-import { FencedOutError, lockBusy } from './refusals.js';
-import { compareRefs, type SegmentLocks, type SegmentRef } from './segment-locks.js';
-import { splitEvenly } from './segment-math.js';
-import type { SkuDirectory, SkuEntry } from './sku-directory.js';
-import { WriteCombiner } from './write-combiner.js';
+import { FencedOutError } from '../inventory/fenced-out.js';
+import { lockBusy } from '../orders/outcome.js';
+import { compareRefs, type SegmentLocks, type SegmentRef } from '../inventory/segment-locks.js';
+import { splitEvenly } from '../inventory/segment-math.js';
+import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
+import { WriteCombiner } from '../db/write-combiner.js';
 
 /**
  * Counter rows of `reservation_confirmations` per SKU: enough that concurrent confirm batches (of several instances)
@@ -164,7 +165,7 @@ export class OrderLifecycle {
           const reason = expiring ? 'expired' : 'cancelled';
           await setOrderStatus(trx, orderId, reason);
           const units = withFences(back, refs, leases);
-          if ((await giveBack(trx, orderId, reason, units)) !== units.length) throw new FencedOutError([]);
+          if ((await giveBack(trx, orderId, reason, units)) !== units.length) throw new FencedOutError();
           // A reservation's units sit in `reserved`, confirmed since or not; a confirmation was counted apart.
           const wasReservation = order.status === 'reserved' || order.confirmedSlot !== null;
           await takeOffRunningTotal(trx, orderId, wasReservation ? 'reserved' : 'sold');

@@ -1,6 +1,7 @@
-import type { SkuEntry } from './sku-directory.js';
-import { type SegmentRef, segmentKey } from './segment-locks.js';
-import { splitAcross } from './segment-math.js';
+import type { SegmentRef } from '../inventory/segment-locks.js';
+import { splitAcross } from '../inventory/segment-math.js';
+import { openSegments, refOf, segmentKeysOf, type SkuEntry } from '../inventory/sku-directory.js';
+import { outOfStock, type Refused } from './outcome.js';
 
 /**
  * The two pure halves of a batch, no I/O here: which segments a batch of orders needs (`planBatch`), and, once their
@@ -154,8 +155,8 @@ export type Holdings = Map<string, number>;
 /** What deciding made of one order. */
 export type Decision =
   | { kind: 'take'; takes: { key: string; quantity: number }[] }
-  /** Definitively short: every open segment of `entry` was held and read, and together they fall short. */
-  | { kind: 'short'; entry: SkuEntry; quantity: number; available: number }
+  /** Definitively short: the segments held, with those not held provably unable to make up the rest, fall short. */
+  | { kind: 'out_of_stock'; problem: Refused }
   /**
    * Not decided by what this batch holds: some of its segments were busy, or they fell short while other segments may
    * hold enough. `widen`: the lines that should want every segment of their SKU next time.
@@ -203,7 +204,7 @@ export function decideBatch<O extends PlannableOrder>(
         .filter((key) => !held.has(key))
         .reduce((total, key) => total + (upperBound(key, line.entry) ?? Infinity), 0);
       if (available + elsewhere < line.quantity && !line.entry.stale) {
-        short ??= { kind: 'short', entry: line.entry, quantity: line.quantity, available: available + elsewhere };
+        short ??= { kind: 'out_of_stock', problem: outOfStock(line.entry.sku, line.quantity, available + elsewhere) };
       } else {
         retry = true;
         // A cover held every free segment of the SKU and they fell short, while the others were busy: only all of them
@@ -216,37 +217,4 @@ export function decideBatch<O extends PlannableOrder>(
     for (const { key, quantity } of takes) held.set(key, held.get(key)! - quantity);
     return { kind: 'take', takes };
   });
-}
-
-const openCache = new WeakMap<SkuEntry, { empty: number; open: number[] }>();
-const keysCache = new WeakMap<SkuEntry, string[]>();
-/** 0 … n−1 by segment count n: what every SKU with no empty segment (most of them) shares. */
-const everySegment: number[][] = [];
-
-/** The SKU's segments not known to be empty (computed again only when a segment was marked empty since). */
-export function openSegments(entry: SkuEntry): readonly number[] {
-  const count = entry.segmentCount;
-  if (entry.emptySegments.size === 0) return (everySegment[count] ??= Array.from({ length: count }, (_, s) => s));
-  const cached = openCache.get(entry);
-  if (cached && cached.empty === entry.emptySegments.size) return cached.open;
-  const open: number[] = [];
-  for (let segment = 0; segment < count; segment++) {
-    if (!entry.emptySegments.has(segment)) open.push(segment);
-  }
-  openCache.set(entry, { empty: entry.emptySegments.size, open });
-  return open;
-}
-
-/** The key of each segment of the entry's layout, by segment number: built once per entry. */
-export function segmentKeysOf(entry: SkuEntry): readonly string[] {
-  let keys = keysCache.get(entry);
-  if (!keys) {
-    keys = Array.from({ length: entry.segmentCount }, (_, segment) => segmentKey(refOf(entry, segment)));
-    keysCache.set(entry, keys);
-  }
-  return keys;
-}
-
-export function refOf(entry: SkuEntry, segment: number): SegmentRef {
-  return { sku: entry.sku, layoutVersion: entry.layoutVersion, segment };
 }

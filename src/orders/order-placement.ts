@@ -1,17 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { findOrder, type OrderRecord } from '../orders/order.repository.js';
-import { openSegments } from './batch-plan.js';
-import type { BatchHooks, Ending, OrderTrace } from './batch-steps.js';
+import { findOrder } from './order.repository.js';
+import type { BatchHooks, OrderTrace } from './batch-steps.js';
 import { OrderBatcher } from './order-batcher.js';
-import { customerRequired, outOfStock } from './refusals.js';
-import { outsideWindow } from './sale-window.js';
-import type { SegmentLocks } from './segment-locks.js';
-import type { SharedClock } from './shared-clock.js';
-import type { SkuDirectory, SkuEntry } from './sku-directory.js';
-
-export type { OrderTrace } from './batch-steps.js';
+import { type Ending, type PlacedOrder, refusalBeforeLocks } from './outcome.js';
+import type { SegmentLocks } from '../inventory/segment-locks.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
+import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
 
 /** Units of one SKU. */
 export interface OrderLine {
@@ -28,19 +24,14 @@ export interface OrderRequest {
   idempotencyKey?: string;
 }
 
-export interface PlacedOrder {
-  order: OrderRecord;
-  /** True when an earlier request with the same Idempotency-Key already placed this order. */
-  replayed: boolean;
-}
-
 export interface OrderPlacementOptions {
+  /** How long an order may wait in line for its segments before it is refused as lock_busy (LOCK_WAIT_MS). */
   lockWaitMs: number;
   /** Most orders in one batch (COMBINE_MAX_BATCH). */
   combineMaxBatch: number;
-  /** Batches running at once (BATCHES_IN_FLIGHT). */
+  /** Batches running at once (BATCHES_IN_FLIGHT): each holds its own segments. */
   batchesInFlight: number;
-  /** Benchmark knob: a simulated business step inside the lock. */
+  /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
   criticalSectionDelayMs: number;
   /** Whether placed orders write their events (EVENTS). */
   events: boolean;
@@ -66,26 +57,13 @@ export class OrderPlacement {
 
   constructor(
     private readonly db: Db,
-    locks: SegmentLocks,
+    private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
     private readonly clock: SharedClock,
     private readonly options: OrderPlacementOptions,
     private readonly hooks: OrderFlowHooks = {},
   ) {
-    this.batcher = new OrderBatcher(
-      db,
-      locks,
-      directory,
-      clock,
-      {
-        lockWaitMs: options.lockWaitMs,
-        maxBatch: options.combineMaxBatch,
-        batchesInFlight: options.batchesInFlight,
-        criticalSectionDelayMs: options.criticalSectionDelayMs,
-        events: options.events,
-      },
-      hooks,
-    );
+    this.batcher = new OrderBatcher(db, locks, directory, clock, options, hooks);
   }
 
   place(request: OrderRequest): Promise<PlacedOrder> {
@@ -101,19 +79,13 @@ export class OrderPlacement {
     const deadline = Date.now() + this.options.lockWaitMs;
     for (;;) {
       const entries = await Promise.all(request.lines.map((line) => this.directory.get(line.sku)));
-      const now = this.clock.now();
-      for (const entry of entries) {
-        const closed = outsideWindow(entry.sku, entry, now);
-        if (closed) throw closed;
-      }
-      const limited = entries.find((entry) => entry.maxPerCustomer !== null);
-      if (limited && request.customerId === undefined) throw customerRequired(limited.sku);
-      const soldOut = entries.findIndex((entry) => openSegments(entry).length === 0 && !entry.stale);
-      if (soldOut >= 0) throw outOfStock(entries[soldOut]!.sku, request.lines[soldOut]!.quantity, 0);
+      const lines = request.lines.map((line, i) => ({ entry: entries[i]!, quantity: line.quantity }));
+      const refusal = refusalBeforeLocks(lines, request.customerId ?? null, this.clock.now());
+      if (refusal) throw refusal;
 
       const ending = await this.inNextBatch(request, entries, fingerprint, deadline, trace);
-      if (ending.kind === 'placed') return { order: ending.order, replayed: false };
-      if (ending.kind === 'refused') throw ending.problem;
+      if (ending.outcome === 'placed') return { order: ending.order, replayed: false };
+      if (ending.outcome !== 'key_taken') throw ending.problem;
       // Another request placed an order under this key while ours was in flight: answer with it.
       const winner = await this.replay(request.idempotencyKey!, fingerprint);
       if (winner) return winner;
@@ -128,7 +100,7 @@ export class OrderPlacement {
     trace: OrderTrace,
   ): Promise<Ending> {
     return new Promise((end, fail) => {
-      this.batcher.submit({
+      this.batcher.enqueue({
         fields: {
           orderId: timeOrderedUuid(),
           idempotencyKey: request.idempotencyKey ?? null,
@@ -138,7 +110,7 @@ export class OrderPlacement {
         },
         lines: request.lines.map((line, i) => ({ entry: entries[i]!, quantity: line.quantity, wantsEvery: false })),
         exclusiveBy: exclusiveBy(request, entries),
-        ticket: this.batcher.ticket(),
+        ticket: this.locks.ticket(),
         deadline,
         trace,
         queuedAt: Date.now(),

@@ -1,25 +1,13 @@
 import type { Db } from '../db/database.js';
+import type { OrderPlacementOptions } from './order-placement.js';
 import type { LockLease } from '../lock/distributed-lock.js';
-import { type BatchPlan, openSegments, planBatch, refOf, segmentKeysOf } from './batch-plan.js';
-import { type BatchHooks, type BatchOrder, BatchSteps, type Ending, type Napping } from './batch-steps.js';
-import { lockBusy, outOfStock } from './refusals.js';
-import { outsideWindow } from './sale-window.js';
-import { compareRefs, type SegmentLocks } from './segment-locks.js';
+import { type BatchPlan, planBatch } from './batch-plan.js';
+import { type BatchHooks, type BatchOrder, BatchSteps, type Napping } from './batch-steps.js';
+import { lockBusy, refused, refusalBeforeLocks, type Refused } from './outcome.js';
+import { compareRefs, type SegmentLocks } from '../inventory/segment-locks.js';
 import { SegmentMemory } from './segment-memory.js';
-import type { SharedClock } from './shared-clock.js';
-import type { SkuDirectory } from './sku-directory.js';
-
-export interface BatcherOptions {
-  lockWaitMs: number;
-  /** Most orders in one batch (COMBINE_MAX_BATCH). */
-  maxBatch: number;
-  /** Batches running at once (BATCHES_IN_FLIGHT): each holds its own segments. */
-  batchesInFlight: number;
-  /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
-  criticalSectionDelayMs: number;
-  /** Whether placed orders write their events (EVENTS). */
-  events: boolean;
-}
+import type { SharedClock } from '../inventory/shared-clock.js';
+import { openSegments, refOf, segmentKeysOf, type SkuDirectory } from '../inventory/sku-directory.js';
 
 /** How soon orders that found every segment they need held are planned again (a held-elsewhere mark lasts as long). */
 const RECHECK_MS = 20;
@@ -60,23 +48,14 @@ export class OrderBatcher {
     private readonly locks: SegmentLocks,
     private readonly directory: SkuDirectory,
     private readonly clock: SharedClock,
-    private readonly options: BatcherOptions,
+    private readonly options: OrderPlacementOptions,
     private readonly hooks: BatchHooks = {},
   ) {
     this.steps = new BatchSteps(db, directory, this.memory, options.criticalSectionDelayMs, options.events, hooks);
   }
 
-  /** Queues the order for the next batch that can take it. */
-  submit(order: BatchOrder): void {
-    this.enqueue(order);
-  }
-
-  /** An order's place in line, taken on arrival: batches take orders in this order, and so do waits for locks. */
-  ticket(): number {
-    return this.locks.ticket();
-  }
-
-  private enqueue(order: BatchOrder): void {
+  /** Queues the order for the next batch that can take it, in the order of its ticket (SegmentLocks.ticket). */
+  enqueue(order: BatchOrder): void {
     order.queuedAt = Date.now();
     let at = this.pending.length;
     while (at > 0 && this.pending[at - 1]!.ticket > order.ticket) at--;
@@ -118,7 +97,7 @@ export class OrderBatcher {
       while (this.active <= this.options.batchesInFlight) {
         this.reviewPending();
         this.startInOrderRuns();
-        const plan = planBatch(this.pending, this.options.maxBatch, {
+        const plan = planBatch(this.pending, this.options.combineMaxBatch, {
           isFree: (key) => held.has(key) || this.locks.isFree(key),
           estimate: (key) => this.memory.peek(key),
           isWaitedFor: (entry) => this.waitedFor.has(entry.sku),
@@ -137,7 +116,7 @@ export class OrderBatcher {
         if (!leases) continue;
         const batch = await this.steps.run(plan, segments, leases, this.runnerNapping);
         held = batch.held;
-        if (this.options.maxBatch > 1) {
+        if (this.options.combineMaxBatch > 1) {
           // With combining, the locks are let go at once: the orders the batch answered come back during that round
           // trip and fill the next batch (planned at once, batches shrank: one lock with a 20 ms step sold 12 % less).
           // Without combining there is no batch to fill, and a segment the next order needs is never left idle.
@@ -172,7 +151,7 @@ export class OrderBatcher {
       if (this.inOrderRuns.has(group)) continue;
       let members = groups.get(group);
       if (!members) groups.set(group, (members = []));
-      if (members.length < this.options.maxBatch) members.push(order);
+      if (members.length < this.options.combineMaxBatch) members.push(order);
     }
     for (const [group, members] of groups) {
       // Two orders that may not share a batch (same key, same limited customer) do not share this run either.
@@ -220,18 +199,14 @@ export class OrderBatcher {
         deadline,
         orders[0]!.ticket,
       );
-      if (leases) {
-        const batch = await this.steps.run(plan, segments, leases);
-        await this.locks.releaseAll(batch.held.values());
-        // Back in line only now: planned while the run still held its segments, they would be kept off them.
-        return this.requeue(batch.retries);
+      if (!leases) {
+        // Out of time for the first of them: back in line, where those out of time are refused (reviewPending).
+        return this.requeue(orders);
       }
-      // Out of time for the first of them: it is answered, the others try again.
-      const now = Date.now();
-      for (const order of orders) {
-        if (order.deadline <= now) order.end({ kind: 'refused', problem: lockBusy(this.options.lockWaitMs) });
-        else this.retry(order);
-      }
+      const batch = await this.steps.run(plan, segments, leases);
+      await this.locks.releaseAll(batch.held.values());
+      // Back in line only now: planned while the run still held its segments, they would be kept off them.
+      this.requeue(batch.retries);
     } catch (error) {
       for (const order of orders) order.fail(error);
     }
@@ -267,19 +242,14 @@ export class OrderBatcher {
   private reviewPending(): void {
     const now = Date.now();
     const shared = this.clock.now();
-    const lapsed = (order: BatchOrder): Ending | undefined => {
-      if (order.deadline <= now) return { kind: 'refused', problem: lockBusy(this.options.lockWaitMs) };
-      for (const { entry } of order.lines) {
-        const closed = outsideWindow(entry.sku, entry, shared);
-        if (closed) return { kind: 'refused', problem: closed };
-      }
-      const gone = order.lines.find((line) => !line.entry.stale && openSegments(line.entry).length === 0);
-      return gone && { kind: 'refused', problem: outOfStock(gone.entry.sku, gone.quantity, 0) };
-    };
+    const lapsed = (order: BatchOrder): Refused | undefined =>
+      order.deadline <= now
+        ? lockBusy(this.options.lockWaitMs)
+        : refusalBeforeLocks(order.lines, order.fields.customerId, shared);
     for (let i = 0; i < this.pending.length;) {
       const order = this.pending[i]!;
-      const ending = lapsed(order);
-      if (ending) order.end(ending);
+      const refusal = lapsed(order);
+      if (refusal) order.end(refused(refusal));
       else if (order.lines.some((line) => line.entry.stale)) this.retry(order);
       else {
         i++;
