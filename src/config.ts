@@ -39,17 +39,19 @@ const apiKeysFile = z
     (keys) => new Set(keys.map((key) => key.sha256.toLowerCase())).size === keys.length,
     'each key must be listed once',
   );
-const flag = z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('0'));
-
-/** `host:port,host:port…` (blank: unset) as a list of addresses. */
-const hostPorts = z.preprocess(
-  (value) =>
-    typeof value === 'string' && value.trim() !== '' ? value.split(',').map((node) => node.trim()) : undefined,
+/** `0`, `1`, `false` or `true` (blank: the default), as a boolean. */
+const flag = (fallback: '0' | '1') =>
   z
-    .array(z.string().regex(/^[\w.-]+:\d{1,5}$/, 'must be host:port[,host:port…]'))
-    .min(1)
-    .optional(),
-);
+    .preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default(fallback))
+    .transform((value) => value === '1' || value === 'true');
+
+/** `a,b,…` (blank: unset) as a list of items. */
+const commaList = (item: z.ZodString | z.ZodURL) =>
+  z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.split(',').map((x) => x.trim()) : undefined),
+    z.array(item).min(1).optional(),
+  );
+const hostPorts = commaList(z.string().regex(/^[\w.-]+:\d{1,5}$/, 'must be host:port[,host:port…]'));
 
 const configSchema = z.object({
   PORT: port.default(3000),
@@ -73,7 +75,7 @@ const configSchema = z.object({
   CUSTOMER_JWT_ISSUER: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   CUSTOMER_JWT_AUDIENCE: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   // Whether a customer token may cancel its own confirmed orders (a refund); off, only orders:manage may.
-  CUSTOMER_CANCEL_CONFIRMED: flag,
+  CUSTOMER_CANCEL_CONFIRMED: flag('0'),
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
   LOCK_WAIT_MS: positiveMs(600_000).default(2_000),
   MAX_ORDER_QUANTITY: z.coerce.number().int().min(1).max(1_000_000_000).default(1000),
@@ -96,14 +98,7 @@ const configSchema = z.object({
   // Where the segment locks live (docs/locks.md): the service's Redis, Redlock over REDIS_LOCK_URLS, the service's
   // Postgres, or ZooKeeper at ZOOKEEPER_CONNECT.
   LOCK_BACKEND: z.preprocess(emptyAsUnset, z.enum(['redis', 'redlock', 'postgres', 'zookeeper']).default('redis')),
-  REDIS_LOCK_URLS: z.preprocess(
-    (value) =>
-      typeof value === 'string' && value.trim() !== '' ? value.split(',').map((url) => url.trim()) : undefined,
-    z
-      .array(z.url({ protocol: /^rediss?$/ }))
-      .min(1)
-      .optional(),
-  ),
+  REDIS_LOCK_URLS: commaList(z.url({ protocol: /^rediss?$/ })),
   ZOOKEEPER_CONNECT: z.preprocess(
     emptyAsUnset,
     z
@@ -129,7 +124,7 @@ const configSchema = z.object({
   WEBHOOK_RETRY_FOR_MS: positiveMs(30 * 86_400_000).default(26 * 3_600_000),
   WEBHOOK_TIMEOUT_MS: positiveMs(600_000).default(10_000),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
-  LOCK_WATCHDOG: z.preprocess(emptyAsUnset, z.enum(['0', '1', 'false', 'true']).default('1')),
+  LOCK_WATCHDOG: flag('1'),
 });
 
 export type Config = Readonly<{
@@ -252,7 +247,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           audience: e.CUSTOMER_JWT_AUDIENCE!,
         })
       : undefined,
-    customerCancelConfirmed: e.CUSTOMER_CANCEL_CONFIRMED === '1' || e.CUSTOMER_CANCEL_CONFIRMED === 'true',
+    customerCancelConfirmed: e.CUSTOMER_CANCEL_CONFIRMED,
     lockTtlMs: e.LOCK_TTL_MS,
     lockWaitMs: e.LOCK_WAIT_MS,
     maxOrderQuantity: e.MAX_ORDER_QUANTITY,
@@ -269,7 +264,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lockBackend: e.LOCK_BACKEND,
     redisLockUrls: Object.freeze(e.REDIS_LOCK_URLS ?? []),
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
-    lockWatchdog: e.LOCK_WATCHDOG === '1' || e.LOCK_WATCHDOG === 'true',
+    lockWatchdog: e.LOCK_WATCHDOG,
     events: Object.freeze({
       enabled: e.EVENTS === 'on',
       retentionMs: e.EVENTS_RETENTION_SECONDS * 1000,

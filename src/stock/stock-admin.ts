@@ -13,14 +13,14 @@ import {
   recordAddition,
   updateSkuLayout,
 } from './stock.repository.js';
-import { type AdminRequestRecord, findAdminRequest, insertAdminRequest } from './admin-requests.repository.js';
+import { type AdminAnswer, type AdminRequest, answerOnce, insertAdminRequest } from './admin-requests.repository.js';
 import { recountHoldings } from '../inventory/customer-holdings.repository.js';
 import { FencedOutError } from '../inventory/fenced-out.js';
 import { lockBusy } from '../orders/outcome.js';
 import type { SegmentLocks } from '../inventory/segment-locks.js';
 import { splitEvenly } from '../inventory/segment-math.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
-import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
+import { refOf, type SkuDirectory, type SkuEntry } from '../inventory/sku-directory.js';
 import { readSkuView, type SkuView } from './sku-view.js';
 
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
@@ -35,19 +35,6 @@ export interface SkuChanges {
   lowStockThreshold?: number | null | undefined;
   saleStartsAt?: string | null | undefined;
   saleEndsAt?: string | null | undefined;
-}
-
-/** An admin write's Idempotency-Key, and a fingerprint of what the write asks (its route and body). */
-export interface AdminRequest {
-  key: string;
-  fingerprint: string;
-}
-
-/** The answer to an admin write: its status and the SKU after it; `replayed` when an earlier request's answer. */
-export interface AdminAnswer {
-  status: number;
-  view: SkuView;
-  replayed: boolean;
 }
 
 /**
@@ -73,7 +60,7 @@ export class StockAdmin {
     input: { sku: string; stock: number; segments: number } & SkuChanges,
     request?: AdminRequest,
   ): Promise<AdminAnswer> {
-    return this.idempotent(request, async () => {
+    return answerOnce(this.db, request, async () => {
       let view: SkuView | undefined;
       try {
         view = await this.db.transaction().execute(async (trx) => {
@@ -190,7 +177,7 @@ export class StockAdmin {
     };
     const { maxPerCustomer, lowStockThreshold } = changes;
     if (maxPerCustomer === undefined && lowStockThreshold === undefined) {
-      return this.idempotent(request, async () => {
+      return answerOnce(this.db, request, async () => {
         const view = await this.db.transaction().execute(async (trx) => {
           const entry = await this.directory.get(sku);
           const row = await findSkuForUpdate(trx, entry.id);
@@ -220,24 +207,6 @@ export class StockAdmin {
     });
   }
 
-  /**
-   * Answers a request with a key already used: the first answer when it asked the same, else 422. Otherwise applies
-   * it. If that fails because another request with the key committed meanwhile, answers as that one did: its key
-   * refused this one's (`admin_requests` is unique), or, for two creates, its SKU did; either way this one rolled back.
-   */
-  private async idempotent(request: AdminRequest | undefined, apply: () => Promise<AdminAnswer>): Promise<AdminAnswer> {
-    if (!request) return apply();
-    const prior = await findAdminRequest(this.db, request.key);
-    if (prior) return replay(prior, request);
-    try {
-      return await apply();
-    } catch (error) {
-      const winner = await findAdminRequest(this.db, request.key);
-      if (!winner) throw error;
-      return replay(winner, request);
-    }
-  }
-
   /** With a key: the SKU as the change left it, stored as the answer in the change's transaction. */
   private async record(
     trx: Transaction<Database>,
@@ -260,7 +229,7 @@ export class StockAdmin {
     request: AdminRequest | undefined,
     change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
   ): Promise<AdminAnswer> {
-    return this.idempotent(request, async () => {
+    return answerOnce(this.db, request, async () => {
       const view = await this.changeOnce(sku, request, change);
       return { status: 200, view: view ?? (await this.view(sku)), replayed: false };
     });
@@ -301,11 +270,7 @@ export class StockAdmin {
   }
 
   private async acquireAll(entry: SkuEntry, deadline: number): Promise<LockLease[]> {
-    const refs = Array.from({ length: entry.segmentCount }, (_, segment) => ({
-      sku: entry.sku,
-      layoutVersion: entry.layoutVersion,
-      segment,
-    }));
+    const refs = Array.from({ length: entry.segmentCount }, (_, segment) => refOf(entry, segment));
     const leases = await this.locks.acquireInOrder(refs, deadline, this.locks.ticket());
     if (!leases) throw lockBusy(this.lockWaitMs);
     return leases;
@@ -314,11 +279,4 @@ export class StockAdmin {
 
 function instant(text: string | null | undefined): Date | null {
   return text ? new Date(text) : null;
-}
-
-function replay(prior: AdminRequestRecord, request: AdminRequest): AdminAnswer {
-  if (prior.fingerprint !== request.fingerprint) {
-    throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used for a different admin request');
-  }
-  return { status: prior.status, view: prior.response as SkuView, replayed: true };
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
-import type { AdminAnswer, AdminRequest, StockAdmin } from '../../stock/stock-admin.js';
+import type { AdminAnswer, AdminRequest } from '../../stock/admin-requests.repository.js';
+import type { StockAdmin } from '../../stock/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
