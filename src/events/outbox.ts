@@ -13,27 +13,27 @@ export interface OutboxEvent {
 }
 
 /**
- * Writes a change's events into `event_outbox` inside the change's own transaction, so they commit or roll back with
- * it. (The order statement writes its `order.placed` events itself, in the same way: src/inventory/order-writes.ts.)
- * The sequencer (./sequencer.ts) later gives them their place in the feed. Off (EVENTS=off), nothing is written.
+ * The one way into `event_outbox`, for every writer: `${OUTBOX_INSERT} <rows>`, where `rows` selects, in this order,
+ * the SKU, the type, the details (jsonb), what the change did to available, reserved and sold, and when it occurred.
+ * Each writer keeps its own select (a batch's placed orders in the order statement, a confirm's ledger rows, a sale
+ * window's edges, a list of events here) and runs it in the change's own statement or transaction, so the events
+ * commit or roll back with the change. Append-only: no writer updates a row of it, so none queues behind another. The
+ * sequencer (./sequencer.ts) later gives the rows their place in the feed.
  */
+export const OUTBOX_INSERT =
+  'insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold, occurred_at)';
+
+/** Writes a change's events inside the change's own transaction. Off (EVENTS=off), nothing is written. */
 export class Outbox {
   constructor(readonly enabled: boolean) {}
 
   async write(trx: Transaction<Database>, events: readonly OutboxEvent[]): Promise<void> {
     if (!this.enabled || events.length === 0) return;
-    await trx
-      .insertInto('event_outbox')
-      .values(
-        events.map((e) => ({
-          sku_id: e.skuId,
-          type: e.type,
-          data: sql`${JSON.stringify(e.data)}::jsonb`,
-          d_available: e.available ?? 0,
-          d_reserved: e.reserved ?? 0,
-          d_sold: e.sold ?? 0,
-        })),
-      )
-      .execute();
+    await sql`${sql.raw(OUTBOX_INSERT)}
+      select sku_id, type, data, d_available, d_reserved, d_sold, now()
+        from unnest(${events.map((e) => e.skuId)}::int[], ${events.map((e) => e.type)}::text[],
+                    ${events.map((e) => JSON.stringify(e.data))}::jsonb[], ${events.map((e) => e.available ?? 0)}::bigint[],
+                    ${events.map((e) => e.reserved ?? 0)}::bigint[], ${events.map((e) => e.sold ?? 0)}::bigint[])
+             as e(sku_id, type, data, d_available, d_reserved, d_sold)`.execute(trx);
   }
 }

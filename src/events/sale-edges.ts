@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
+import { OUTBOX_INSERT } from './outbox.js';
 
 /** How long the announcer sleeps when no edge is near: a window set or moved meanwhile is seen within this. */
 const IDLE_MS = 1_000;
@@ -58,10 +59,10 @@ export class SaleEdgeAnnouncer {
           from due d
          where k.id = d.id
       )
-      insert into event_outbox (sku_id, type, data, occurred_at)
+      ${sql.raw(OUTBOX_INSERT)}
       select id, e.type,
              jsonb_build_object('window', jsonb_build_object('saleStartsAt', sale_starts_at, 'saleEndsAt', sale_ends_at)),
-             e.at
+             0, 0, 0, e.at
         from due, lateral (values ('sku.sale_opened', sale_starts_at, opens), ('sku.sale_closed', sale_ends_at, closes))
              as e(type, at, announce)
        where e.announce`.execute(this.db);

@@ -1,6 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { type PreparedStatement, runPrepared } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
+import { OUTBOX_INSERT } from '../events/outbox.js';
 
 type Executor = Kysely<Database> | Transaction<Database>;
 
@@ -116,8 +117,8 @@ export interface BatchWritten {
  * into the outbox from the same `taken` rows as their ledger, one outbox row per SKU of the batch listing its orders in
  * arrival order (the sequencer makes one `order.placed` event of each): an order the fence or its key left out has no
  * event. One statement is atomic by itself and, being the same text for every batch, planned once per connection.
- * The outbox insert is append-only (no row of it is ever updated here), so it adds no lock that writers of one SKU's
- * different segments would queue on (src/events/sequencer.ts).
+ * The outbox insert is append-only (OUTBOX_INSERT), so it adds no lock that writers of one SKU's different segments
+ * would queue on.
  */
 export const FENCE_GUARD = 's.fence_token = w.fence_seen and s.fence_token < w.fence';
 
@@ -169,13 +170,14 @@ export const writeBatchStatement: PreparedStatement = {
         from taken t join seg w on w.i = t.i
        group by w.sku_id, t.o, t.id, t.status
     ), events as (
-      insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold)
+      ${OUTBOX_INSERT}
       select sku_id, 'order.placed',
              jsonb_build_object('orders', jsonb_agg(
                jsonb_build_object('orderId', id, 'status', status, 'quantity', quantity) order by o)),
              -sum(quantity),
              coalesce(sum(quantity) filter (where status = 'reserved'), 0),
-             coalesce(sum(quantity) filter (where status = 'confirmed'), 0)
+             coalesce(sum(quantity) filter (where status = 'confirmed'), 0),
+             now()
         from placed_per_sku
        where $18::boolean
        group by sku_id

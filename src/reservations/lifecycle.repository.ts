@@ -1,6 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
+import { OUTBOX_INSERT } from '../events/outbox.js';
 
 type Trx = Transaction<Database>;
 
@@ -107,11 +108,11 @@ export async function confirmReservations(
        order by d.sku_id
       on conflict (sku_id, slot) do update set units = reservation_confirmations.units + excluded.units
     ), events as (
-      insert into event_outbox (sku_id, type, data, d_reserved, d_sold)
+      ${sql.raw(OUTBOX_INSERT)}
       select d.sku_id, 'order.confirmed',
              jsonb_build_object('order', jsonb_build_object('orderId', d.order_id, 'status', 'confirmed',
                                                             'quantity', sum(d.quantity))),
-             -sum(d.quantity), sum(d.quantity)
+             0, -sum(d.quantity), sum(d.quantity), now()
         from stock_deductions d
        where ${events} and d.order_id in (select id from changed)
        group by d.sku_id, d.order_id
