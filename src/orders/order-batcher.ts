@@ -118,8 +118,8 @@ export class OrderBatcher {
         held = batch.held;
         if (this.options.combineMaxBatch > 1) {
           // With combining, the locks are let go at once: the orders the batch answered come back during that round
-          // trip and fill the next batch (planned at once, batches shrank: one lock with a 20 ms step sold 12 % less).
-          // Without combining there is no batch to fill, and a segment the next order needs is never left idle.
+          // trip and fill the next batch (planned at once, it would be smaller). Without combining there is no batch
+          // to fill, and a segment the next order needs is never left idle.
           await this.locks.releaseAll(held.values());
           held = new Map();
         }

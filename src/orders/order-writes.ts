@@ -44,10 +44,8 @@ export async function writeBatch(
 const MAX_BATCHES_PER_STATEMENT = 32;
 /**
  * Statements of one instance's batches that run at once before the next batches wait to be written together: two keep
- * Postgres busy with one while the other's answer travels back. Measured on one hot SKU with a 20 ms business step and
- * combining off (20 runners, each writing one order at a time), against a statement per batch: 757 against 657
- * orders/s, with Postgres spending 0.44 ms of CPU per order against 0.71; one statement at a time sold about as much,
- * four sold less.
+ * Postgres busy with one while the other's answer travels back; more would split the waiting batches over more
+ * commits (measured in docs/scaling.md, "Measured choices inside the order path").
  */
 const STATEMENTS_AT_ONCE = 2;
 

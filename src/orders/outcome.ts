@@ -81,7 +81,7 @@ export function outOfStock(sku: string, quantity: number, available: number): Re
  * The SKU's sale window is not open: before it, `opensAt` and the seconds until then (Retry-After); after it,
  * `closedAt`. Refused before any lock or query, like a SKU known to be sold out.
  */
-export function notOnSale(
+function notOnSale(
   sku: string,
   when: { opensAt: string } | { closedAt: string },
   retryAfterSeconds?: number,
@@ -94,7 +94,7 @@ export function notOnSale(
 }
 
 /** The SKU limits units per customer, and the order named none. */
-export function customerRequired(sku: string): Refused {
+function customerRequired(sku: string): Refused {
   return refusal('customer_required', `SKU '${sku}' limits units per customer: the order needs a customerId`);
 }
 
