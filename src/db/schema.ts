@@ -216,6 +216,3 @@ export interface Database {
 }
 
 export type SkuRow = Selectable<SkuTable>;
-export type StockSegmentRow = Selectable<StockSegmentTable>;
-export type OrderRow = Selectable<OrderTable>;
-export type StockDeductionRow = Selectable<StockDeductionTable>;

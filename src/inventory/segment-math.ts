@@ -9,13 +9,6 @@ export function splitEvenly(total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => base + (i < extra ? 1 : 0));
 }
 
-/** The candidates in cyclic order starting at `startIndex`, so load spreads instead of piling on segment 0. */
-export function rotate<T>(items: readonly T[], startIndex: number): T[] {
-  if (items.length === 0) return [];
-  const start = ((startIndex % items.length) + items.length) % items.length;
-  return [...items.slice(start), ...items.slice(0, start)];
-}
-
 /** A segment's stock; `S` names segments (their number, or the key a batch knows them by). */
 export interface SegmentStock<S = number> {
   segment: S;
@@ -25,22 +18,6 @@ export interface SegmentStock<S = number> {
 export interface SegmentTake<S = number> {
   segment: S;
   quantity: number;
-}
-
-/**
- * The fewest segments whose stock covers `quantity` (largest first), returned in ascending segment order — the order
- * their locks must be taken in. Null when even all of them together fall short.
- */
-export function chooseSegmentsToCover(stock: readonly SegmentStock[], quantity: number): number[] | null {
-  const chosen: number[] = [];
-  let covered = 0;
-  for (const { segment, available } of [...stock].sort((a, b) => b.available - a.available)) {
-    if (covered >= quantity) break;
-    if (available <= 0) break;
-    chosen.push(segment);
-    covered += available;
-  }
-  return covered >= quantity ? chosen.sort((a, b) => a - b) : null;
 }
 
 /** Takes `quantity` from the segments in the given order, each giving what it has; null if they fall short. */

@@ -81,11 +81,7 @@ export function outOfStock(sku: string, quantity: number, available: number): Re
  * The SKU's sale window is not open: before it, `opensAt` and the seconds until then (Retry-After); after it,
  * `closedAt`. Refused before any lock or query, like a SKU known to be sold out.
  */
-function notOnSale(
-  sku: string,
-  when: { opensAt: string } | { closedAt: string },
-  retryAfterSeconds?: number,
-): Refused {
+function notOnSale(sku: string, when: { opensAt: string } | { closedAt: string }, retryAfterSeconds?: number): Refused {
   const detail =
     'opensAt' in when
       ? `SKU '${sku}' goes on sale at ${when.opensAt}`

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chooseSegmentsToCover, rotate, splitAcross, splitEvenly } from '../../src/inventory/segment-math.js';
+import { splitAcross, splitEvenly } from '../../src/inventory/segment-math.js';
 
 describe('splitEvenly', () => {
   it('gives the first total % parts shares one more', () => {
@@ -27,27 +27,6 @@ describe('splitEvenly', () => {
     expect(() => splitEvenly(-1, 2)).toThrow(RangeError);
     expect(() => splitEvenly(5, 0)).toThrow(RangeError);
     expect(() => splitEvenly(1.5, 2)).toThrow(RangeError);
-  });
-});
-
-describe('rotate', () => {
-  it('visits every item once, cyclically from the start index', () => {
-    expect(rotate([0, 1, 2, 3], 2)).toEqual([2, 3, 0, 1]);
-    expect(rotate([0, 1, 2, 3], 5)).toEqual([1, 2, 3, 0]);
-    expect(rotate([], 3)).toEqual([]);
-  });
-});
-
-describe('chooseSegmentsToCover', () => {
-  it('takes the fewest segments, largest first, returned in ascending lock order', () => {
-    const stock = [
-      { segment: 0, available: 2 },
-      { segment: 3, available: 4 },
-      { segment: 5, available: 3 },
-    ];
-    expect(chooseSegmentsToCover(stock, 7)).toEqual([3, 5]);
-    expect(chooseSegmentsToCover(stock, 9)).toEqual([0, 3, 5]);
-    expect(chooseSegmentsToCover(stock, 10)).toBeNull();
   });
 });
 

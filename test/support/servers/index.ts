@@ -5,7 +5,6 @@ export {
   MissingDependencyError,
   PostgresServer,
   RedisServer,
-  type StopMode,
 } from '../../../src/dev/servers/index.js';
 export { RedisCluster, type RedisClusterOptions } from './redis-cluster.js';
 export { RedisSentinelGroup, type RedisSentinelOptions, SentinelServer } from './redis-sentinel.js';
