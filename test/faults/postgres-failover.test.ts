@@ -162,8 +162,10 @@ describe.skipIf(missing)('fault: the Postgres primary dies (SIGKILL) mid-load un
 
     const killedAt = Date.now();
     await primary.kill();
-    const promotionMs = await waitFor(() => bench.formation.writable(standby), 60_000, 100);
+    // From the kill until the standby takes writes: the monitor's detection, the promotion, the demote timeout.
+    const promoted = await waitFor(() => bench.formation.writable(standby), 60_000, 100);
     const promotedAt = Date.now();
+    const promotionMs = promoted === Infinity ? Infinity : promotedAt - killedAt;
     const readyMs = await bench.fleet.readyWithin(READY_AFTER_PROMOTION_MS);
     const acknowledgedAtPromotion = loads.orders.acknowledgedUnits();
     expect(await loads.orders.untilAcknowledged(Math.min(STOCK, acknowledgedAtPromotion + 30), 30_000)).toBe(true);
