@@ -63,7 +63,15 @@ const configSchema = z.object({
   REDIS_SENTINEL_NAME: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   // The password of the cluster's or the Sentinel-watched primary's nodes (a REDIS_URL carries its own).
   REDIS_PASSWORD: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
-  DATABASE_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^postgres(ql)?$/ }).optional()),
+  // libpq's forms, with several hosts if wanted (postgres://h1:5432,h2:5432/db?target_session_attrs=read-write, or
+  // host=h1,h2 …): src/db/connection-string.ts reads it, and fails the start on what it cannot.
+  DATABASE_URL: z.preprocess(
+    emptyAsUnset,
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\/|^\s*[a-z_]+\s*=/i, 'must be a postgres:// URI or libpq key=value pairs')
+      .optional(),
+  ),
   ADMIN_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),
   // Read-only monitoring (GET /metrics, the dashboard's data) without the power to change stock.
   METRICS_TOKEN: z.preprocess(emptyAsUnset, z.string().min(16, 'must be at least 16 characters').optional()),

@@ -70,11 +70,13 @@ export function isDependencyFailure(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (connectionErrorCodes.has(code)) return true;
-    // Postgres SQLSTATE classes 08 (connection exception) and 57P (operator intervention: shutdown, restart).
-    if (/^08|^57P/.test(code)) return true;
+    // Postgres SQLSTATE classes 08 (connection exception, and no host of DATABASE_URL's list writable now) and 57P
+    // (operator intervention: shutdown, restart), and 25006: the server refuses writes, as a demoted primary, or a
+    // promoted standby held read-only until the old primary is known demoted, do during a failover.
+    if (/^08|^57P|^25006$/.test(code)) return true;
   }
   if (
-    /Connection terminated|Connection is closed|enableOfflineQueue|timeout exceeded when trying to connect|Query read timeout|MaxRetriesPerRequest|LOADING|READONLY|the database system is/i.test(
+    /Connection terminated|Connection is closed|not queryable|enableOfflineQueue|timeout exceeded when trying to connect|Query read timeout|MaxRetriesPerRequest|LOADING|READONLY|the database system is/i.test(
       error.message,
     )
   )

@@ -1,5 +1,6 @@
 import { CompiledQuery, Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
+import { createPool, kyselyPool } from './listed-hosts.js';
 import type { Database } from './schema.js';
 
 // int8 → number: stock, quantities and fencing tokens all stay below Number.MAX_SAFE_INTEGER.
@@ -22,15 +23,15 @@ const orderPathPoolOf = new WeakMap<Db, pg.Pool>();
  * their values (ranges, limits), where a plan for the values matters.
  */
 export function createDatabase(connectionString: string, poolSize: number, orderPathPoolSize = poolSize): Db {
+  // The connection string may list several hosts (a primary and its standbys): listed-hosts.ts finds the one to use.
   const common = {
-    connectionString,
     connectionTimeoutMillis: 2_000,
     // A dead Postgres must fail requests, not hang them.
     query_timeout: 10_000,
   };
-  const pool = new pg.Pool({ ...common, max: poolSize });
+  const pool = createPool(connectionString, { ...common, max: poolSize });
   // A fixed size: once open (openOrderPath), its connections stay open, idle or not.
-  const orderPath = new pg.Pool({
+  const orderPath = createPool(connectionString, {
     ...common,
     max: orderPathPoolSize,
     min: orderPathPoolSize,
@@ -43,7 +44,7 @@ export function createDatabase(connectionString: string, poolSize: number, order
     each.on('error', () => {});
     each.on('connect', (client) => client.on('error', () => {}));
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: kyselyPool(pool) }) });
   // Destroying the database ends both pools (Kysely's own only if Kysely ever ran a query).
   const destroy = db.destroy.bind(db);
   db.destroy = async () => void (await Promise.all([destroy(), orderPath.end()]));

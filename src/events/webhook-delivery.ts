@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type * as Undici from 'undici';
 import type { Db } from '../db/database.js';
+import { createClient } from '../db/listed-hosts.js';
 import type { Logger } from '../logger.js';
 import type { StockEvent } from './event-types.js';
 import type { EventMetrics } from './event-metrics.js';
@@ -117,8 +118,7 @@ export class WebhookDelivery {
   private async locks(): Promise<pg.Client> {
     if (this.lockClient) return this.lockClient;
     // Named after this process, so an operator (or a test) can see which instance holds which endpoint.
-    const client = new pg.Client({
-      connectionString: this.databaseUrl,
+    const client = createClient(this.databaseUrl, {
       application_name: `webhooks pid ${process.pid}`,
     });
     // A broken connection has lost every lock it held: senders check `lockClient` before each request.

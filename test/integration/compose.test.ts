@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config.js';
+import { parseConnectionString } from '../../src/db/connection-string.js';
 
 /**
  * No Docker engine runs these files here, so this test checks what can be checked without one: that the files hang
@@ -15,6 +16,7 @@ const read = (file: string) =>
   parse(readFileSync(file, 'utf8'), { merge: true, customTags: [{ tag: '!reset', resolve: () => '!reset' }] });
 const compose = read('docker-compose.yml');
 const override = read('deploy/redis-cluster.compose.yml');
+const postgresFailover = read('docker-compose.postgres-failover.yml');
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML; the assertions below are the type check
 const services = compose.services as Record<string, any>;
 const names = Object.keys(services);
@@ -101,6 +103,60 @@ describe('docker-compose.yml', () => {
       }
     }
     expect(/^COMPOSE_FILE=(.*)$/m.exec(clusterEnv)![1]).toBe('docker-compose.yml:deploy/redis-cluster.compose.yml');
+  });
+});
+
+describe('docker-compose.postgres-failover.yml (the pg_auto_failover variant)', () => {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML, as above
+  const added = postgresFailover.services as Record<string, any>;
+  const all = { ...services, ...added };
+  const nodes = Object.keys(added).filter((name) => /^pg-node-\d+$/.test(name));
+  const flag = (command: unknown, name: string) => new RegExp(`--${name} (\\S+)`).exec(text(command))?.[1];
+
+  it('takes the single Postgres out, and the app waits only on services that exist, healthy ones with a check', () => {
+    expect(added.postgres).toEqual({ profiles: ['single-postgres'] });
+    expect(added.app.depends_on.postgres).toBe('!reset');
+    for (const [name, service] of Object.entries(added)) {
+      for (const [dependency, how] of Object.entries(dependsOn(service.depends_on))) {
+        if ((how as unknown) === '!reset') continue;
+        expect(Object.keys(all), `${name} -> ${dependency}`).toContain(dependency);
+        if (how.condition === 'service_healthy') expect(all[dependency].healthcheck, dependency).toBeDefined();
+      }
+      for (const volume of service.volumes ?? []) {
+        expect(Object.keys(postgresFailover.volumes)).toContain(String(volume).split(':')[0]);
+      }
+      for (const published of service.ports ?? []) expect(published, name).toMatch(/^127\.0\.0\.1:/);
+    }
+    expect(nodes.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("gives the app every node in one read-write URI, as the nodes' own database, user and port", () => {
+    const url = added.app.environment.DATABASE_URL as string;
+    expect(loadConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+    const target = parseConnectionString(url);
+    expect(target.targetSessionAttrs).toBe('read-write');
+    expect(target.hosts.map((h) => h.host).sort()).toEqual([...nodes].sort());
+    for (const node of nodes) {
+      const command = added[node].command;
+      expect(flag(command, 'dbname')).toBe(target.client.database);
+      expect(flag(command, 'username')).toBe(target.client.user);
+      expect(target.hosts.find((h) => h.host === node)!.port).toBe(Number(flag(command, 'pgport')));
+      expect(added[node].environment.NODE).toBe(node);
+      // Every node registers with the monitor of this file.
+      expect(new URL(flag(command, 'monitor')!).hostname).toBe('pg-monitor');
+      expect(Number(new URL(flag(command, 'monitor')!).port)).toBe(Number(flag(added['pg-monitor'].command, 'pgport')));
+    }
+  });
+
+  it('runs the monitor with the settings the failover tests measured', () => {
+    const command = text(added['pg-monitor'].command);
+    for (const setting of [
+      'health_check_period = 1000',
+      'node_considered_unhealthy_timeout = 3000',
+      'primary_demote_timeout = 5000',
+    ]) {
+      expect(command).toContain(`pgautofailover.${setting}`);
+    }
   });
 });
 

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { createClient, createPool } from '../../db/listed-hosts.js';
 import type { LockCapabilities } from '../distributed-lock.js';
 import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
@@ -66,8 +67,7 @@ export class PostgresLock extends LockClient {
 
   constructor(private readonly options: PostgresLockOptions) {
     super(options);
-    this.pool = new pg.Pool({
-      connectionString: options.connectionString,
+    this.pool = createPool(options.connectionString, {
       max: options.poolSize ?? 5,
       connectionTimeoutMillis: 2_000,
       query_timeout: 10_000,
@@ -130,7 +130,7 @@ export class PostgresLock extends LockClient {
   /** One LISTEN connection per client; a notice wakes the longest waiter for that lock. */
   private listen(): Promise<pg.Client> {
     this.listener ??= (async () => {
-      const client = new pg.Client({ connectionString: this.options.connectionString, connectionTimeoutMillis: 2_000 });
+      const client = createClient(this.options.connectionString, { connectionTimeoutMillis: 2_000 });
       client.on('notification', ({ payload }) => {
         if (payload) this.waiters.get(payload)?.[0]?.();
       });
