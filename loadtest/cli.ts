@@ -5,7 +5,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService } from './infra/service-process.js';
-import { expectedSafe } from './report/figures.js';
+import { expectedSafe, runFigures } from './report/figures.js';
+import { verdict } from './report/targets.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
@@ -132,6 +133,7 @@ async function main(): Promise<void> {
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }
+    for (const line of verdict(runFigures(run))) progress.note(line);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
     process.exitCode = failures.length > 0 ? 1 : 0;
