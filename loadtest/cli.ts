@@ -5,7 +5,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService } from './infra/service-process.js';
-import { expectedSafe } from './report/figures.js';
+import { expectedSafe, runFigures } from './report/figures.js';
+import { verdict } from './report/targets.js';
 import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
@@ -33,7 +34,6 @@ const loopback = (url: string) => {
 // Every contender and backend is in a full run: the flags choose among those.
 const { lockContenders: contenders, lockBackends: backends } = presets.full;
 const positive = number((n) => n > 0, 'a positive number');
-const cores = number((n) => n >= 0, 'a number of cores');
 const segmentList = (value: string) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b);
 
 /** The options that change a setting of the run: flags, help, parser (none: a switch), and the settings they set. */
@@ -45,7 +45,6 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   ['--comparisons <n>', 'rounds of each product-vs-yardstick comparison (default 3)', positiveInt, 'comparisonRounds'],
   ['--business-step <ms>', 'business step in the lock, second profile (default 20)', positiveInt, 'businessStepMs'],
   ['--instances <n>', 'instances behind one port in the cluster scenario (default 2)', positiveInt, 'clusterInstances'],
-  ['--quiet-cores <cores>', 'wait ≤ 20 s until others use ≤ this many cores (default 0.2)', cores, 'quietCores'],
   ['--workers <n>', 'lock benchmark: workers; the order flow’s connections (default 50)', positiveInt, 'lockWorkers'],
   ['--keys <list>', 'lock benchmark: numbers of keys K (default 1,20)', list(positiveInt), 'lockKeys'],
   ['--holds <list>', 'lock benchmark: hold times H in ms (default 0,20)', list(Number), 'lockHoldsMs'],
@@ -81,7 +80,6 @@ async function main(): Promise<void> {
   const settings: Record<string, unknown> = { ...presets[mode] };
   for (const { key, names } of settingFlags)
     if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
-  if (cli.quietCores !== undefined) settings.quietMaxWaitSeconds = 20;
   if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
   const named = cli.only as plan.ScenarioName[] | undefined;
   // On a Redis Cluster, by default, the cases whose orders take segment locks.
@@ -135,6 +133,7 @@ async function main(): Promise<void> {
       await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }
+    for (const line of verdict(runFigures(run))) progress.note(line);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
     process.exitCode = failures.length > 0 ? 1 : 0;

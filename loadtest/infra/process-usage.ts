@@ -9,8 +9,8 @@ type CpuGroup = (typeof GROUPS)[number];
 /** Without /proc (not Linux) a run has no CPU or memory figures. */
 export const procAvailable = existsSync('/proc/stat');
 
-/** Who used the machine's CPUs during a round, in cores; `waitedForQuietSeconds`: how long the round waited before. */
-export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>> & { waitedForQuietSeconds?: number };
+/** Who used the machine's CPUs during a round, in cores. */
+export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
 /** The run's own servers in /proc/<pid>/cmdline: the postmaster's data directory, and each redis-server's address. */
 export type ProcessMarkers = { postgres?: string; redis: string[] };

@@ -10,6 +10,46 @@ type Judged = [measured: string | number | false | null | undefined, met: unknow
 
 /** The targets' Measured and Result cells as the template's `target:<name>` slots, judged within this run. */
 export function targetSlots(f: RunFigures): Record<string, string> {
+  const { judged, holdBound } = judgeTargets(f);
+  const cells = ([measured, met]: Judged) =>
+    measured
+      ? `${String(measured).replace(/\|/g, '\\|')} | ${met ? '**met**' : '**not met**'}`
+      : 'not measured | not measured';
+  // Backends measured alone (`--only lock-backends`) have no row of their own in the template.
+  const backends = Object.entries(judged).filter(([name]) => name.startsWith('keys-busy:backend:'));
+  const backendRow = ([name, result]: [string, Judged]) =>
+    `| lock alone, K=20, H=20 ms (${name.slice('keys-busy:'.length)}): ≥ 0.95 of the ideal 1,000/s | ${cells(result)} |`;
+  return {
+    ...Object.fromEntries(Object.entries(judged).map(([name, result]) => [`target:${name}`, cells(result)])),
+    holdBound: ms(holdBound),
+    backendTargets: backends.map(backendRow).join('\n'),
+  };
+}
+
+/** Targets a quick run judges: its correctness, which a short run shows as well as a long one, not its ratios. */
+const JUDGED_WHEN_QUICK = new Set(['books', 'oversell']);
+
+/**
+ * The run's verdict for the console, one screen: how many targets were met, then each one not met with its figure. A
+ * quick run is a smoke test: it judges only the books and the oversell demonstration.
+ */
+export function verdict(f: RunFigures): string[] {
+  const quick = f.run.meta.mode === 'quick';
+  const measured = Object.entries(judgeTargets(f).judged).filter(
+    ([name, [figure]]) => figure && (!quick || JUDGED_WHEN_QUICK.has(name)),
+  );
+  const notMet = measured.filter(([, [, met]]) => !met);
+  const lines = quick
+    ? ['quick run: a smoke test, its rates and ratios are not judged (run without --quick for that)']
+    : [];
+  const met = `verdict: ${measured.length - notMet.length} of ${measured.length} targets measured met`;
+  lines.push(notMet.length === 0 ? met : `${met}; not met:`);
+  for (const [name, [figure]] of notMet) lines.push(`  ${name}: ${String(figure)}`);
+  return lines;
+}
+
+/** Each target's figure in this run and whether it was met. */
+function judgeTargets(f: RunFigures): { judged: Record<string, Judged>; holdBound: number } {
   const { run } = f;
   const stepMs = run.meta.settings.businessStepMs;
   const vs = (c: Answers, other: Answers) =>
@@ -77,7 +117,9 @@ export function targetSlots(f: RunFigures): Record<string, string> {
   const echoRounds = ofRounds(hotRounds, (x) => times(f.overEcho(x)));
   const echoed = hotOverEcho && echoOf && `${vs(hotOverEcho, echoOf)}${echoRounds}`;
   const ofCeiling =
-    hot && `${int(hot.perSecond)}/s of ${int(f.ceiling)}/s = ${pct(hot.perSecond / f.ceiling)}${cpuView(hot)}`;
+    hot &&
+    Number.isFinite(f.ceiling) &&
+    `${int(hot.perSecond)}/s of ${int(f.ceiling)}/s = ${pct(hot.perSecond / f.ceiling)}${cpuView(hot)}`;
   const [stepSingle, stepHeadline] = [f.at('business-step', 1), f.at('business-step')];
   const stepped = stepSingle && stepHeadline && `${vs(stepHeadline, stepSingle)} (needs ×${num(0.95 * n, 1)})`;
   const steps = f.sweep('business-step').filter((c) => c.segments > 1 && c.segments <= 32);
@@ -127,19 +169,7 @@ export function targetSlots(f: RunFigures): Record<string, string> {
     oversell: [oversold.join('; '), run.oversell.every(safe)],
     ...lockTargets(f),
   };
-  const cells = ([measured, met]: Judged) =>
-    measured
-      ? `${String(measured).replace(/\|/g, '\\|')} | ${met ? '**met**' : '**not met**'}`
-      : 'not measured | not measured';
-  // Backends measured alone (`--only lock-backends`) have no row of their own in the template.
-  const backends = Object.entries(judged).filter(([name]) => name.startsWith('keys-busy:backend:'));
-  const backendRow = ([name, result]: [string, Judged]) =>
-    `| lock alone, K=20, H=20 ms (${name.slice('keys-busy:'.length)}): ≥ 0.95 of the ideal 1,000/s | ${cells(result)} |`;
-  return {
-    ...Object.fromEntries(Object.entries(judged).map(([name, result]) => [`target:${name}`, cells(result)])),
-    holdBound: ms(holdBound),
-    backendTargets: backends.map(backendRow).join('\n'),
-  };
+  return { judged, holdBound };
 }
 
 /** The lock benchmark's targets: throughput against the better peer, K keys kept busy, the fair mode's longest wait. */

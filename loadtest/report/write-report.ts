@@ -46,7 +46,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string): Slots 
     cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
     cpuCount: String(meta.cpus.count),
     memory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
-    disturbedCores: num(settings.disturbedCores),
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
     exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
@@ -78,7 +77,6 @@ const seconds = (s = 0) => (s ? `${s.toFixed(0)} s` : '–');
 /** Every table slot of the template. */
 function tables(f: RunFigures): Slots {
   const { run } = f;
-  const { disturbedCores } = run.meta.settings;
   const ofCeiling = (c: { perSecond: number }) => pct(c.perSecond / f.ceiling);
   const echoes = [...run.ceiling, ...run.bareEcho];
   const variants = (p: SalesCase['profile']) =>
@@ -97,7 +95,6 @@ function tables(f: RunFigures): Slots {
   const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
     f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
   const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
-  const others = (cores: number) => `${num(cores)} cores${cores > disturbedCores ? ': **disturbed**' : ''}`;
   const oversellVerdict = ({ books, ...c }: RunResults['oversell'][number]) => {
     if (expectedSafe(c)) return books.ok ? 'balanced' : 'FAILED';
     return books.oversold > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
@@ -180,7 +177,7 @@ function tables(f: RunFigures): Slots {
       ['% of bare echo', (r) => pct(r.perSecond / (f.echoFor(r)?.perSecond ?? NaN))],
       ['% of ceiling', ofCeiling],
       ...latencyAndStatus('p50', 'p99'),
-      ['Other processes', (r) => (r.cpu ? others(r.cpu.cores.others) : '–')],
+      ['Other processes', (r) => (r.cpu ? `${num(r.cpu.cores.others)} cores` : '–')],
     ]),
     ceilingTable: table(echoes, [label(), ['Answers/s', (c) => int(c.perSecond)], ...fullRound]),
     realTables: salesTables(f.allOf('real')),
@@ -307,8 +304,6 @@ function tables(f: RunFigures): Slots {
       ['Machine busy', (r) => pct(r.cpu!.machineBusy)],
       ...cpuGroups.map((g): Column<Answers> => [group(g), (r) => num(r.cpu!.cores[g])]),
       ...cpuGroups.slice(0, 3).map((g): Column<Answers> => [`${group(g)} ms / answer`, (r) => ms(msPerAnswer(r, g))]),
-      ['Waited for quiet', (r) => seconds(r.cpu!.waitedForQuietSeconds)],
-      ['Disturbed', (r) => (r.cpu!.cores.others > disturbedCores ? '**disturbed**' : 'no')],
     ]),
   };
 }

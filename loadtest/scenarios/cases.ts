@@ -133,7 +133,6 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const seedSeconds = (performance.now() - started) / 1000;
     if ((await api.sku(sku)).sold !== rows) throw new Error(`seeding ${sku}: the SKU view disagrees with ${rows} sold`);
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
-    await ctx.waitForQuiet(service);
     const round = { connections, amount };
     const view = { title: `${label} · GET /skus/:sku`, path: `/skus/${encodeURIComponent(sku)}` };
     const skuRead = await ctx.round(service, { ...round, ...view, method: 'GET' }, 200);

@@ -22,9 +22,6 @@ const full = {
   quantity: 1,
   timeoutSeconds: 10,
   maxRequestsPerRound: 200_000,
-  /** Before a measured round, wait until other processes use at most this many cores (0: never), this long at most. */
-  quietCores: 0.2,
-  quietMaxWaitSeconds: 30,
   /** SKUs of the spread and mixed scenarios, and the mixed one's share to one hot SKU. */
   spreadSkus: 400,
   mixedHotShare: 0.2,
@@ -37,8 +34,6 @@ const full = {
   growthLedgerRows: [0, 5_000_000],
   growthConnections: 4,
   growthRequests: 4_000,
-  /** A round whose other processes used more than this many cores is marked disturbed in the report. */
-  disturbedCores: 0.2,
   /** The lock benchmark: workers on K keys holding H ms, each cell a warm-up and a measured window. */
   lockWorkers: 50,
   lockKeys: [1, 20],
@@ -69,8 +64,6 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
     clusterSegmentCounts: [20],
     comparisonRounds: 1,
     maxRequestsPerRound: 40_000,
-    quietCores: 0,
-    quietMaxWaitSeconds: 0,
     oversellStock: 100,
     growthLedgerRows: [0, 100_000],
     growthRequests: 1_000,
@@ -89,8 +82,6 @@ type Titled = Partial<RoundSpec> & { title: string };
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
-  /** Seconds the current case waited for quiet before its warm-up. */
-  private lastQuietWait = 0;
   /** Services this run started and has not stopped yet: stopped when the run ends early. */
   readonly started = new Set<ServiceTarget>();
 
@@ -141,7 +132,6 @@ export class RunContext {
     sides: { service: ServiceTarget; spec: Titled; warmup: RoundResult; status?: number }[],
     turns: number,
   ) {
-    const waitedForQuietSeconds = this.lastQuietWait;
     const measured = sides.map(() => ({
       slices: [] as RoundResult[],
       cpu: [] as CpuUsage[],
@@ -166,7 +156,7 @@ export class RunContext {
     return sides.map(({ spec, warmup, status = 201 }, i) => {
       const { slices, cpu, latencies } = measured[i]!;
       const round = slices.length > 1 ? mergeSlices(spec.title, slices, latencies) : slices[0]!;
-      const usage: CpuUsage | null = cpu.length ? { ...sumCpu(cpu), waitedForQuietSeconds } : null;
+      const usage: CpuUsage | null = cpu.length ? sumCpu(cpu) : null;
       return { label: spec.title, warmup, measured: round, perSecond: round.ratePerSecond[status] ?? 0, cpu: usage };
     });
   }
@@ -176,9 +166,8 @@ export class RunContext {
     return Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5)));
   }
 
-  /** Waits for quiet, runs the timed warm-up round, and lets the service finish what it left in flight. */
+  /** Runs the timed warm-up round, and lets the service finish what it left in flight. */
   async warmUp(service: ServiceTarget, spec: Titled, status = 201) {
-    await this.waitForQuiet(service);
     const title = `${spec.title} · warm-up`;
     const warmup = await this.round(service, { ...spec, title, durationSeconds: this.settings.warmupSeconds }, status);
     await this.settle(service);
@@ -196,24 +185,6 @@ export class RunContext {
     await sleep(100);
     const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
     await waitFor(idle, this.settings.timeoutSeconds * 1000);
-  }
-
-  /** On a shared machine, waits (up to a bound) until other processes leave the CPUs mostly free, so cases compare. */
-  async waitForQuiet(service: ServiceTarget): Promise<void> {
-    this.lastQuietWait = 0;
-    const meter = this.cpuMeter(service);
-    const { quietCores, quietMaxWaitSeconds } = this.settings;
-    if (!meter || quietCores <= 0) return;
-    const started = performance.now();
-    for (let announced = false; ; announced = true) {
-      const end = meter();
-      await sleep(1000);
-      const others = end().cores.others;
-      this.lastQuietWait = (performance.now() - started) / 1000;
-      if (others <= quietCores || this.lastQuietWait >= quietMaxWaitSeconds) return;
-      if (!announced)
-        this.progress.note(`other processes use ${others.toFixed(2)} cores; waiting up to ${quietMaxWaitSeconds} s…`);
-    }
   }
 
   /** CPU accounting for a service this run started, when the machine has /proc; null otherwise. */

@@ -132,6 +132,7 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   const spread: string[] = [];
+  ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
   // Sixteen at a time: enough to be quick, few enough not to flood the service.
   for (let i = 0; i < count; i += 16) {
     const batch = Array.from({ length: Math.min(16, count - i) }, (_, j) => create(`${tag}-${i + j}`));
@@ -153,7 +154,10 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
     return checkBooks(ctx.api(spec.service), spec.alternative ? null : ctx.db, question);
   };
   const all: Books[] = [];
-  // Eight SKUs at a time: a spread round's hundreds of SKUs are audited in seconds, not minutes.
+  // Each SKU's audit reads the orders table whole (orders has no index by SKU): on a database with a long history
+  // (REDIS_URL/DATABASE_URL of one's own, kept between runs) a spread round's hundreds of SKUs take minutes.
+  if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
+  // Eight SKUs at a time.
   for (let i = 0; i < set.skus.length; i += 8) all.push(...(await Promise.all(set.skus.slice(i, i + 8).map(check))));
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { readSegmentStates } from '../../src/orders/batch-statements.js';
@@ -7,8 +8,10 @@ import { writeBatch } from '../../src/orders/order-writes.js';
 import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
+import { scrapeCounter } from '../support/scrape-metric.js';
 import { segmentLocksProcess } from '../support/segment-locks.js';
 import { call, startService, testEndpoints, uniqueSku } from '../support/service.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('fencing: a holder whose lease expired cannot write stale stock', () => {
   let db: Db;
@@ -19,7 +22,8 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
   beforeAll(() => {
     const { redisUrl, databaseUrl } = testEndpoints();
     db = createDatabase(databaseUrl, 4);
-    processes = [segmentLocksProcess(redisUrl, { ttlMs: 50 }), segmentLocksProcess(redisUrl, { ttlMs: 50 })];
+    // The stale holder's lease (50 ms) runs out while it stalls; the fresh one's outlasts the test, however slow.
+    processes = [segmentLocksProcess(redisUrl, { ttlMs: 50 }), segmentLocksProcess(redisUrl, { ttlMs: 10_000 })];
     [staleHolder, freshHolder] = processes.map((p) => p.locks) as [SegmentLocks, SegmentLocks];
   });
   afterAll(async () => {
@@ -108,31 +112,61 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
     expect((await auditSku(db, sku)).available).toBe(3);
   });
 
-  it('keeps the books exact when every holder outlives its lease (TTL shorter than the critical section)', async () => {
-    const svc = await startService({
-      LOCK_TTL_MS: '40',
-      CRITICAL_SECTION_DELAY_MS: '120',
-      LOCK_WAIT_MS: '8000',
-      LOCK_WATCHDOG: '0',
-    });
-    const sku = uniqueSku('stall');
-    await call(svc.url, 'POST', '/skus', { sku, stock: 6, segments: 1 });
-    const answers = await Promise.all(
-      Array.from({ length: 10 }, () => call(svc.url, 'POST', '/orders', { sku, quantity: 1 })),
-    );
-    await svc.stop();
-    const statuses = answers.map((a) => a.status);
-    expect(
-      statuses.every((s) => [201, 409, 503].includes(s)),
-      statuses.join(),
-    ).toBe(true);
-    const audit = await auditSku(db, sku);
-    const acknowledged = statuses.filter((s) => s === 201).length;
-    expect(audit.sold).toBe(acknowledged);
-    expect(audit.available + audit.sold).toBe(6);
-    expect(audit.ordersLedgerMismatch).toBe(0);
-    expect(audit.ledgerOrders).toBe(acknowledged);
-  });
+  it('keeps the books exact when a holder outlives its lease with its write in flight and a newer holder writes too', async () => {
+    // Two instances, as two processes would be; leases of 300 ms that nothing renews.
+    const env = { LOCK_TTL_MS: '300', LOCK_WATCHDOG: '0', LOCK_WAIT_MS: '15000' };
+    const [first, second] = [await startService(env), await startService(env)];
+    const blocker = new pg.Client({ connectionString: testEndpoints().databaseUrl });
+    await blocker.connect();
+    try {
+      const sku = uniqueSku('outlive');
+      await call(first.url, 'POST', '/skus', { sku, stock: 6, segments: 1 });
+      const lockKey = redisKeys.lock(redisKeys.segmentLock({ sku, layoutVersion: 1, segment: 0 }));
+      const holderOf = async () => {
+        const [owner, fence] = await first.service.redis.hmget(lockKey, 'owner', 'fence');
+        return owner === null ? null : { owner, fence: Number(fence) };
+      };
+      /** Statements of this database waiting for a lock another holds: the order writes, held up past their lease. */
+      const writesWaiting = async () => {
+        const { rows } = await blocker.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0`,
+        );
+        return rows[0]!.n;
+      };
+      // The segment's row is held by someone else for a while: every write to it waits in Postgres.
+      await blocker.query('begin');
+      await blocker.query(
+        'select 1 from stock_segments where sku_id = (select id from skus where sku = $1) for update',
+        [sku],
+      );
+      const firstOrder = call(first.url, 'POST', '/orders', { sku, quantity: 1 });
+      expect(await waitFor(async () => (await writesWaiting()) === 1, 10_000)).toBeLessThan(Infinity);
+      const outlived = (await holderOf())!;
+      expect(outlived).not.toBeNull();
+      // Its lease runs out while its write waits; a newer holder takes the segment, reads it, and writes too.
+      expect(await waitFor(async () => (await holderOf()) === null, 5_000)).toBeLessThan(Infinity);
+      const secondOrder = call(second.url, 'POST', '/orders', { sku, quantity: 1 });
+      expect(await waitFor(async () => (await writesWaiting()) === 2, 10_000)).toBeLessThan(Infinity);
+      const newer = (await holderOf())!;
+      expect(newer.owner).not.toBe(outlived.owner);
+      expect(newer.fence).toBeGreaterThan(outlived.fence);
+
+      // Both writes were made from the same read (6 units); the row lets them through one after the other.
+      await blocker.query('commit');
+      const answers = await Promise.all([firstOrder, secondOrder]);
+      const fencedOut = await scrapeCounter([first.url, second.url], 'stock_fenced_out_total');
+      // The later of the two found the row changed since its read and was turned away: it read again and retried.
+      expect(fencedOut).toBeGreaterThanOrEqual(1);
+      expect(answers.map((a) => a.status)).toEqual([201, 201]);
+      const audit = await auditSku(db, sku);
+      expect(audit).toMatchObject({ sold: 2, available: 4, ledgerOrders: 2, ordersLedgerMismatch: 0 });
+    } finally {
+      await blocker.query('rollback').catch(() => {});
+      await blocker.end();
+      await Promise.all([first.stop(), second.stop()]);
+    }
+  }, 60_000);
 });
 
 describe('watchdog: a holder that loses its lease abandons the write', () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditSku } from '../support/invariants.js';
+import { MetricsSnapshot } from '../support/scrape-metric.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 describe('placing orders', () => {
@@ -79,16 +80,34 @@ describe('placing orders', () => {
     expect((await auditSku(svc.service.db, sku)).available).toBe(9);
   });
 
-  it('answers sold-out orders at once once every segment is known empty, and reopens on restock', async () => {
+  it('answers sold-out orders at once once every segment is known empty, with no lock and no query, and reopens on restock', async () => {
     const sku = await createSku(4, 2);
     expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 4 })).status).toBe(201);
+    const before = await MetricsSnapshot.scrape(`${svc.url}/metrics`);
     for (let i = 0; i < 3; i++) {
       const refused = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
       expect(refused.status).toBe(409);
       expect(refused.body.available).toBe(0);
     }
+    const after = await MetricsSnapshot.scrape(`${svc.url}/metrics`);
+    const moved = (name: string) => after.sum(name) - before.sum(name);
+    // The counters saw these three orders (refused as out of stock)…
+    expect(
+      after.byLabel('stock_orders_total', 'outcome').out_of_stock! -
+        (before.byLabel('stock_orders_total', 'outcome').out_of_stock ?? 0),
+    ).toBe(3);
+    // …and none of them tried a segment lock, read a segment or wrote a batch.
+    expect({
+      lockAttempts: moved('stock_lock_attempts_total'),
+      lockAcquisitions: moved('stock_lock_acquisitions_total'),
+      segmentReads: moved('stock_segment_reads_total'),
+      batches: moved('stock_batch_orders_count'),
+    }).toEqual({ lockAttempts: 0, lockAcquisitions: 0, segmentReads: 0, batches: 0 });
     expect((await call(svc.url, 'POST', `/skus/${sku}/restock`, { quantity: 2 })).status).toBe(200);
     expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 2 })).status).toBe(201);
+    // The restocked order went through the locks again.
+    const reopened = await MetricsSnapshot.scrape(`${svc.url}/metrics`);
+    expect(reopened.sum('stock_lock_acquisitions_total')).toBeGreaterThan(after.sum('stock_lock_acquisitions_total'));
   });
 
   it('keeps exact books when two instances take turns on one segment (remembered state never outlives a turn)', async () => {

@@ -242,10 +242,12 @@ describe('secrets and internals', () => {
   });
 });
 
-describe('the request log', () => {
-  it('logs failures, but not the 503s that shed load when a SKU stays busy past the wait budget', async () => {
-    const service = await ServiceProcess.spawn({ LOCK_WAIT_MS: '50', LOG_LEVEL: 'info' });
-    const holder = segmentLocksProcess(testEndpoints().redisUrl, { ttlMs: 10_000 });
+describe('the failure log (there is no per-request log: a failure is logged where it is handled)', () => {
+  it('logs a request that failed on Redis, with its method and path, but not the 503s that shed load when a SKU stays busy', async () => {
+    // A Redis of its own, which the test takes away at the end.
+    const redis = await RedisServer.start({ stopMode: 'immediate' });
+    const service = await ServiceProcess.spawn({ REDIS_URL: redis.url, LOCK_WAIT_MS: '50', LOG_LEVEL: 'info' });
+    const holder = segmentLocksProcess(redis.url, { ttlMs: 10_000 });
     try {
       const sku = uniqueSku('log-busy');
       expect((await call(service.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
@@ -256,13 +258,24 @@ describe('the request log', () => {
       );
       expect(answers.map((a) => `${a.status} ${a.body.code}`)).toEqual(Array(5).fill('503 lock_busy'));
       await holder.locks.release(lease);
-    } finally {
       await holder.close();
+      // Then a failure: Redis is gone, and the order cannot be placed.
+      await redis.stop();
+      const failed = await call(service.url, 'POST', '/orders', { sku, quantity: 1 });
+      expect(failed.body.code).toBe('dependency_unavailable');
+    } finally {
+      await holder.close().catch(() => {});
       await service.stop();
+      await redis.destroy();
     }
-    const log = service.output.join('\n');
-    expect(log).toMatch(/"level":30/); // the log was captured (startup lines)
-    expect(log).not.toMatch(/"level":50/);
-    expect(log).not.toContain('failed with status code 503');
+    const lines = service.output.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+    const aboutOrders = lines.filter((line) => line.url === '/orders');
+    // The failure was logged, at warn, with its method and path…
+    expect(aboutOrders.filter((line) => line.msg === 'dependency unavailable')).toMatchObject([
+      { level: 40, method: 'POST', url: '/orders' },
+    ]);
+    // …and it is the only line about an order: the five lock_busy 503s left none, at any level.
+    expect(aboutOrders).toHaveLength(1);
+    expect(service.output.join('\n')).not.toMatch(/lock_busy|busy past/);
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type BatchLine,
   decideBatch,
+  openSegments,
   type PlannableOrder,
   planBatch,
   type PlanningView,
@@ -206,5 +207,146 @@ describe('deciding a batch', () => {
     const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 0), key(entry, 1)]));
     expect(plan.orders[0]!.covers).toEqual([false]);
     expect(decideBatch(plan, new Map([[key(entry, 2), 1]]))[0]).toEqual({ kind: 'retry', widen: [] });
+  });
+});
+
+describe('planning a batch: the edges', () => {
+  const keysOfSku = (plan: ReturnType<typeof planBatch>, entry: SkuEntry) =>
+    plan.bySku.get(entry)!.map((planned) => planned.key);
+
+  it('shares a segment with room (one segment, not a cover), and tries a segment known to hold exactly enough', () => {
+    const entry = sku(2);
+    const exact = { [key(entry, 0)]: 3, [key(entry, 1)]: 3 };
+    const plan = planBatch([order(line(entry, 3))], 64, view(exact));
+    expect(plan.orders[0]).toMatchObject({ covers: [false] });
+    expect(plan.orders[0]!.candidates[0]).toHaveLength(1);
+    const shared = planBatch([order(line(entry, 1)), order(line(entry, 1))], 64, view(exact));
+    expect(shared.orders.map((o) => o.covers)).toEqual([[false], [false]]);
+    expect(shared.segments.size).toBe(1);
+  });
+
+  it('starts each plan at a random segment, so single orders spread over the segments', () => {
+    const entry = sku(20);
+    const first = new Set(
+      Array.from({ length: 50 }, () => planBatch([order(line(entry, 1))], 64, view()).orders[0]!.candidates[0]![0]),
+    );
+    expect(first.size).toBeGreaterThan(1);
+  });
+
+  it('lists each planned segment once per SKU, when a later order covers from segments already planned', () => {
+    const entry = sku(3);
+    const known = { [key(entry, 0)]: 2, [key(entry, 1)]: 2, [key(entry, 2)]: 2 };
+    const plan = planBatch([order(line(entry, 1)), order(line(entry, 5))], 64, view(known));
+    expect(plan.orders).toHaveLength(2);
+    expect(plan.orders[1]!.covers).toEqual([true]);
+    expect(keysOfSku(plan, entry).sort()).toEqual([0, 1, 2].map((s) => key(entry, s)).sort());
+    expect([...plan.segments.values()].every((planned) => plan.bySku.get(entry)!.includes(planned))).toBe(true);
+  });
+
+  it('plans a second cover of the same SKU onto the segments the first one planned', () => {
+    const entry = sku(2);
+    const known = { [key(entry, 0)]: 1, [key(entry, 1)]: 1 };
+    const plan = planBatch([order(line(entry, 2)), order(line(entry, 2))], 64, view(known));
+    expect(plan.orders.map((o) => o.covers)).toEqual([[true], [true]]);
+    expect(plan.segments.size).toBe(2);
+  });
+
+  it('gives a line that wants every segment all of them, or nothing while one is busy', () => {
+    const entry = sku(3);
+    const every: BatchLine = { entry, quantity: 1, wantsEvery: true };
+    const known = { [key(entry, 0)]: 9, [key(entry, 1)]: 9, [key(entry, 2)]: 9 };
+    const plan = planBatch([order(every)], 64, view(known));
+    expect(plan.orders[0]).toMatchObject({ covers: [true] });
+    expect(plan.orders[0]!.candidates[0]!.sort()).toEqual([0, 1, 2].map((s) => key(entry, s)).sort());
+    expect(planBatch([order(every)], 64, view(known, [key(entry, 1)])).orders).toEqual([]);
+  });
+
+  it('leaves a SKU alone while orders of this instance wait for all its segments', () => {
+    const waited = sku(2);
+    const other = sku(2);
+    const plan = planBatch([order(line(waited, 1)), order(line(other, 1))], 64, {
+      ...view(),
+      isWaitedFor: (entry) => entry === waited,
+    });
+    expect(plan.orders.map(({ order }) => order.lines[0]!.entry)).toEqual([other]);
+    expect(plan.bySku.has(waited)).toBe(false);
+  });
+
+  it('plans a cart whole or not at all: a line that cannot be planned takes its segments back out of the plan', () => {
+    const a = sku(2);
+    const b = sku(1);
+    const plan = planBatch([order(line(a, 1), line(b, 1))], 64, view({}, [key(b, 0)]));
+    expect(plan.orders).toEqual([]);
+    expect(plan.segments.size).toBe(0);
+    expect(plan.bySku.get(a)).toEqual([]);
+  });
+});
+
+describe('deciding a batch: the edges', () => {
+  it("prefers the order's own candidate that holds enough, then another held segment of its SKU", () => {
+    const entry = sku(2);
+    const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 0)]));
+    expect(plan.orders[0]!.candidates).toEqual([[key(entry, 1)]]);
+    // Its candidate (segment 1) holds exactly enough: taken, although segment 0 (held for another order) has more.
+    const exactly = new Map([
+      [key(entry, 0), 5],
+      [key(entry, 1), 3],
+    ]);
+    expect(decideBatch(plan, exactly)[0]).toEqual({ kind: 'take', takes: [{ key: key(entry, 1), quantity: 3 }] });
+    // Its candidate falls short: the other held segment that holds enough alone, rather than a split.
+    const short = new Map([
+      [key(entry, 0), 5],
+      [key(entry, 1), 2],
+    ]);
+    expect(decideBatch(plan, short)[0]).toEqual({ kind: 'take', takes: [{ key: key(entry, 0), quantity: 3 }] });
+  });
+
+  it('splits only across the segments the batch holds', () => {
+    const entry = sku(3);
+    const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 1)]));
+    const held = new Map([
+      [key(entry, 0), 2],
+      [key(entry, 2), 2],
+    ]);
+    expect(decideBatch(plan, held)[0]).toEqual({
+      kind: 'take',
+      takes: [
+        { key: key(entry, 0), quantity: 2 },
+        { key: key(entry, 2), quantity: 1 },
+      ],
+    });
+  });
+
+  it('refuses as short when what the unheld segments can at most hold cannot make up the rest', () => {
+    const entry = sku(2);
+    const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 1)]));
+    const held = new Map([[key(entry, 0), 1]]);
+    const atMost = (bound: number) => (k: string) => (k === key(entry, 1) ? bound : undefined);
+    expect(decideBatch(plan, new Map(held), atMost(1))[0]).toMatchObject({ kind: 'short', quantity: 3, available: 2 });
+    // Exactly enough might be there: not definitive.
+    expect(decideBatch(plan, new Map(held), atMost(2))[0]!.kind).toBe('retry');
+    // Nothing provable of the unheld segment: not definitive either.
+    expect(decideBatch(plan, new Map(held))[0]!.kind).toBe('retry');
+  });
+
+  it('does not widen a cover some of whose segments the batch could not take', () => {
+    const entry = sku(3);
+    const known = { [key(entry, 0)]: 1, [key(entry, 1)]: 1, [key(entry, 2)]: 1 };
+    const plan = planBatch([order(line(entry, 3))], 64, view(known));
+    expect(plan.orders[0]!.covers).toEqual([true]);
+    // Segments 1 and 2 were taken by another process between the plan and the locks.
+    expect(decideBatch(plan, new Map([[key(entry, 0), 1]]))[0]).toEqual({ kind: 'retry', widen: [] });
+  });
+});
+
+describe('open segments', () => {
+  it('are those not known to be empty, and follow segments marked empty later', () => {
+    const entry = sku(4);
+    expect(openSegments(entry)).toEqual([0, 1, 2, 3]);
+    entry.emptySegments.add(1);
+    expect(openSegments(entry)).toEqual([0, 2, 3]);
+    expect(openSegments(entry)).toEqual([0, 2, 3]);
+    entry.emptySegments.add(3);
+    expect(openSegments(entry)).toEqual([0, 2]);
   });
 });

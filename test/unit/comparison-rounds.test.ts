@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runFigures } from '../../loadtest/report/figures.js';
-import { targetSlots } from '../../loadtest/report/targets.js';
+import { targetSlots, verdict } from '../../loadtest/report/targets.js';
 import type { RunResults } from '../../loadtest/run-results.js';
 import { presets } from '../../loadtest/scenarios/context.js';
 
@@ -75,3 +75,29 @@ describe('a comparison measured in rounds', () => {
     );
   });
 });
+
+describe('the verdict a run ends with', () => {
+  it('counts the targets measured and names each one not met with its figure, one line each', () => {
+    const results = run();
+    // The hot SKU falls below 0.55 × the echo in its median round: not met.
+    results.bareEcho = rounds('bare-echo', [8_000, 9_000, 9_500]) as unknown as RunResults['bareEcho'];
+    expect(verdict(runFigures(results))).toEqual([
+      'verdict: 3 of 4 targets measured met; not met:',
+      '  echo: 3,900/s vs 9,500/s: ×0.41, the median of ×0.38, ×0.51, ×0.41',
+    ]);
+    // No ceiling was measured: the share of it is not judged.
+    expect(verdict(f())).toEqual(['verdict: 4 of 4 targets measured met']);
+  });
+
+  it('says a quick run is a smoke test and judges only its books', () => {
+    const quick = { ...run(), meta: { mode: 'quick', settings: presets.quick } } as unknown as RunResults;
+    expect(verdict(runFigures(quick))).toEqual([
+      'quick run: a smoke test, its rates and ratios are not judged (run without --quick for that)',
+      'verdict: 1 of 1 targets measured met',
+    ]);
+  });
+});
+
+function f() {
+  return runFigures(run());
+}

@@ -24,8 +24,9 @@ describe('splitEvenly', () => {
   });
 
   it('rejects impossible inputs', () => {
-    expect(() => splitEvenly(-1, 2)).toThrow(RangeError);
-    expect(() => splitEvenly(5, 0)).toThrow(RangeError);
+    expect(() => splitEvenly(-1, 2)).toThrow(new RangeError('total must be a safe integer ≥ 0, got -1'));
+    expect(() => splitEvenly(5, 0)).toThrow(new RangeError('parts must be an integer ≥ 1, got 0'));
+    expect(splitEvenly(5, 1)).toEqual([5]);
     expect(() => splitEvenly(1.5, 2)).toThrow(RangeError);
   });
 });
@@ -41,5 +42,14 @@ describe('splitAcross', () => {
       { segment: 4, quantity: 4 },
     ]);
     expect(splitAcross(stock, 8)).toBeNull();
+  });
+
+  it('takes nothing from an empty segment, and stops once the quantity is met', () => {
+    const stock = [
+      { segment: 0, available: 0 },
+      { segment: 1, available: 3 },
+      { segment: 2, available: -1 },
+    ];
+    expect(splitAcross(stock, 2)).toEqual([{ segment: 1, quantity: 2 }]);
   });
 });

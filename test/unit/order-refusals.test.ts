@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { FENCE_GUARD, writeBatchStatement } from '../../src/inventory/order-writes.js';
+import {
+  customerRequired,
+  FencedOutError,
+  lockBusy,
+  notOnSale,
+  outOfStock,
+  purchaseLimit,
+} from '../../src/inventory/refusals.js';
+import { isOnSale, outsideWindow, type SaleWindow } from '../../src/inventory/sale-window.js';
+
+/** What a client receives of a refusal: the problem document's members and Retry-After. */
+const answered = (error: {
+  status: number;
+  code: string;
+  detail: string;
+  extensions: object;
+  retryAfterSeconds?: number;
+}) => ({
+  status: error.status,
+  code: error.code,
+  detail: error.detail,
+  extensions: error.extensions,
+  retryAfterSeconds: error.retryAfterSeconds,
+});
+
+describe('the refusals under the segment locks', () => {
+  it('answers busy 503, retryable after a second, naming the wait', () => {
+    expect(answered(lockBusy(2000))).toEqual({
+      status: 503,
+      code: 'lock_busy',
+      detail: 'every segment stayed locked for 2000 ms',
+      extensions: {},
+      retryAfterSeconds: 1,
+    });
+  });
+
+  it('answers out of stock 409 with the SKU and the units left', () => {
+    expect(answered(outOfStock('tea', 5, 2))).toEqual({
+      status: 409,
+      code: 'out_of_stock',
+      detail: "SKU 'tea' has 2 unit(s) left, 5 ordered",
+      extensions: { sku: 'tea', available: 2 },
+      retryAfterSeconds: undefined,
+    });
+  });
+
+  it('says when a sale opens (with Retry-After) or when it closed (without)', () => {
+    expect(answered(notOnSale('tea', { opensAt: '2030-01-01T00:00:00.000Z' }, 30))).toEqual({
+      status: 409,
+      code: 'not_on_sale',
+      detail: "SKU 'tea' goes on sale at 2030-01-01T00:00:00.000Z",
+      extensions: { sku: 'tea', opensAt: '2030-01-01T00:00:00.000Z' },
+      retryAfterSeconds: 30,
+    });
+    expect(answered(notOnSale('tea', { closedAt: '2020-01-01T00:00:00.000Z' }))).toEqual({
+      status: 409,
+      code: 'not_on_sale',
+      detail: "SKU 'tea' was on sale until 2020-01-01T00:00:00.000Z",
+      extensions: { sku: 'tea', closedAt: '2020-01-01T00:00:00.000Z' },
+      retryAfterSeconds: undefined,
+    });
+  });
+
+  it('asks for a customer on a limited SKU, and says how many more units a customer may order', () => {
+    expect(answered(customerRequired('tea'))).toEqual({
+      status: 400,
+      code: 'customer_required',
+      detail: "SKU 'tea' limits units per customer: the order needs a customerId",
+      extensions: {},
+      retryAfterSeconds: undefined,
+    });
+    expect(answered(purchaseLimit('tea', 3))).toEqual({
+      status: 409,
+      code: 'purchase_limit',
+      detail: "SKU 'tea' limits units per customer: this customer may order 3 more",
+      extensions: { sku: 'tea', remaining: 3 },
+      retryAfterSeconds: undefined,
+    });
+  });
+
+  it('names the segments a fenced write was refused on', () => {
+    const error = new FencedOutError([2, 5]);
+    expect(error.segments).toEqual([2, 5]);
+    expect(error.message).toBe('fenced write refused on segment(s) 2,5');
+  });
+});
+
+describe('sale windows (by the shared clock)', () => {
+  const opens = Date.parse('2030-01-01T00:00:00.000Z');
+  const closes = opens + 3_600_000;
+  const window: SaleWindow = { saleStartsAt: opens, saleEndsAt: closes };
+
+  it('is open from its start (inclusive) to its end (exclusive); a missing side is open', () => {
+    expect(isOnSale(window, opens - 1)).toBe(false);
+    expect(isOnSale(window, opens)).toBe(true);
+    expect(isOnSale(window, closes - 1)).toBe(true);
+    expect(isOnSale(window, closes)).toBe(false);
+    expect(isOnSale({ saleStartsAt: null, saleEndsAt: closes }, 0)).toBe(true);
+    expect(isOnSale({ saleStartsAt: null, saleEndsAt: closes }, closes)).toBe(false);
+    expect(isOnSale({ saleStartsAt: opens, saleEndsAt: null }, Number.MAX_SAFE_INTEGER)).toBe(true);
+    expect(isOnSale({ saleStartsAt: opens, saleEndsAt: null }, opens - 1)).toBe(false);
+    expect(isOnSale({ saleStartsAt: null, saleEndsAt: null }, 0)).toBe(true);
+  });
+
+  it('refuses before the opening with the whole seconds until then, rounded up', () => {
+    const early = outsideWindow('tea', window, opens - 1_500)!;
+    expect(answered(early)).toMatchObject({
+      code: 'not_on_sale',
+      extensions: { sku: 'tea', opensAt: '2030-01-01T00:00:00.000Z' },
+      retryAfterSeconds: 2,
+    });
+    expect(outsideWindow('tea', window, opens - 1)!.retryAfterSeconds).toBe(1);
+    expect(outsideWindow('tea', window, opens - 2_000)!.retryAfterSeconds).toBe(2);
+  });
+
+  it('lets orders through inside the window, and refuses them from its end on, without Retry-After', () => {
+    expect(outsideWindow('tea', window, opens)).toBeUndefined();
+    expect(outsideWindow('tea', window, closes - 1)).toBeUndefined();
+    const late = outsideWindow('tea', window, closes)!;
+    expect(answered(late)).toMatchObject({
+      code: 'not_on_sale',
+      extensions: { sku: 'tea', closedAt: '2030-01-01T01:00:00.000Z' },
+      retryAfterSeconds: undefined,
+    });
+    expect(outsideWindow('tea', { saleStartsAt: null, saleEndsAt: null }, 0)).toBeUndefined();
+    expect(outsideWindow('tea', { saleStartsAt: null, saleEndsAt: closes }, opens)).toBeUndefined();
+    expect(outsideWindow('tea', { saleStartsAt: opens, saleEndsAt: null }, closes * 2)).toBeUndefined();
+  });
+});
+
+describe("the order statement's fence guard", () => {
+  it('writes a segment only where the row still carries the token its holder read, and that token is older', () => {
+    expect(FENCE_GUARD).toBe('s.fence_token = w.fence_seen and s.fence_token < w.fence');
+    expect(writeBatchStatement.text).toContain(`where ${FENCE_GUARD}\n`);
+  });
+});
