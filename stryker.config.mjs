@@ -1,4 +1,3 @@
-// @ts-check
 /**
  * Mutation testing of the order path's decisions (`npm run test:mutation`): Stryker changes one operator, condition or
  * literal at a time in the files below and runs the server-less unit tests (vitest.mutation.config.ts); a change no
@@ -10,14 +9,13 @@
  * guard is a line of SQL text; the rest of its statement is judged by the tests that run it against Postgres.
  */
 const mutated = [
-  'src/inventory/batch-plan.ts',
+  'src/orders/batch-plan.ts',
+  'src/orders/outcome.ts',
   'src/inventory/segment-math.ts',
-  'src/inventory/refusals.ts',
   'src/inventory/sale-window.ts',
-  'src/inventory/order-writes.ts:74-74',
+  'src/orders/batch-statements.ts:123-123',
 ];
 
-/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   mutate: mutated,
   testRunner: 'vitest',

@@ -2,13 +2,12 @@ import { describe, expect, it } from 'vitest';
 import {
   type BatchLine,
   decideBatch,
-  openSegments,
   type PlannableOrder,
   planBatch,
   type PlanningView,
 } from '../../src/orders/batch-plan.js';
 import { segmentKey } from '../../src/inventory/segment-locks.js';
-import type { SkuEntry } from '../../src/inventory/sku-directory.js';
+import { openSegments, type SkuEntry } from '../../src/inventory/sku-directory.js';
 
 let nextId = 1;
 const sku = (segmentCount: number, name = `sku-${nextId}`): SkuEntry => ({
@@ -322,7 +321,10 @@ describe('deciding a batch: the edges', () => {
     const plan = planBatch([order(line(entry, 3))], 64, view({}, [key(entry, 1)]));
     const held = new Map([[key(entry, 0), 1]]);
     const atMost = (bound: number) => (k: string) => (k === key(entry, 1) ? bound : undefined);
-    expect(decideBatch(plan, new Map(held), atMost(1))[0]).toMatchObject({ kind: 'short', quantity: 3, available: 2 });
+    expect(decideBatch(plan, new Map(held), atMost(1))[0]).toMatchObject({
+      kind: 'out_of_stock',
+      problem: { extensions: { available: 2 }, detail: expect.stringContaining('3 ordered') },
+    });
     // Exactly enough might be there: not definitive.
     expect(decideBatch(plan, new Map(held), atMost(2))[0]!.kind).toBe('retry');
     // Nothing provable of the unheld segment: not definitive either.

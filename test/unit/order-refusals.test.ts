@@ -1,14 +1,32 @@
 import { describe, expect, it } from 'vitest';
-import { FENCE_GUARD, writeBatchStatement } from '../../src/inventory/order-writes.js';
-import {
-  customerRequired,
-  FencedOutError,
-  lockBusy,
-  notOnSale,
-  outOfStock,
-  purchaseLimit,
-} from '../../src/inventory/refusals.js';
-import { isOnSale, outsideWindow, type SaleWindow } from '../../src/inventory/sale-window.js';
+import { isOnSale, type SaleWindow } from '../../src/inventory/sale-window.js';
+import type { SkuEntry } from '../../src/inventory/sku-directory.js';
+import { FENCE_GUARD, writeBatchStatement } from '../../src/orders/batch-statements.js';
+import { lockBusy, outOfStock, purchaseLimit, refusalBeforeLocks } from '../../src/orders/outcome.js';
+
+/** A SKU as the instance knows it: four segments, none read empty, no limit, the given window. */
+function entryOf(sku: string, window: SaleWindow, fields: Partial<SkuEntry> = {}): SkuEntry {
+  return {
+    id: 1,
+    sku,
+    segmentCount: 4,
+    layoutVersion: 1,
+    maxPerCustomer: null,
+    emptySegments: new Set(),
+    loadedAvailable: [],
+    loadedFences: [],
+    stale: false,
+    ...window,
+    ...fields,
+  };
+}
+
+const open: SaleWindow = { saleStartsAt: null, saleEndsAt: null };
+
+/** The refusal an order for one unit of `entry` meets before any lock, at `now`, by `customer`. */
+function outsideWindow(sku: string, window: SaleWindow, now: number) {
+  return refusalBeforeLocks([{ entry: entryOf(sku, window), quantity: 1 }], 'alice', now);
+}
 
 /** What a client receives of a refusal: the problem document's members and Retry-After. */
 const answered = (error: {
@@ -47,14 +65,16 @@ describe('the refusals under the segment locks', () => {
   });
 
   it('says when a sale opens (with Retry-After) or when it closed (without)', () => {
-    expect(answered(notOnSale('tea', { opensAt: '2030-01-01T00:00:00.000Z' }, 30))).toEqual({
+    const opensAt = Date.parse('2030-01-01T00:00:00.000Z');
+    expect(answered(outsideWindow('tea', { saleStartsAt: opensAt, saleEndsAt: null }, opensAt - 30_000)!)).toEqual({
       status: 409,
       code: 'not_on_sale',
       detail: "SKU 'tea' goes on sale at 2030-01-01T00:00:00.000Z",
       extensions: { sku: 'tea', opensAt: '2030-01-01T00:00:00.000Z' },
       retryAfterSeconds: 30,
     });
-    expect(answered(notOnSale('tea', { closedAt: '2020-01-01T00:00:00.000Z' }))).toEqual({
+    const closedAt = Date.parse('2020-01-01T00:00:00.000Z');
+    expect(answered(outsideWindow('tea', { saleStartsAt: null, saleEndsAt: closedAt }, closedAt)!)).toEqual({
       status: 409,
       code: 'not_on_sale',
       detail: "SKU 'tea' was on sale until 2020-01-01T00:00:00.000Z",
@@ -64,7 +84,9 @@ describe('the refusals under the segment locks', () => {
   });
 
   it('asks for a customer on a limited SKU, and says how many more units a customer may order', () => {
-    expect(answered(customerRequired('tea'))).toEqual({
+    const limited = entryOf('tea', open, { maxPerCustomer: 2 });
+    expect(refusalBeforeLocks([{ entry: limited, quantity: 1 }], 'alice', 0)).toBeUndefined();
+    expect(answered(refusalBeforeLocks([{ entry: limited, quantity: 1 }], null, 0)!)).toEqual({
       status: 400,
       code: 'customer_required',
       detail: "SKU 'tea' limits units per customer: the order needs a customerId",
@@ -80,10 +102,16 @@ describe('the refusals under the segment locks', () => {
     });
   });
 
-  it('names the segments a fenced write was refused on', () => {
-    const error = new FencedOutError([2, 5]);
-    expect(error.segments).toEqual([2, 5]);
-    expect(error.message).toBe('fenced write refused on segment(s) 2,5');
+  it('refuses a SKU whose every segment was read empty, unless the entry is stale', () => {
+    const empty = new Set([0, 1, 2, 3]);
+    const soldOut = entryOf('tea', open, { emptySegments: empty });
+    expect(answered(refusalBeforeLocks([{ entry: soldOut, quantity: 2 }], null, 0)!)).toMatchObject({
+      code: 'out_of_stock',
+      extensions: { sku: 'tea', available: 0 },
+    });
+    expect(refusalBeforeLocks([{ entry: { ...soldOut, stale: true }, quantity: 2 }], null, 0)).toBeUndefined();
+    const oneLeft = entryOf('tea', open, { emptySegments: new Set([0, 1, 3]) });
+    expect(refusalBeforeLocks([{ entry: oneLeft, quantity: 2 }], null, 0)).toBeUndefined();
   });
 });
 
