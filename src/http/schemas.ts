@@ -99,6 +99,30 @@ export const customerOrdersQuery = z.strictObject({
     .optional(),
 });
 
+/** `true` or `false`, as a query parameter. */
+const queryFlag = z.enum(['true', 'false']);
+
+export const skuListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: z
+    .string()
+    .max(200)
+    .regex(/^[A-Za-z0-9_-]+$/, 'must be a nextCursor value')
+    .optional()
+    .describe('A `nextCursor` of the page before, asked with the same filters.'),
+  prefix: z
+    .string()
+    .max(64)
+    .regex(/^[A-Za-z0-9._:-]+$/, 'only letters, digits and . _ : - are allowed')
+    .optional()
+    .describe('Only SKUs whose name starts with this.'),
+  onSale: queryFlag.optional().describe('`true`: only SKUs on sale now; `false`: only those outside their window.'),
+  soldOut: queryFlag.optional().describe('`true`: only SKUs with nothing available; `false`: only the others.'),
+  lowStock: queryFlag
+    .optional()
+    .describe('`true`: only SKUs with 0 < available ≤ `lowStockThreshold`; `false`: only the others.'),
+});
+
 /** 1–128 visible ASCII characters. */
 export const idempotencyKey = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1–128 visible ASCII characters');
 

@@ -1,31 +1,40 @@
 import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
+import type { SkuListQuery, SkuPage } from '../../inventory/sku-listing.js';
 import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
-import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
+import { createSkuBody, resegmentBody, restockBody, skuListQuery, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
 /**
- * The SKU routes, under `/skus`. Writes need `stock:admin`; reading a SKU, any credential (none until keys are
- * configured).
+ * The SKU routes, under `/skus`. Writes need `stock:admin`; reading or listing SKUs, any credential (none until keys
+ * are configured).
  */
-export function skuRoutes(admin: StockAdmin, access: Access): Router {
+export function skuRoutes(
+  admin: StockAdmin,
+  listSkus: (query: SkuListQuery) => Promise<SkuPage>,
+  access: Access,
+): Router {
   const router = Router();
   const requireAdmin = access.require(['stock:admin']);
   const mayRead = access.require('credential', { openUntilKeys: true });
 
   router
     .route('/')
+    .get(mayRead, async (req, res) => {
+      const { onSale, soldOut, lowStock, ...query } = parseOr400(skuListQuery, req.query, 'query');
+      res.json(await listSkus({ ...query, onSale: flag(onSale), soldOut: flag(soldOut), lowStock: flag(lowStock) }));
+    })
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
       const answer = await admin.create(input, adminRequest(req, ['create', input]));
       res.location(`/skus/${encodeURIComponent(answer.view.sku)}`);
       send(res, answer);
     })
-    .all(methodNotAllowed('POST'));
+    .all(methodNotAllowed('GET', 'POST'));
 
   router
     .route('/:sku')
@@ -64,6 +73,9 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
 
   return router;
 }
+
+/** A `true` / `false` query parameter; undefined when not given. */
+const flag = (value: 'true' | 'false' | undefined) => (value === undefined ? undefined : value === 'true');
 
 /**
  * The request's Idempotency-Key with a fingerprint of what it asks: the write and its validated input, so the same
