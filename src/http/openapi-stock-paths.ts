@@ -156,7 +156,10 @@ export function stockPaths(): Record<string, unknown> {
         requestBody: body('PlaceOrder'),
         responses: {
           '201': { description: 'Placed; `Location: /orders/{id}`.', content: json('Order') },
-          '200': { description: 'The order placed earlier with this Idempotency-Key.', content: json('Order') },
+          '200': {
+            description: 'The order placed earlier with this Idempotency-Key (`Idempotent-Replayed: true`).',
+            content: json('Order'),
+          },
           ...problems(
             ...ALWAYS,
             ...WRITE,
