@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
 import type { SkuListQuery, SkuPage } from '../../inventory/sku-listing.js';
+import type { SkuView } from '../../inventory/sku-view.js';
 import type { AdminAnswer, AdminRequest, StockAdmin } from '../../inventory/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
@@ -90,5 +91,28 @@ function adminRequest(req: Request, asked: unknown[]): AdminRequest | undefined 
 /** The answer; a replay carries the first answer's status and body, marked by Idempotent-Replayed. */
 function send(res: Response, answer: AdminAnswer): void {
   if (answer.replayed) res.set('Idempotent-Replayed', 'true');
-  res.status(answer.status).json(answer.view);
+  res.status(answer.status).json(inViewOrder(answer.view));
+}
+
+const VIEW_FIELDS = [
+  'sku',
+  'segments',
+  'stock',
+  'available',
+  'reserved',
+  'sold',
+  'maxPerCustomer',
+  'lowStockThreshold',
+  'saleStartsAt',
+  'saleEndsAt',
+  'onSale',
+  'segmentStock',
+] as const satisfies readonly (keyof SkuView)[];
+
+/**
+ * The view with its fields in the one order of SkuView. A replayed answer was stored in a jsonb column, which keeps
+ * keys in an order of its own; a client that compares a retry's answer with the first one sees the same bytes.
+ */
+function inViewOrder(view: SkuView): SkuView {
+  return Object.fromEntries(VIEW_FIELDS.map((field) => [field, view[field]])) as unknown as SkuView;
 }
