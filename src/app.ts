@@ -31,6 +31,7 @@ import { OrderLifecycle } from './reservations/order-lifecycle.js';
 import { OrderPlacement } from './orders/order-placement.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
 import { SharedClock } from './inventory/shared-clock.js';
+import { listSkus } from './stock/sku-listing.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './stock/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
@@ -208,7 +209,10 @@ export class StockService {
         limitOrders,
       }),
     );
-    app.use('/skus', skuRoutes(admin, access));
+    app.use(
+      '/skus',
+      skuRoutes(admin, (query) => listSkus(this.db, this.clock, query), access),
+    );
     app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
     app.use('/webhooks', webhookRoutes(this.db, access.require(['webhooks:manage'])));
     const requireMonitoring = access.require(['metrics:read']);

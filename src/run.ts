@@ -22,27 +22,31 @@ async function start(extraRoutes: ExtraRoutes | undefined): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   const host = listenHost(config, log);
+  // Listening from the first moment: a signal that arrives while the embedded servers start still stops them, once
+  // they are up, instead of killing this process and leaving them running without it. A second signal (Ctrl-C
+  // reaches this process from the terminal and from npm alike) changes nothing.
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    process.on('SIGTERM', resolve);
+    process.on('SIGINT', resolve);
+  });
   const endpoints = await resolveEndpoints(config, log);
   const service = new StockService(config, log, endpoints, extraRoutes);
   if (extraRoutes) log.warn('extra routes mounted: for benchmarks only, never in production');
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    void (async () => {
-      log.info({ signal }, 'shutting down: draining in-flight requests');
-      await service.stop();
-      await endpoints.stopEmbedded();
-      log.info('stopped');
-      process.exit(0);
-    })();
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  const started = (async () => {
+    await migrateToLatest(service.db, log);
+    return service.start(config.port, host);
+  })();
+  void signalled.then(async (signal) => {
+    await started.catch(() => {});
+    log.info({ signal }, 'shutting down: draining in-flight requests');
+    await service.stop();
+    await endpoints.stopEmbedded();
+    log.info('stopped');
+    process.exit(0);
+  });
 
   try {
-    await migrateToLatest(service.db, log);
-    const port = await service.start(config.port, host);
+    const port = await started;
     log.info({ url: `http://${host.includes(':') ? `[${host}]` : host}:${port}` }, 'listening');
   } catch (error) {
     await service.stop().catch(() => {});

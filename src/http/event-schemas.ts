@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { skuName } from './schemas.js';
+import { skuName, wholeNumberParameter } from './schemas.js';
 import { EVENT_TYPES } from '../events/event-types.js';
 
 /** Request shapes of the feed and of webhooks; strict like every other request shape. */
@@ -27,7 +27,7 @@ const feedFilter = {
 
 export const eventsQuery = z.strictObject({
   ...feedFilter,
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(100),
+  limit: wholeNumberParameter(1, MAX_PAGE).default(100),
 });
 
 export const eventStreamQuery = z.strictObject(feedFilter);
@@ -78,5 +78,5 @@ export const replayWebhookBody = z.strictObject({ after: eventCursor });
 export const webhookId = z.uuid();
 
 export const deliveriesQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(100),
+  limit: wholeNumberParameter(1, MAX_PAGE).default(100),
 });

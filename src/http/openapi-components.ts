@@ -50,6 +50,11 @@ const orderView = z.object({
   createdAt: z.iso.datetime(),
 });
 
+const skuPage = z.object({
+  skus: z.array(skuView.omit({ segmentStock: true })),
+  nextCursor: z.string().nullable().describe('Pass as `cursor` for the next page; null once the list is done.'),
+});
+
 const orderPage = z.object({ orders: z.array(orderView), nextCursor: z.string().nullable() });
 
 const problem = z.object({
@@ -153,6 +158,7 @@ components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'Pla
 components.add(updateSkuBody, { id: 'UpdateSku' });
 components.add(orderPage, { id: 'OrderPage' });
 components.add(skuView, { id: 'SkuView' });
+components.add(skuPage, { id: 'SkuPage' });
 components.add(orderView, { id: 'Order' });
 components.add(problem, { id: 'Problem' });
 components.add(dashboardSnapshot, { id: 'DashboardSnapshot' });

@@ -1,3 +1,4 @@
+import { MAX_SKUS_SCANNED } from '../stock/sku-listing.js';
 import {
   ADMIN,
   ALWAYS,
@@ -10,16 +11,33 @@ import {
   json,
   orderIdParameter,
   problems,
+  queryParameters,
   schemaOf,
   security,
   skuParameter,
 } from './openapi-operations.js';
-import { customerOrdersQuery } from './schemas.js';
+import { customerOrdersQuery, skuListQuery } from './schemas.js';
 
 /** The OpenAPI document's paths of the stock itself: SKUs and their administration, orders and their lifecycle. */
 export function stockPaths(): Record<string, unknown> {
   return {
     '/skus': {
+      get: {
+        tags: ['skus'],
+        operationId: 'listSkus',
+        summary: 'SKUs by name, a page at a time, with filters',
+        description:
+          'Each SKU as `GET /skus/{sku}` gives it, without `segmentStock`, in bytewise order of names. Pass ' +
+          '`nextCursor` back as `cursor`, with the same filters: SKUs created meanwhile neither shift nor repeat a ' +
+          `page. A filtered page looks at ${MAX_SKUS_SCANNED.toLocaleString('en')} SKUs at most, so it may hold ` +
+          `fewer than \`limit\` (even none) while \`nextCursor\` is not null. Any credential.${OPEN_UNTIL_KEYS}`,
+        security: security([], true),
+        parameters: queryParameters(skuListQuery.shape),
+        responses: {
+          '200': { description: 'A page; `nextCursor` fetches the next.', content: json('SkuPage') },
+          ...problems(...ALWAYS, 'unauthorized', 'invalid_token', 'bad_request', 'dependency_unavailable'),
+        },
+      },
       post: {
         tags: ['skus'],
         operationId: 'createSku',
@@ -138,7 +156,10 @@ export function stockPaths(): Record<string, unknown> {
         requestBody: body('PlaceOrder'),
         responses: {
           '201': { description: 'Placed; `Location: /orders/{id}`.', content: json('Order') },
-          '200': { description: 'The order placed earlier with this Idempotency-Key.', content: json('Order') },
+          '200': {
+            description: 'The order placed earlier with this Idempotency-Key (`Idempotent-Replayed: true`).',
+            content: json('Order'),
+          },
           ...problems(
             ...ALWAYS,
             ...WRITE,

@@ -28,8 +28,7 @@ export function buildOpenApi(): Record<string, unknown> {
       version: API_VERSION,
       summary: "Sells a SKU's stock without overselling, with the stock split into segments under their own locks.",
       description:
-        'Generated from the request schemas (`npm run openapi`): do not edit docs/api.yaml by hand. Request bodies ' +
-        'are strict JSON of at most 16 KiB. Every error is an RFC 9457 problem document with a stable `code` ' +
+        'Request bodies are strict JSON of at most 16 KiB. Every error is an RFC 9457 problem document with a stable `code` ' +
         '(docs/errors.md). Callers send `Authorization: Bearer <credential>`: a service key (`serviceKey`, with the ' +
         'scopes listed per operation; `ADMIN_TOKEN` holds them all, `METRICS_TOKEN` `metrics:read`) or a customer ' +
         "token (`customerToken`, a JWT acting for the customer in its `sub`, on that customer's orders only). With " +

@@ -2,18 +2,27 @@ import { z } from 'zod';
 
 /** Request shapes. Objects are strict: an unknown field is an error, not something silently ignored. */
 
+/**
+ * A whole number from `min` to `max`. The bounds are checked before wholeness, so that a refusal of a huge number
+ * names the bound of this field (`quantity: 1e308` is "≤ 1000"), not the range of safe integers.
+ */
+export const wholeNumber = (min: number, max: number) => z.number().min(min).max(max).int();
+
+/** The same, from a query parameter's text. */
+export const wholeNumberParameter = (min: number, max: number) => z.coerce.number().min(min).max(max).int();
+
 export const skuName = z
   .string()
   .min(1)
   .max(64)
   .regex(/^[A-Za-z0-9._:-]+$/, 'only letters, digits and . _ : - are allowed');
 
-const stockQuantity = z.number().int().min(0).max(1e12);
+const stockQuantity = wholeNumber(0, 1e12);
 
-const maxPerCustomer = z.number().int().min(1).max(1_000_000);
+const maxPerCustomer = wholeNumber(1, 1_000_000);
 
 /** Available at or below this is announced as `sku.low_stock`. */
-const lowStockThreshold = z.number().int().min(0).max(1e12);
+const lowStockThreshold = wholeNumber(0, 1e12);
 
 /** An instant of a sale window: RFC 3339 with a zone (`Z` or an offset); `null` leaves that side open. */
 const saleInstant = z.iso.datetime({ offset: true }).nullable();
@@ -30,7 +39,7 @@ export const createSkuBody = z
   .strictObject({
     sku: skuName,
     stock: stockQuantity,
-    segments: z.number().int().min(1).max(1024),
+    segments: wholeNumber(1, 1024),
     maxPerCustomer: maxPerCustomer.optional(),
     lowStockThreshold: lowStockThreshold.optional(),
     saleStartsAt: saleInstant.optional(),
@@ -50,11 +59,11 @@ export const updateSkuBody = z
   .refine(windowInOrder, windowInOrderIssue);
 
 export const resegmentBody = z.strictObject({
-  segments: z.number().int().min(1).max(1024),
+  segments: wholeNumber(1, 1024),
 });
 
 export const restockBody = z.strictObject({
-  quantity: z.number().int().min(1).max(1e12),
+  quantity: wholeNumber(1, 1e12),
 });
 
 export const customerId = z
@@ -64,14 +73,14 @@ export const customerId = z
 const orderOptions = {
   customerId: customerId.optional(),
   /** Reserve the units for this long; without it the order is confirmed at once. */
-  holdSeconds: z.number().int().min(1).max(86_400).optional(),
+  holdSeconds: wholeNumber(1, 86_400).optional(),
 };
 
 /** `{sku, quantity}`: a line of an order. */
 export const orderLine = (maxQuantity: number) =>
   z.strictObject({
     sku: skuName,
-    quantity: z.number().int().min(1).max(maxQuantity),
+    quantity: wholeNumber(1, maxQuantity),
   });
 
 /** One SKU: `{sku, quantity}`. */
@@ -91,12 +100,36 @@ export const cartOrderBody = (maxQuantity: number) =>
 export const customerOrdersQuery = z.strictObject({
   /** Required, except with a customer token, whose own orders are listed. */
   customerId: customerId.optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: wholeNumberParameter(1, 100).default(20),
   cursor: z
     .string()
     .max(200)
     .regex(/^[A-Za-z0-9_-]+$/, 'must be a nextCursor value')
     .optional(),
+});
+
+/** `true` or `false`, as a query parameter. */
+const queryFlag = z.enum(['true', 'false']);
+
+export const skuListQuery = z.strictObject({
+  limit: wholeNumberParameter(1, 100).default(20),
+  cursor: z
+    .string()
+    .max(200)
+    .regex(/^[A-Za-z0-9_-]+$/, 'must be a nextCursor value')
+    .optional()
+    .describe('A `nextCursor` of the page before, asked with the same filters.'),
+  prefix: z
+    .string()
+    .max(64)
+    .regex(/^[A-Za-z0-9._:-]+$/, 'only letters, digits and . _ : - are allowed')
+    .optional()
+    .describe('Only SKUs whose name starts with this.'),
+  onSale: queryFlag.optional().describe('`true`: only SKUs on sale now; `false`: only those outside their window.'),
+  soldOut: queryFlag.optional().describe('`true`: only SKUs with nothing available; `false`: only the others.'),
+  lowStock: queryFlag
+    .optional()
+    .describe('`true`: only SKUs with 0 < available ≤ `lowStockThreshold`; `false`: only the others.'),
 });
 
 /** 1–128 visible ASCII characters. */

@@ -34,6 +34,7 @@ interface RouteCase {
 }
 
 const routes: RouteCase[] = [
+  { name: 'GET /skus', success: 200, request: () => ({ method: 'GET', path: '/skus?limit=1' }) },
   { name: 'GET /skus/{sku}', success: 200, request: (f) => ({ method: 'GET', path: `/skus/${f.orderSku}` }) },
   {
     name: 'POST /skus',
@@ -147,6 +148,7 @@ const ALWAYS_OPEN = new Set(['GET /healthz', 'GET /readyz', 'GET /openapi.json',
 
 /** Who may do what once keys are configured: the scopes each route takes from a service key. */
 const SCOPES_OF: Record<string, Scope[] | 'any'> = {
+  'GET /skus': 'any',
   'GET /skus/{sku}': 'any',
   'POST /skus': ['stock:admin'],
   'PATCH /skus/{sku}': ['stock:admin'],

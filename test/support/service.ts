@@ -39,7 +39,8 @@ export async function startService(
     createLogger(config.logLevel),
     {
       redis: redisTopology(config),
-      databaseUrl: endpoints.databaseUrl,
+      // The test Postgres, unless `env` names a database of the test's own.
+      databaseUrl: config.databaseUrl!,
     },
     extraRoutes,
   );

@@ -52,6 +52,7 @@ export function orderRoutes(
         return;
       }
       res.setHeader('Location', `/orders/${placed.order.id}`);
+      if (placed.replayed) res.setHeader('Idempotent-Replayed', 'true');
       sendJson(res, placed.replayed ? 200 : 201, orderView(placed.order));
     })
     .get(mayList, async (req, res) => {

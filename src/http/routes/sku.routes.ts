@@ -1,32 +1,42 @@
 import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
 import type { AdminAnswer, AdminRequest } from '../../stock/admin-requests.repository.js';
+import type { SkuListQuery, SkuPage } from '../../stock/sku-listing.js';
+import type { SkuView } from '../../stock/sku-view.js';
 import type { StockAdmin } from '../../stock/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
-import { createSkuBody, resegmentBody, restockBody, skuName, updateSkuBody } from '../schemas.js';
+import { createSkuBody, resegmentBody, restockBody, skuListQuery, skuName, updateSkuBody } from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
 /**
- * The SKU routes, under `/skus`. Writes need `stock:admin`; reading a SKU, any credential (none until keys are
- * configured).
+ * The SKU routes, under `/skus`. Writes need `stock:admin`; reading or listing SKUs, any credential (none until keys
+ * are configured).
  */
-export function skuRoutes(admin: StockAdmin, access: Access): Router {
+export function skuRoutes(
+  admin: StockAdmin,
+  listSkus: (query: SkuListQuery) => Promise<SkuPage>,
+  access: Access,
+): Router {
   const router = Router();
   const requireAdmin = access.require(['stock:admin']);
   const mayRead = access.require('credential', { openUntilKeys: true });
 
   router
     .route('/')
+    .get(mayRead, async (req, res) => {
+      const { onSale, soldOut, lowStock, ...query } = parseOr400(skuListQuery, req.query, 'query');
+      res.json(await listSkus({ ...query, onSale: flag(onSale), soldOut: flag(soldOut), lowStock: flag(lowStock) }));
+    })
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
       const answer = await admin.create(input, adminRequest(req, ['create', input]));
       res.location(`/skus/${encodeURIComponent(answer.view.sku)}`);
       send(res, answer);
     })
-    .all(methodNotAllowed('POST'));
+    .all(methodNotAllowed('GET', 'POST'));
 
   router
     .route('/:sku')
@@ -66,6 +76,9 @@ export function skuRoutes(admin: StockAdmin, access: Access): Router {
   return router;
 }
 
+/** A `true` / `false` query parameter; undefined when not given. */
+const flag = (value: 'true' | 'false' | undefined) => (value === undefined ? undefined : value === 'true');
+
 /**
  * The request's Idempotency-Key with a fingerprint of what it asks: the write and its validated input, so the same
  * key on another route, SKU or body is told apart (422).
@@ -79,5 +92,28 @@ function adminRequest(req: Request, asked: unknown[]): AdminRequest | undefined 
 /** The answer; a replay carries the first answer's status and body, marked by Idempotent-Replayed. */
 function send(res: Response, answer: AdminAnswer): void {
   if (answer.replayed) res.set('Idempotent-Replayed', 'true');
-  res.status(answer.status).json(answer.view);
+  res.status(answer.status).json(inViewOrder(answer.view));
+}
+
+const VIEW_FIELDS = [
+  'sku',
+  'segments',
+  'stock',
+  'available',
+  'reserved',
+  'sold',
+  'maxPerCustomer',
+  'lowStockThreshold',
+  'saleStartsAt',
+  'saleEndsAt',
+  'onSale',
+  'segmentStock',
+] as const satisfies readonly (keyof SkuView)[];
+
+/**
+ * The view with its fields in the one order of SkuView. A replayed answer was stored in a jsonb column, which keeps
+ * keys in an order of its own; a client that compares a retry's answer with the first one sees the same bytes.
+ */
+function inViewOrder(view: SkuView): SkuView {
+  return Object.fromEntries(VIEW_FIELDS.map((field) => [field, view[field]])) as unknown as SkuView;
 }
