@@ -16,6 +16,7 @@ import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
 import { WebhookDelivery } from './events/webhook-delivery.js';
+import { DestinationGuard } from './events/webhook-destinations.js';
 import { webhookRoutes } from './http/routes/webhooks.routes.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
@@ -75,6 +76,7 @@ export class StockService {
   /** Writes the sale windows' edges as events; none when events are off. */
   private readonly saleEdges: SaleEdgeAnnouncer | undefined;
   private readonly deliveries: WebhookDelivery;
+  private readonly destinations: DestinationGuard;
   readonly access: Access;
   private readonly app: express.Express;
   private server: Server | undefined;
@@ -146,6 +148,7 @@ export class StockService {
     this.streams = new EventStreams(this.db, config.events.pollMs);
     this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
+    this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);
     this.deliveries = new WebhookDelivery(
       this.db,
       endpoints.databaseUrl,
@@ -156,6 +159,7 @@ export class StockService {
         retryForMs: config.events.webhookRetryForMs,
         timeoutMs: config.events.webhookTimeoutMs,
       },
+      this.destinations,
       eventMetrics,
       log,
     );
@@ -210,7 +214,7 @@ export class StockService {
     );
     app.use('/skus', skuRoutes(admin, access));
     app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
-    app.use('/webhooks', webhookRoutes(this.db, access.require(['webhooks:manage'])));
+    app.use('/webhooks', webhookRoutes(this.db, this.destinations, access.require(['webhooks:manage'])));
     const requireMonitoring = access.require(['metrics:read']);
     app.use('/metrics', metricsRoutes(this.metrics, requireMonitoring));
     app.use('/dashboard', dashboardRoutes(this.dashboard, this.db, requireMonitoring));
