@@ -72,7 +72,8 @@ export const idempotencyParameter = {
   name: 'Idempotency-Key',
   in: 'header',
   required: false,
-  description: 'Repeating the request with the same key answers as the first did, and changes nothing more.',
+  description:
+    'Repeating the request with the same key answers as the first did, and changes nothing more. A key belongs to its caller (customer token, service key, or callers without a credential together): the same key from another caller is another request.',
   schema: schemaOf(idempotencyKey),
 };
 export const orderIdParameter = { name: 'id', in: 'path', required: true, schema: schemaOf(orderId) };
