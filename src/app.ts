@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { hostname } from 'node:os';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
@@ -53,6 +53,14 @@ const RECENT_EVENTS = 10;
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
+
+/**
+ * How long a client may take to send a request (docs/operations.md#slow-clients): its headers within 10 s, the whole
+ * request, body included, within 15 s, or the connection is answered 408 and closed. The server checks its
+ * connections every second, so a trickling client is cut at most a second after its bound. Streams are not cut: an
+ * event stream's request is complete once its headers are in.
+ */
+const CLIENT_TIME_BOUNDS = { headersTimeout: 10_000, requestTimeout: 15_000, connectionsCheckingInterval: 1_000 };
 
 /**
  * The service: its connections, the order flow and the HTTP app around them. `start()` listens (port 0 picks a
@@ -236,7 +244,7 @@ export class StockService {
     this.retention.start();
     this.saleEdges?.start();
     this.deliveries.start();
-    this.server = this.app.listen(port, host);
+    this.server = createServer(CLIENT_TIME_BOUNDS, this.app).listen(port, host);
     await once(this.server, 'listening');
     // Keep-alive longer than typical proxies' idle timeout, so they close first.
     this.server.keepAliveTimeout = 65_000;
