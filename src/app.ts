@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { hostname } from 'node:os';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { sql } from 'kysely';
@@ -16,6 +16,7 @@ import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
 import { WebhookDelivery } from './events/webhook-delivery.js';
+import { DestinationGuard } from './events/webhook-destinations.js';
 import { webhookRoutes } from './http/routes/webhooks.routes.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
@@ -55,6 +56,14 @@ const RECENT_EVENTS = 10;
 const ADMIN_WAIT_FACTOR = 5;
 
 /**
+ * How long a client may take to send a request (docs/operations.md#slow-clients): its headers within 10 s, the whole
+ * request, body included, within 15 s, or the connection is answered 408 and closed. The server checks its
+ * connections every second, so a trickling client is cut at most a second after its bound. Streams are not cut: an
+ * event stream's request is complete once its headers are in.
+ */
+const CLIENT_TIME_BOUNDS = { headersTimeout: 10_000, requestTimeout: 15_000, connectionsCheckingInterval: 1_000 };
+
+/**
  * The service: its connections, the order flow and the HTTP app around them. `start()` listens (port 0 picks a
  * free port), `stop()` drains in-flight requests, releases held locks and closes the pools.
  */
@@ -76,6 +85,7 @@ export class StockService {
   /** Writes the sale windows' edges as events; none when events are off. */
   private readonly saleEdges: SaleEdgeAnnouncer | undefined;
   private readonly deliveries: WebhookDelivery;
+  private readonly destinations: DestinationGuard;
   readonly access: Access;
   private readonly app: express.Express;
   private server: Server | undefined;
@@ -147,6 +157,7 @@ export class StockService {
     this.streams = new EventStreams(this.db, config.events.pollMs);
     this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
+    this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);
     this.deliveries = new WebhookDelivery(
       this.db,
       endpoints.databaseUrl,
@@ -157,6 +168,7 @@ export class StockService {
         retryForMs: config.events.webhookRetryForMs,
         timeoutMs: config.events.webhookTimeoutMs,
       },
+      this.destinations,
       eventMetrics,
       log,
     );
@@ -214,7 +226,7 @@ export class StockService {
       skuRoutes(admin, (query) => listSkus(this.db, this.clock, query), access),
     );
     app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
-    app.use('/webhooks', webhookRoutes(this.db, access.require(['webhooks:manage'])));
+    app.use('/webhooks', webhookRoutes(this.db, this.destinations, access.require(['webhooks:manage'])));
     const requireMonitoring = access.require(['metrics:read']);
     app.use('/metrics', metricsRoutes(this.metrics, requireMonitoring));
     app.use('/dashboard', dashboardRoutes(this.dashboard, this.db, requireMonitoring));
@@ -236,7 +248,7 @@ export class StockService {
     this.retention.start();
     this.saleEdges?.start();
     this.deliveries.start();
-    this.server = this.app.listen(port, host);
+    this.server = createServer(CLIENT_TIME_BOUNDS, this.app).listen(port, host);
     await once(this.server, 'listening');
     // Keep-alive longer than typical proxies' idle timeout, so they close first.
     this.server.keepAliveTimeout = 65_000;

@@ -23,6 +23,7 @@ export const errorCatalog = {
   body_too_large: { status: 413, title: 'Request body too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused with a different request' },
+  webhook_destination_refused: { status: 422, title: 'Webhook destination not allowed' },
   stock_limit_exceeded: { status: 422, title: 'Stock would exceed the supported maximum' },
   rate_limited: { status: 429, title: 'Too many orders' },
   lock_busy: { status: 503, title: 'Stock is busy, retry shortly' },

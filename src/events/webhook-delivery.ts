@@ -1,15 +1,15 @@
 import { createHmac } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type * as Undici from 'undici';
 import type { Db } from '../db/database.js';
 import { createClient } from '../db/listed-hosts.js';
 import type { Logger } from '../logger.js';
 import type { StockEvent } from './event-types.js';
 import type { EventMetrics } from './event-metrics.js';
 import { PeriodicJob } from './periodic-job.js';
+import { type DeliveryFailure, failureOf, loadWebhookClient, type WebhookHttpClient } from './webhook-client.js';
+import type { DestinationGuard } from './webhook-destinations.js';
 import { headPosition, readEvents } from './feed.repository.js';
 import {
   type Attempt,
@@ -63,7 +63,7 @@ export class WebhookDelivery {
    * rather than with this module: undici takes about 5 MB of heap (20 MB of memory), which an instance whose shop
    * registered no webhook never needs.
    */
-  private client: ReturnType<typeof loadHttpClient> | undefined;
+  private client: WebhookHttpClient | undefined;
   /** How busy the event loop was over the last window (see makeWay). */
   private loop = { sample: performance.eventLoopUtilization(), at: performance.now(), busy: false };
 
@@ -71,6 +71,8 @@ export class WebhookDelivery {
     private readonly db: Db,
     private readonly databaseUrl: string,
     private readonly options: DeliveryOptions,
+    /** Checks each receiver's addresses as its connection is made. */
+    private readonly destinations: DestinationGuard,
     private readonly metrics: EventMetrics,
     private readonly log: Logger,
   ) {
@@ -229,10 +231,10 @@ export class WebhookDelivery {
   private async send(
     hook: WebhookRow,
     event: StockEvent,
-  ): Promise<{ ok: boolean; status: number | null; error: string | null }> {
+  ): Promise<{ ok: boolean; status: number | null; error: DeliveryFailure | null }> {
     const body = JSON.stringify({ type: event.type, timestamp: event.occurredAt, data: event });
     try {
-      this.client ??= loadHttpClient();
+      this.client ??= loadWebhookClient(this.destinations);
       const answer = await this.client.undici.request(hook.url, {
         method: 'POST',
         dispatcher: this.client.dispatcher,
@@ -242,14 +244,13 @@ export class WebhookDelivery {
         bodyTimeout: this.options.timeoutMs,
       });
       // Read to the end, so the connection can carry the next delivery. Redirects are not followed: a receiver answers
-      // where it was registered.
+      // where it was registered, and a redirect must not lead past the destination check.
       await answer.body.dump();
       const status = answer.statusCode;
-      const ok = status >= 200 && status < 300;
-      return { ok, status, error: ok ? null : `answered ${status}` };
+      return { ok: status >= 200 && status < 300, status, error: null };
     } catch (error) {
-      const { code, name } = error as Error & { code?: string };
-      return { ok: false, status: null, error: code ?? name };
+      // The status when one came back; otherwise one coarse reason, never the socket's own error (see failureOf).
+      return { ok: false, status: null, error: failureOf(error) };
     }
   }
 }
@@ -265,9 +266,4 @@ function signatureHeaders(secret: string, id: string, body: string, now = Date.n
   const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
   const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
   return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` };
-}
-
-function loadHttpClient(): { undici: typeof Undici; dispatcher: Undici.Agent } {
-  const undici = createRequire(import.meta.url)('undici') as typeof Undici;
-  return { undici, dispatcher: new undici.Agent() };
 }

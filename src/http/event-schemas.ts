@@ -41,7 +41,12 @@ const webhookUrl = z
   .refine((url) => {
     const { protocol, hostname } = new URL(url);
     return protocol === 'https:' || LOOPBACK.test(hostname) || (isIP(hostname) === 4 && hostname.startsWith('127.'));
-  }, 'must be https (plain http only for a loopback receiver)');
+  }, 'must be https (plain http only for a loopback receiver)')
+  // A password in the URL would be shown back by every GET /webhooks; a receiver checks the signature instead.
+  .refine((url) => {
+    const { username, password } = new URL(url);
+    return username === '' && password === '';
+  }, 'must not carry credentials (user:password@): receivers check the signature');
 
 const webhookTypes = z
   .array(eventType)

@@ -132,8 +132,13 @@ const deliveryView = z.object({
   eventId: eventCursor,
   attempt: z.number().int().min(1),
   outcome: z.enum(['delivered', 'retrying', 'failed']),
-  responseStatus: z.number().int().nullable(),
-  error: z.string().nullable(),
+  responseStatus: z.number().int().nullable().describe("The receiver's HTTP status, when one came back."),
+  error: z
+    .enum(['unreachable', 'timeout', 'tls'])
+    .nullable()
+    .describe(
+      'Without a status, why: `unreachable` (refused destination, closed port, reset, no address), `timeout`, `tls`.',
+    ),
   attemptedAt: z.iso.datetime(),
 });
 

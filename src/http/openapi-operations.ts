@@ -42,23 +42,31 @@ export const ADMIN: ErrorCode[] = [...AUTH, 'invalid_idempotency_key', 'idempote
 
 /**
  * Who may call an operation: a service key holding one of `scopes`, and/or a customer token (for its own customer's
- * orders only). Either is a bearer credential; the array of a scheme lists the scopes it needs.
+ * orders only). Either is a bearer credential; the array of a scheme lists the scopes it needs. `openUntilKeys`: the
+ * operation is open to callers without a credential until API_KEYS_FILE or a customer issuer is configured (with
+ * ADMIN_TOKEN alone), so the credential is optional (`{}`, the empty requirement).
  */
-export const security = (scopes: Scope[], customer: boolean) => [
+export const security = (scopes: Scope[], customer: boolean, openUntilKeys = false) => [
   ...(scopes.length > 0 ? scopes.map((scope) => ({ serviceKey: [scope] })) : [{ serviceKey: [] }]),
   ...(customer ? [{ customerToken: [] }] : []),
+  ...(openUntilKeys ? [{}] : []),
 ];
 export const adminSecurity = security(['stock:admin'], false);
 export const monitoringSecurity = security(['metrics:read'], false);
 export const eventsSecurity = security(['events:read'], false);
 export const webhooksSecurity = security(['webhooks:manage'], false);
+/** Query parameters; a list is written comma-separated (`types=a,b`), as the README does (repeating it works too). */
 export const queryParameters = (shape: Record<string, z.ZodType>) =>
-  Object.entries(shape).map(([name, schema]) => ({
-    name,
-    in: 'query',
-    required: !schema.safeParse(undefined).success,
-    schema: schemaOf(schema),
-  }));
+  Object.entries(shape).map(([name, schema]) => {
+    const json = schemaOf(schema);
+    return {
+      name,
+      in: 'query',
+      required: !schema.safeParse(undefined).success,
+      ...(json.type === 'array' && { style: 'form', explode: false }),
+      schema: json,
+    };
+  });
 export const webhookIdParameter = {
   name: 'id',
   in: 'path',
@@ -72,7 +80,8 @@ export const idempotencyParameter = {
   name: 'Idempotency-Key',
   in: 'header',
   required: false,
-  description: 'Repeating the request with the same key answers as the first did, and changes nothing more.',
+  description:
+    'Repeating the request with the same key answers as the first did, and changes nothing more. A key belongs to its caller (customer token, service key, or callers without a credential together): the same key from another caller is another request.',
   schema: schemaOf(idempotencyKey),
 };
 export const orderIdParameter = { name: 'id', in: 'path', required: true, schema: schemaOf(orderId) };

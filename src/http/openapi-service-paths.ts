@@ -79,7 +79,7 @@ export function servicePaths(): Record<string, unknown> {
         requestBody: body('CreateWebhook'),
         responses: {
           '201': { description: 'Registered; `Location: /webhooks/{id}`.', content: json('CreatedWebhook') },
-          ...problems(...ALWAYS, ...WRITE, ...AUTH, 'dependency_unavailable'),
+          ...problems(...ALWAYS, ...WRITE, ...AUTH, 'webhook_destination_refused', 'dependency_unavailable'),
         },
       },
       get: {
@@ -114,7 +114,14 @@ export function servicePaths(): Record<string, unknown> {
         requestBody: body('UpdateWebhook'),
         responses: {
           '200': { description: 'The endpoint.', content: json('Webhook') },
-          ...problems(...ALWAYS, ...WRITE, ...AUTH, 'webhook_not_found', 'dependency_unavailable'),
+          ...problems(
+            ...ALWAYS,
+            ...WRITE,
+            ...AUTH,
+            'webhook_not_found',
+            'webhook_destination_refused',
+            'dependency_unavailable',
+          ),
         },
       },
       delete: {
@@ -133,7 +140,8 @@ export function servicePaths(): Record<string, unknown> {
       get: {
         tags: ['webhooks'],
         operationId: 'listWebhookDeliveries',
-        summary: 'Delivery attempts, newest first: delivered, retrying (with the answer or error) or failed',
+        summary:
+          "Delivery attempts, newest first: delivered, retrying or failed, with the receiver's status or why none came",
         security: webhooksSecurity,
         parameters: [webhookIdParameter, ...queryParameters({ limit: eventsQuery.shape.limit })],
         responses: {

@@ -58,7 +58,7 @@ export function stockPaths(): Record<string, unknown> {
         operationId: 'getSku',
         summary: "A SKU's stock and segments",
         description: `Any credential.${OPEN_UNTIL_KEYS}`,
-        security: security([], true),
+        security: security([], true, true),
         parameters: [skuParameter],
         responses: {
           '200': { description: 'The SKU.', content: json('SkuView') },
@@ -151,7 +151,7 @@ export function stockPaths(): Record<string, unknown> {
         description:
           'A customer token places for its own customer (`customerId` may be left out; another one is ' +
           `\`forbidden\`), and its orders count against that customer's limits.${OPEN_UNTIL_KEYS}`,
-        security: security(['orders:place'], true),
+        security: security(['orders:place'], true, true),
         parameters: [idempotencyParameter],
         requestBody: body('PlaceOrder'),
         responses: {
@@ -184,7 +184,7 @@ export function stockPaths(): Record<string, unknown> {
         operationId: 'getOrder',
         summary: 'An order and the segments it took from',
         description: `Another customer's order answers to a customer token as an unknown id does.${OPEN_UNTIL_KEYS}`,
-        security: security(['orders:read'], true),
+        security: security(['orders:read'], true, true),
         parameters: [orderIdParameter],
         responses: {
           '200': { description: 'The order.', content: json('Order') },
@@ -198,7 +198,7 @@ export function stockPaths(): Record<string, unknown> {
         operationId: 'confirmOrder',
         summary: 'Confirm a reservation: its units are sold',
         description: `A customer token confirms its own orders only.${OPEN_UNTIL_KEYS}`,
-        security: security(['orders:place', 'orders:manage'], true),
+        security: security(['orders:place', 'orders:manage'], true, true),
         parameters: [orderIdParameter],
         responses: {
           '200': { description: 'The confirmed order.', content: json('Order') },
@@ -224,7 +224,7 @@ export function stockPaths(): Record<string, unknown> {
           "it; else `forbidden`, decided under the order's lock so that an order confirmed meanwhile is refused " +
           'too. Cancelling a reservation is open to every caller until `API_KEYS_FILE` or a customer issuer is ' +
           'configured; a confirmed order then needs `orders:manage`.',
-        security: security(['orders:place', 'orders:manage'], true),
+        security: security(['orders:place', 'orders:manage'], true, true),
         parameters: [orderIdParameter],
         responses: {
           '200': { description: 'The cancelled order.', content: json('Order') },

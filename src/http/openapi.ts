@@ -30,10 +30,10 @@ export function buildOpenApi(): Record<string, unknown> {
       description:
         'Request bodies are strict JSON of at most 16 KiB. Every error is an RFC 9457 problem document with a stable `code` ' +
         '(docs/errors.md). Callers send `Authorization: Bearer <credential>`: a service key (`serviceKey`, with the ' +
-        'scopes listed per operation; `ADMIN_TOKEN` holds them all, `METRICS_TOKEN` `metrics:read`) or a customer ' +
+        'scopes listed per operation; `ADMIN_TOKEN` holds them all, `METRICS_TOKEN` `metrics:read` and `events:read`) or a customer ' +
         "token (`customerToken`, a JWT acting for the customer in its `sub`, on that customer's orders only). With " +
         'nothing configured every route is open (loopback only); with only `ADMIN_TOKEN`/`METRICS_TOKEN`, the ' +
-        'operations marked so stay open; with `API_KEYS_FILE` or a customer issuer, every operation listing a ' +
+        'operations whose security lists the empty requirement (`{}`) stay open; with `API_KEYS_FILE` or a customer issuer, every operation listing a ' +
         'security requirement needs one of them. 401 (`unauthorized`, `invalid_token`) means no valid credential, ' +
         '403 `forbidden` a valid one without the scope.',
     },
@@ -59,7 +59,8 @@ export function buildOpenApi(): Record<string, unknown> {
           scheme: 'bearer',
           description:
             'A key of API_KEYS_FILE with its scopes (orders:place, orders:read, orders:manage, stock:admin, ' +
-            'metrics:read); ADMIN_TOKEN holds every scope, METRICS_TOKEN metrics:read.',
+            'metrics:read, events:read, webhooks:manage); ADMIN_TOKEN holds every scope, METRICS_TOKEN ' +
+            'metrics:read and events:read.',
         },
         customerToken: {
           type: 'http',

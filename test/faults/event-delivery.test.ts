@@ -34,6 +34,8 @@ describe('events and webhooks through failures', () => {
         WEBHOOK_BACKOFF_BASE_MS: '100',
         WEBHOOK_BACKOFF_MAX_MS: '1000',
         WEBHOOK_TIMEOUT_MS: '2000',
+        // The receiver listens on loopback.
+        WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
       },
     });
   });

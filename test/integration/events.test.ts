@@ -45,7 +45,13 @@ describe('events', () => {
   };
 
   beforeAll(async () => {
-    svc = await startService({ ADMIN_TOKEN, EVENTS_POLL_MS: '20', WEBHOOK_BACKOFF_BASE_MS: '50' });
+    svc = await startService({
+      ADMIN_TOKEN,
+      EVENTS_POLL_MS: '20',
+      WEBHOOK_BACKOFF_BASE_MS: '50',
+      // The receivers listen on loopback.
+      WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
+    });
   });
   afterAll(() => svc?.stop());
 

@@ -267,6 +267,8 @@ describe('who may do what, once service keys and a customer issuer are configure
       API_KEYS_FILE: writeKeysFile([...keys.values(), ops]),
       ...issuer.env(),
       LOCK_WAIT_MS: '10000',
+      // POST /webhooks registers a loopback URL (port 9, where nothing listens).
+      WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
     });
     fixture = { orderSku: uniqueSku('mx-orders'), adminSku: uniqueSku('mx-admin'), readOrder: '' };
     expect((await asOps('POST', '/skus', { sku: fixture.orderSku, stock: 10_000, segments: 4 })).status).toBe(201);
@@ -386,7 +388,12 @@ describe('who may do what with only ADMIN_TOKEN and METRICS_TOKEN set', () => {
   };
 
   beforeAll(async () => {
-    svc = await startService({ ADMIN_TOKEN, METRICS_TOKEN, LOCK_WAIT_MS: '10000' });
+    svc = await startService({
+      ADMIN_TOKEN,
+      METRICS_TOKEN,
+      LOCK_WAIT_MS: '10000',
+      WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
+    });
     fixture = { orderSku: uniqueSku('mx-orders'), adminSku: uniqueSku('mx-admin'), readOrder: '' };
     for (const sku of [fixture.orderSku, fixture.adminSku]) {
       expect((await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 2 }, admin)).status).toBe(201);

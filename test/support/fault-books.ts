@@ -54,7 +54,8 @@ export async function checkFaultCase(
     created_at: Date;
     deductions: StoredOrder['deductions'];
   }>`
-    select o.id, o.idempotency_key as key, o.quantity, o.created_at,
+    -- The key as the client sent it: stored after its caller's scope (src/http/idempotency-key.ts).
+    select o.id, substr(o.idempotency_key, strpos(o.idempotency_key, ' ') + 1) as key, o.quantity, o.created_at,
            coalesce(json_agg(json_build_object('segment', d.segment, 'quantity', d.quantity) order by d.segment)
                     filter (where d.order_id is not null), '[]') as deductions
       from orders o

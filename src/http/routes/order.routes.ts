@@ -39,8 +39,8 @@ export function orderRoutes(
   router
     .route('/')
     .post(mayPlace, ...jsonBody, ...limitOrders, async (req, res) => {
-      const key = idempotencyKeyOf(req);
-      const request = orderRequestOf(req.body, key, access.principalOf(res));
+      const caller = access.principalOf(res);
+      const request = orderRequestOf(req.body, idempotencyKeyOf(req, caller), caller);
       let placed: PlacedOrder;
       try {
         placed = await placement.place(request);

@@ -5,6 +5,7 @@ import type { SkuListQuery, SkuPage } from '../../stock/sku-listing.js';
 import type { SkuView } from '../../stock/sku-view.js';
 import type { StockAdmin } from '../../stock/stock-admin.js';
 import type { Access } from '../auth/access.js';
+import type { Principal } from '../auth/principal.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
@@ -32,7 +33,7 @@ export function skuRoutes(
     })
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
-      const answer = await admin.create(input, adminRequest(req, ['create', input]));
+      const answer = await admin.create(input, adminRequest(req, access.principalOf(res), ['create', input]));
       res.location(`/skus/${encodeURIComponent(answer.view.sku)}`);
       send(res, answer);
     })
@@ -51,7 +52,7 @@ export function skuRoutes(
         Object.keys(changes).length === 1 && 'maxPerCustomer' in changes
           ? ['limit', sku, changes.maxPerCustomer]
           : ['update', sku, changes];
-      send(res, await admin.update(sku, changes, adminRequest(req, asked)));
+      send(res, await admin.update(sku, changes, adminRequest(req, access.principalOf(res), asked)));
     })
     .all(methodNotAllowed('GET', 'PATCH'));
 
@@ -60,7 +61,10 @@ export function skuRoutes(
     .put(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { segments } = parseOr400(resegmentBody, req.body, 'body');
-      send(res, await admin.resegment(sku, segments, adminRequest(req, ['resegment', sku, segments])));
+      send(
+        res,
+        await admin.resegment(sku, segments, adminRequest(req, access.principalOf(res), ['resegment', sku, segments])),
+      );
     })
     .all(methodNotAllowed('PUT'));
 
@@ -69,7 +73,10 @@ export function skuRoutes(
     .post(requireAdmin, ...jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { quantity } = parseOr400(restockBody, req.body, 'body');
-      send(res, await admin.restock(sku, quantity, adminRequest(req, ['restock', sku, quantity])));
+      send(
+        res,
+        await admin.restock(sku, quantity, adminRequest(req, access.principalOf(res), ['restock', sku, quantity])),
+      );
     })
     .all(methodNotAllowed('POST'));
 
@@ -83,8 +90,8 @@ const flag = (value: 'true' | 'false' | undefined) => (value === undefined ? und
  * The request's Idempotency-Key with a fingerprint of what it asks: the write and its validated input, so the same
  * key on another route, SKU or body is told apart (422).
  */
-function adminRequest(req: Request, asked: unknown[]): AdminRequest | undefined {
-  const key = idempotencyKeyOf(req);
+function adminRequest(req: Request, caller: Principal, asked: unknown[]): AdminRequest | undefined {
+  const key = idempotencyKeyOf(req, caller);
   if (key === undefined) return undefined;
   return { key, fingerprint: createHash('sha256').update(JSON.stringify(asked)).digest('hex') };
 }

@@ -1,5 +1,6 @@
 import { type RequestHandler, Router } from 'express';
 import type { Db } from '../../db/database.js';
+import type { DestinationGuard } from '../../events/webhook-destinations.js';
 import { AppError } from '../../errors.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
@@ -27,8 +28,15 @@ import {
  * Registering and managing webhook endpoints, under `/webhooks` (`webhooks:manage`). The signing secret is shown
  * once, at creation.
  */
-export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
+export function webhookRoutes(db: Db, destinations: DestinationGuard, requireManage: RequestHandler): Router {
   const router = Router();
+  /** 422 for a URL whose host is, or resolves to, an address webhooks may not reach (see webhook-destinations.ts). */
+  const reachable = async (url: string | undefined): Promise<void> => {
+    const refused = url === undefined ? undefined : await destinations.refusalOf(url);
+    if (!refused) return;
+    const detail = `url: ${refused.message}; webhooks are sent to public addresses only`;
+    throw new AppError('webhook_destination_refused', detail, { rule: refused.rule });
+  };
   const found = (id: string, row: WebhookRow | undefined): WebhookRow => {
     if (!row) throw new AppError('webhook_not_found', `webhook '${id}' does not exist`);
     return row;
@@ -38,7 +46,9 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
   router
     .route('/')
     .post(requireManage, ...jsonBody, async (req, res) => {
-      const row = await insertWebhook(db, parseOr400(createWebhookBody, req.body, 'body'));
+      const body = parseOr400(createWebhookBody, req.body, 'body');
+      await reachable(body.url);
+      const row = await insertWebhook(db, body);
       res.location(`/webhooks/${row.id}`);
       res.status(201).json({ ...viewOf(row), secret: row.secret });
     })
@@ -56,6 +66,7 @@ export function webhookRoutes(db: Db, requireManage: RequestHandler): Router {
     .patch(requireManage, ...jsonBody, async (req, res) => {
       const id = idOf(req.params.id);
       const changes = parseOr400(updateWebhookBody, req.body, 'body');
+      await reachable(changes.url);
       res.json(viewOf(found(id, await updateWebhook(db, id, changes))));
     })
     .delete(requireManage, async (req, res) => {
