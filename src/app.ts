@@ -101,13 +101,10 @@ export class StockService {
     });
     this.locks = new SegmentLocks(
       backend,
-      this.notices,
-      this.redis,
       { ttlMs: config.lockTtlMs, watchdog: config.lockWatchdog },
       this.metrics.segmentLockHooks,
     );
-    // Callers waiting on a layout that just went stale look again at once.
-    this.directory = new SkuDirectory(this.db, this.connections, (sku) => this.locks.wakeAll(sku));
+    this.directory = new SkuDirectory(this.db, this.connections);
     const placement = new OrderPlacement(
       this.db,
       this.locks,
