@@ -101,10 +101,13 @@ export class StockService {
     });
     this.locks = new SegmentLocks(
       backend,
+      this.notices,
+      this.redis,
       { ttlMs: config.lockTtlMs, watchdog: config.lockWatchdog },
       this.metrics.segmentLockHooks,
     );
-    this.directory = new SkuDirectory(this.db, this.connections);
+    // Callers waiting on a layout that just went stale look again at once.
+    this.directory = new SkuDirectory(this.db, this.connections, (sku) => this.locks.wakeAll(sku));
     const placement = new OrderPlacement(
       this.db,
       this.locks,

@@ -29,11 +29,6 @@ export interface AcquireOptions {
   watchdog?: boolean;
   /** False: a fresh owner for this acquisition even inside an owner scope, so it never re-enters. Default true. */
   reentrant?: boolean;
-  /**
-   * The caller's place among this client's waiters for the key, from `ticket()`: a caller that waits for several locks
-   * in turn keeps the place it took on arrival. Default: a new ticket (the back of the line).
-   */
-  ticket?: number;
 }
 
 export interface LockLease {
@@ -57,13 +52,16 @@ export interface LockLease {
    * first use, about 2 µs and an EventTarget per lease, which a batch of orders would otherwise pay for every lock.
    */
   readonly lost: boolean;
-  /** When the lock was granted, on `performance.now()`'s clock. */
-  readonly acquiredAt: number;
 }
 
 export interface LockCapabilities {
   /** `fair: true` is honoured. */
   readonly fair: boolean;
+  /**
+   * Releases publish notices on the service's Redis (ReleaseNotices) themselves: only the `redis` backend. Callers of
+   * the other backends publish them, where others wait on those notices.
+   */
+  readonly publishesReleaseNotices: boolean;
   /** `retakeMany` can take a lock again in the request that lets it go: only the `redis` backend. */
   readonly retakes: boolean;
 }
@@ -75,31 +73,18 @@ export interface DistributedLock {
   /** Waits for the lock. Rejects with LockTimeoutError when the budget is spent, or the signal's reason. */
   acquire(key: string, options?: AcquireOptions): Promise<LockLease>;
 
-  /**
-   * One attempt, no waiting: null when busy (another owner holds the lock, or a caller of this client is taking or
-   * waiting for it: a try never overtakes this client's waiters).
-   */
-  tryAcquire(key: string, options?: Omit<AcquireOptions, 'waitMs' | 'signal' | 'ticket'>): Promise<LockLease | null>;
+  /** One attempt, no waiting: null when someone else holds the lock. */
+  tryAcquire(key: string, options?: Omit<AcquireOptions, 'waitMs' | 'signal'>): Promise<LockLease | null>;
 
   /**
    * One attempt at each key, as `tryAcquire` without re-entry (each lease its own owner): leases or nulls in the keys'
-   * order. A key that is not `isFree` is answered busy without asking the store. A store that can take several locks
-   * in one request does (the Redis lock on one Redis server). If any attempt fails outright, lets go of those taken
-   * and rejects.
+   * order. A store that can take several locks in one request does (the Redis lock on one Redis server). If any
+   * attempt fails outright, lets go of those taken and rejects.
    */
   tryAcquireMany(
     keys: readonly string[],
-    options?: Omit<AcquireOptions, 'waitMs' | 'signal' | 'reentrant' | 'ticket'>,
+    options?: Omit<AcquireOptions, 'waitMs' | 'signal' | 'reentrant'>,
   ): Promise<(LockLease | null)[]>;
-
-  /**
-   * As far as this client knows without asking the store: none of its owners holds, takes or waits for the lock, and
-   * no attempt found it busy elsewhere in the last moments (20 ms) unless its release was heard since.
-   */
-  isFree(key: string): boolean;
-
-  /** A new place in line among this client's waiters (AcquireOptions.ticket): later tickets wait behind earlier ones. */
-  ticket(): number;
 
   /**
    * Drops one hold. Rejects with NotLockOwnerError, changing nothing, when the caller is not the owner: a lease taken

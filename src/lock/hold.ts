@@ -21,10 +21,8 @@ export interface StoreGrant<H = unknown> {
 export interface WaitBudget {
   /** Epoch ms after which the wait gives up. */
   deadline: number;
-  signal?: AbortSignal | undefined;
+  signal?: AbortSignal;
   fair: boolean;
-  /** The waiter's place among this client's waiters for the lock (AcquireOptions.ticket). */
-  ticket: number;
 }
 
 /** A store's answer to a release: one hold dropped, or the lock was lost (expired, taken over) and nothing changed. */
@@ -33,15 +31,9 @@ export type StoreRelease = 'released' | 'lost';
 /** One owner's hold of one key, shared by every lease of a reentrant acquisition. */
 export class Hold<H = unknown> {
   depth = 1;
-  /** Released by its owner (its store release may still be on its way). */
-  ended = false;
+  released = false;
   lost = false;
   validUntil: number;
-  readonly fence: number;
-  readonly previousFence: number | undefined;
-  leaseMs: number;
-  readonly handle: H | undefined;
-  readonly acquiredAt = performance.now();
   readonly controller = new AbortController();
   expiryTimer: NodeJS.Timeout | undefined;
   renewTimer: NodeJS.Timeout | undefined;
@@ -49,53 +41,34 @@ export class Hold<H = unknown> {
   constructor(
     readonly key: string,
     readonly owner: string,
-    grant: StoreGrant<H>,
+    readonly fence: number,
+    readonly previousFence: number | undefined,
+    public leaseMs: number,
+    readonly handle: H | undefined,
     /** Taken inside an owner scope: only that scope may release it. */
     readonly scoped: boolean,
     readonly watchdog: boolean,
+    requestedAt: number,
     /** Called once the last confirmed lease has run out (the store said nothing since). */
     private readonly expired: () => void,
   ) {
-    ({ fence: this.fence, previousFence: this.previousFence, leaseMs: this.leaseMs, handle: this.handle } = grant);
-    this.validUntil = grant.requestedAt + grant.leaseMs - clockDrift(grant.leaseMs);
+    this.validUntil = requestedAt + leaseMs - clockDrift(leaseMs);
     this.armExpiry();
   }
 
   get done(): boolean {
-    return this.ended || this.lost;
-  }
-
-  /** No longer this owner's: its timers stop. */
-  end(): void {
-    this.ended = true;
-    clearTimeout(this.expiryTimer);
-    clearTimeout(this.renewTimer);
-  }
-
-  /**
-   * The watchdog: renews the lease every third of it while the hold lasts. `renew` answers true (renewed), false (the
-   * lock is gone: `lose` is called) or rejects (unknown: tried again next round; the expiry timer fires if the store
-   * stays silent past the lease).
-   */
-  watch(renew: () => Promise<boolean>, lose: () => void): void {
-    this.renewTimer = setTimeout(
-      async () => {
-        const requestedAt = Date.now();
-        const renewed = await renew().catch(() => undefined);
-        if (this.done) return;
-        if (renewed === false) return lose();
-        if (renewed) this.confirm(requestedAt);
-        this.watch(renew, lose);
-      },
-      Math.max(1, Math.floor(this.leaseMs / 3)),
-    );
-    this.renewTimer.unref();
+    return this.released || this.lost;
   }
 
   /** The store confirmed the lease as of `requestedAt`: it now runs until then plus the lease. */
   confirm(requestedAt: number): void {
     this.validUntil = requestedAt + this.leaseMs - clockDrift(this.leaseMs);
     this.armExpiry();
+  }
+
+  stopTimers(): void {
+    clearTimeout(this.expiryTimer);
+    clearTimeout(this.renewTimer);
   }
 
   private armExpiry(): void {
@@ -109,22 +82,25 @@ export class Hold<H = unknown> {
 export class Lease<H> implements LockLease {
   released = false;
 
-  readonly key: string;
-  readonly fence: number;
-  readonly previousFence: number | undefined;
-  readonly owner: string;
-  readonly acquiredAt: number;
-
   constructor(
     /** The client that handed it out: only that client releases it. */
     readonly client: object,
     readonly hold: Hold<H>,
     readonly depth: number,
-  ) {
-    ({ key: this.key, fence: this.fence, previousFence: this.previousFence, owner: this.owner } = hold);
-    this.acquiredAt = hold.acquiredAt;
-  }
+  ) {}
 
+  get key() {
+    return this.hold.key;
+  }
+  get fence() {
+    return this.hold.fence;
+  }
+  get previousFence() {
+    return this.hold.previousFence;
+  }
+  get owner() {
+    return this.hold.owner;
+  }
   get signal() {
     return this.hold.controller.signal;
   }

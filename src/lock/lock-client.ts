@@ -7,7 +7,6 @@ import type {
 } from './distributed-lock.js';
 import { LockLostError, LockTimeoutError, NotLockOwnerError, UnsupportedLockOptionError } from './errors.js';
 import { Hold, Lease, type StoreGrant, type StoreRelease, type WaitBudget } from './hold.js';
-import { Holdings } from './holdings.js';
 import { currentLockOwner, newOwnerId, runAsLockOwner } from './owner-context.js';
 
 export interface LockClientOptions {
@@ -19,28 +18,30 @@ export interface LockClientOptions {
   watchdog?: boolean;
 }
 
-type TryOptions = Omit<AcquireOptions, 'waitMs' | 'signal' | 'ticket'>;
-
 /**
- * What every backend shares: owner scopes and reentrancy, what this client holds (`holdings`), leases, the watchdog.
- * A backend supplies the store operations; Redis and Postgres count re-entries in the store, the others here.
+ * What every backend shares: owner scopes and reentrancy, leases and their signals, the watchdog, `using`. A backend
+ * supplies the store operations; counting stores (Redis, Postgres) keep the hold count themselves, the others
+ * (Redlock, ZooKeeper) keep one store entry per hold and let this class count re-entries.
  */
 export abstract class LockClient<H = unknown> implements DistributedLock {
   abstract readonly kind: LockBackendKind;
   abstract readonly capabilities: LockCapabilities;
   protected readonly defaults: Required<LockClientOptions>;
-  protected readonly holdings = new Holdings<H>();
+  private readonly holds = new Map<string, Hold<H>>();
   /** Part of every owner id: two clients are two owners even inside one owner scope, like two Redisson clients. */
   private readonly clientId = newOwnerId();
-  private tickets = 0;
   /** Set by close(): no new holds are handed out. */
   protected closed = false;
 
-  constructor({ ttlMs = 10_000, waitMs = 2_000, watchdog = true }: LockClientOptions = {}) {
-    this.defaults = { ttlMs, waitMs, watchdog };
+  constructor(options: LockClientOptions = {}) {
+    this.defaults = {
+      ttlMs: options.ttlMs ?? 10_000,
+      waitMs: options.waitMs ?? 2_000,
+      watchdog: options.watchdog ?? true,
+    };
   }
 
-  /** One attempt (null: busy). `fair`: never overtake a queued waiter. */
+  /** One attempt. `fair`: never overtake a queued waiter. */
   protected abstract tryStore(key: string, owner: string, ttlMs: number, fair: boolean): Promise<StoreGrant<H> | null>;
   /** Attempts until granted (a grant) or the budget is spent (null); rejects with the signal's reason on abort. */
   protected abstract waitStore(
@@ -79,10 +80,9 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
   protected abstract closeStore(): Promise<void>;
   /** The hold was lost (not released): stores that track holders locally forget it here. */
-  protected holdLost?(hold: Hold<H>): void;
-
-  readonly ticket = (): number => this.tickets++;
-  readonly isFree = (key: string): boolean => this.holdings.isFree(key);
+  protected holdLost(hold: Hold<H>): void {
+    void hold;
+  }
 
   async acquire(key: string, options: AcquireOptions = {}): Promise<LockLease> {
     options.signal?.throwIfAborted();
@@ -92,55 +92,36 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     if (reentered) return reentered;
     this.checkOptions(key, options);
     const waitMs = options.waitMs ?? this.defaults.waitMs;
-    const { signal, fair = false, ticket = this.ticket() } = options;
-    this.holdings.waiting(key, 1);
     const grant = await this.waitStore(key, owner, ttlMs, {
       deadline: Date.now() + waitMs,
-      signal,
-      fair,
-      ticket,
-    }).finally(() => this.holdings.waiting(key, -1));
+      signal: options.signal,
+      fair: !!options.fair,
+    });
     if (!grant) throw new LockTimeoutError(key, waitMs);
     return this.hold(key, owner, scoped, grant, options);
   }
 
-  async tryAcquire(key: string, options: TryOptions = {}): Promise<LockLease | null> {
+  async tryAcquire(key: string, options: Omit<AcquireOptions, 'waitMs' | 'signal'> = {}): Promise<LockLease | null> {
     const { owner, scoped } = this.ownerFor(options);
     const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
     const reentered = await this.reenter(key, owner, ttlMs);
     if (reentered) return reentered;
     this.checkOptions(key, options);
-    if (!this.holdings.startTaking(key)) return null;
-    const grant = await this.tryStore(key, owner, ttlMs, !!options.fair).catch((error: unknown) => {
-      this.holdings.notTaken(key);
-      throw error;
-    });
-    if (grant) return this.hold(key, owner, scoped, grant, options);
-    this.holdings.notTaken(key);
-    return null;
+    const grant = await this.tryStore(key, owner, ttlMs, !!options.fair);
+    return grant ? this.hold(key, owner, scoped, grant, options) : null;
   }
 
   async tryAcquireMany(
     keys: readonly string[],
-    options: Omit<TryOptions, 'reentrant'> = {},
+    options: Omit<AcquireOptions, 'waitMs' | 'signal' | 'reentrant'> = {},
   ): Promise<(LockLease | null)[]> {
     for (const key of keys) this.checkOptions(key, options);
     const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
-    const asked = keys.flatMap((key, i) => (this.holdings.isFree(key) && this.holdings.startTaking(key) ? [i] : []));
-    const owners = asked.map(() => this.ownerFor({ reentrant: false }).owner);
-    const heardBefore = this.holdings.heard();
-    const tries = await this.tryStoreMany(
-      asked.map((i) => keys[i]!),
-      owners,
-      ttlMs,
+    const owners = keys.map(() => this.ownerFor({ reentrant: false }).owner);
+    const tries = await this.tryStoreMany(keys, owners, ttlMs);
+    const leases = tries.map((t, i) =>
+      t.status === 'fulfilled' && t.value ? this.hold(keys[i]!, owners[i]!, false, t.value, options) : null,
     );
-    const leases: (LockLease | null)[] = keys.map(() => null);
-    for (const [j, i] of asked.entries()) {
-      const answer = tries[j]!;
-      if (answer.status === 'fulfilled' && answer.value) {
-        leases[i] = this.hold(keys[i]!, owners[j]!, false, answer.value, options);
-      } else this.holdings.notTaken(keys[i]!, answer.status === 'fulfilled' ? heardBefore : undefined);
-    }
     const failed = tries.find((t) => t.status === 'rejected');
     if (failed) {
       await this.tryReleaseMany(leases.filter((lease) => lease !== null)).catch(() => []);
@@ -159,22 +140,24 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
 
   async tryReleaseMany(leases: readonly LockLease[]): Promise<boolean[]> {
     // Every lease is checked before any is released: a wrong one changes nothing.
-    const held = leases.map((lease) => this.liveLease(lease, true));
+    const held = leases.map((lease) => this.leaseToRelease(lease));
     const releases = held.map((lease) => {
       const hold = lease.hold;
       lease.released = true;
       const final = hold.depth <= 1;
       hold.depth--;
-      if (final) hold.end();
+      if (final) this.retire(hold);
       return { hold, final };
     });
     const outcomes = await this.releaseStoreMany(releases);
     const answers = outcomes.map((outcome, i) => {
-      const { hold, final } = releases[i]!;
-      const answer = outcome.status === 'fulfilled' ? outcome.value : undefined;
-      if (answer === 'lost') this.lose(hold, 'it expired or was taken over before the release');
-      else if (final) this.holdings.dropped(hold, true);
-      return answer === 'released';
+      const { hold } = releases[i]!;
+      if (outcome.status === 'rejected') return false;
+      if (outcome.value === 'lost') {
+        this.lose(hold, 'it expired or was taken over before the release');
+        return false;
+      }
+      return true;
     });
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
@@ -182,7 +165,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
 
   async retakeMany(leases: readonly LockLease[]): Promise<(LockLease | null)[]> {
-    const held = leases.map((lease) => this.liveLease(lease, true));
+    const held = leases.map((lease) => this.leaseToRelease(lease));
     // A re-entered hold is its owner's to finish; a hold kept past its lease by nobody's word is not taken again.
     const asked = held.flatMap((lease, i) => (lease.hold.depth === 1 && !lease.hold.lost ? [i] : []));
     const answers = await this.retakeStoreMany(asked.map((i) => held[i]!.hold));
@@ -193,15 +176,28 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       if (answer === 'lost') this.lose(hold, 'it expired or was taken over before it was taken again');
       if (answer === 'busy' || answer === 'lost') continue;
       // The old lease is over, exactly as if released; the new one is a hold of its own, under the same owner.
-      [held[i]!.released, hold.depth] = [true, 0];
-      hold.end();
+      held[i]!.released = true;
+      hold.depth = 0;
+      this.retire(hold);
       retaken[i] = this.hold(hold.key, hold.owner, hold.scoped, answer, { watchdog: hold.watchdog });
     }
     return retaken;
   }
 
+  private leaseToRelease(lease: LockLease): Lease<H> {
+    if (!(lease instanceof Lease) || lease.client !== this) {
+      throw new NotLockOwnerError(lease.key, 'the lease was not issued by this client');
+    }
+    const held = lease as Lease<H>;
+    if (held.released) throw new NotLockOwnerError(held.key, 'this lease was already released');
+    if (held.hold.scoped && `${this.clientId}:${currentLockOwner()}` !== held.hold.owner) {
+      throw new NotLockOwnerError(held.key, 'it was taken by another owner scope');
+    }
+    return held;
+  }
+
   async extend(lease: LockLease, ttlMs?: number): Promise<void> {
-    const { hold } = this.liveLease(lease);
+    const hold = this.holdOf(lease);
     if (hold.lost) throw hold.controller.signal.reason as LockLostError;
     const leaseMs = ttlMs ?? hold.leaseMs;
     const requestedAt = Date.now();
@@ -216,33 +212,41 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   using<T>(key: string, fn: (lease: LockLease) => Promise<T>, options?: AcquireOptions): Promise<T> {
     return runAsLockOwner(async () => {
       const lease = await this.acquire(key, options);
-      const result = await fn(lease).catch(async (error: unknown) => {
+      let result: T;
+      try {
+        result = await fn(lease);
+      } catch (error) {
         await this.release(lease).catch(() => {});
         throw error;
-      });
-      if (!lease.lost) return (await this.release(lease), result);
-      await this.release(lease).catch(() => {});
-      throw lease.signal.reason;
+      }
+      if (lease.lost) {
+        await this.release(lease).catch(() => {});
+        throw lease.signal.reason;
+      }
+      await this.release(lease);
+      return result;
     });
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const holds = this.holdings.holds().filter((hold) => !hold.done);
-    for (const hold of holds) hold.end();
+    const holds = [...this.holds.values()];
+    for (const hold of holds) this.retire(hold);
     await Promise.allSettled(holds.map((hold) => this.releaseStore(hold, true)));
     await this.closeStore();
   }
 
   /** Fires every hold's signal: for stores that learn of a loss wholesale (an expired ZooKeeper session). */
   protected loseAll(reason: string, match: (hold: Hold<H>) => boolean = () => true): void {
-    for (const hold of this.holdings.holds()) if (!hold.done && match(hold)) this.lose(hold, reason);
+    for (const hold of [...this.holds.values()]) if (match(hold)) this.lose(hold, reason);
   }
 
   private ownerFor(options: Pick<AcquireOptions, 'reentrant'>): { owner: string; scoped: boolean } {
     const scope = options.reentrant === false ? undefined : currentLockOwner();
-    return { owner: `${this.clientId}:${scope ?? newOwnerId()}`, scoped: !!scope };
+    return scope
+      ? { owner: `${this.clientId}:${scope}`, scoped: true }
+      : { owner: `${this.clientId}:${newOwnerId()}`, scoped: false };
   }
 
   private checkOptions(key: string, options: AcquireOptions): void {
@@ -250,8 +254,8 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   }
 
   private async reenter(key: string, owner: string, ttlMs: number): Promise<LockLease | null> {
-    const hold = this.holdings.holdOf(key);
-    if (!hold || hold.done || hold.owner !== owner) return null;
+    const hold = this.holds.get(holdId(owner, key));
+    if (!hold || hold.done) return null;
     if (!(await this.reenterStore(hold, ttlMs))) {
       this.lose(hold, 'it was gone when its owner re-entered');
       throw hold.controller.signal.reason as LockLostError;
@@ -264,37 +268,63 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     const hold = new Hold<H>(
       key,
       owner,
-      grant,
+      grant.fence,
+      grant.previousFence,
+      grant.leaseMs,
+      grant.handle,
       scoped,
       options.watchdog ?? this.defaults.watchdog,
+      grant.requestedAt,
       // Past the last confirmed expiry nobody can say the lock is still ours: tell the holder.
       () => this.lose(hold, `no renewal was confirmed within its ${hold.leaseMs} ms lease`),
     );
-    this.holdings.held(hold);
-    const renew = () => this.extendStore(hold, hold.leaseMs);
-    if (hold.watchdog) hold.watch(renew, () => this.lose(hold, 'the watchdog found it gone'));
+    this.holds.set(holdId(owner, key), hold);
+    if (hold.watchdog) this.scheduleRenewal(hold);
     return new Lease(this, hold, 1);
   }
 
-  /** The lease as this client issued it, still held; `toRelease`: by the owner scope that took it. */
-  private liveLease(lease: LockLease, toRelease = false): Lease<H> {
-    if (!(lease instanceof Lease) || lease.client !== this) {
-      throw new NotLockOwnerError(lease.key, 'the lease was not issued by this client');
+  private holdOf(lease: LockLease): Hold<H> {
+    if (!(lease instanceof Lease) || lease.client !== this || lease.released) {
+      throw new NotLockOwnerError(lease.key, 'the lease is not a live lease of this client');
     }
-    if (lease.released) throw new NotLockOwnerError(lease.key, 'this lease was already released');
-    const { scoped, owner } = (lease as Lease<H>).hold;
-    if (toRelease && scoped && `${this.clientId}:${currentLockOwner()}` !== owner) {
-      throw new NotLockOwnerError(lease.key, 'it was taken by another owner scope');
+    return (lease as Lease<H>).hold;
+  }
+
+  private scheduleRenewal(hold: Hold<H>): void {
+    hold.renewTimer = setTimeout(() => void this.renew(hold), Math.max(1, Math.floor(hold.leaseMs / 3)));
+    hold.renewTimer.unref();
+  }
+
+  private async renew(hold: Hold<H>): Promise<void> {
+    if (hold.done) return;
+    const requestedAt = Date.now();
+    let renewed: boolean | undefined;
+    try {
+      renewed = await this.extendStore(hold, hold.leaseMs);
+    } catch {
+      // Unknown: try again next round; the expiry timer fires if the store stays silent past the lease.
+      renewed = undefined;
     }
-    return lease as Lease<H>;
+    if (hold.done) return;
+    if (renewed === false) return this.lose(hold, 'the watchdog found it gone');
+    if (renewed) hold.confirm(requestedAt);
+    this.scheduleRenewal(hold);
+  }
+
+  private retire(hold: Hold<H>): void {
+    hold.released = true;
+    hold.stopTimers();
+    if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
   }
 
   private lose(hold: Hold<H>, reason: string): void {
     if (hold.lost) return;
     hold.lost = true;
-    hold.end();
-    this.holdLost?.(hold);
-    this.holdings.dropped(hold, true);
+    hold.stopTimers();
+    if (this.holds.get(holdId(hold.owner, hold.key)) === hold) this.holds.delete(holdId(hold.owner, hold.key));
+    this.holdLost(hold);
     hold.controller.abort(new LockLostError(hold.key, reason));
   }
 }
+
+const holdId = (owner: string, key: string) => `${owner}\u0000${key}`;

@@ -1,7 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Result } from 'ioredis';
 import type { RedisClient } from '../redis/connections.js';
-import { redisKeys } from './keys.js';
 
 const luaFolder = new URL('./lua/', import.meta.url);
 
@@ -90,42 +89,4 @@ const scripts = readdirSync(luaFolder).flatMap((file) => {
 export function defineLockCommands(redis: RedisClient): void {
   if (typeof (redis as Partial<RedisClient>).lockAcquire === 'function') return;
   for (const { name, numberOfKeys, lua } of scripts) redis.defineCommand(name, { numberOfKeys, lua });
-}
-
-/** `lockAcquire` at the lock named `key`, with its keys and hand-off channel. */
-export function acquireLock(
-  redis: Pick<RedisClient, 'lockAcquire'>,
-  key: string,
-  owner: string,
-  options: { leaseMs: number; mode: 'try' | 'queue' | 'poll'; waiterLeaseMs?: number; reserve?: number },
-) {
-  const { leaseMs, mode, waiterLeaseMs = 0, reserve = 1 } = options;
-  return redis.lockAcquire(
-    ...redisKeys.scriptKeys(key),
-    owner,
-    leaseMs,
-    mode,
-    waiterLeaseMs,
-    redisKeys.grantedChannel(key),
-    reserve,
-  );
-}
-
-/** `lockRelease` of the lock named `key`, with its keys and channels; `notice` is the release notice's payload. */
-export function releaseLock(
-  redis: Pick<RedisClient, 'lockRelease'>,
-  key: string,
-  owner: string,
-  options: { handOffLeaseMs: number; notice: string; dropAll: boolean; lastUsed?: number },
-) {
-  const { handOffLeaseMs, notice, dropAll, lastUsed = 0 } = options;
-  const channels = [redisKeys.releasedChannel(key), notice, redisKeys.grantedChannel(key)] as const;
-  return redis.lockRelease(
-    ...redisKeys.scriptKeys(key),
-    owner,
-    handOffLeaseMs,
-    ...channels,
-    dropAll ? '1' : '0',
-    lastUsed,
-  );
 }

@@ -59,7 +59,7 @@ update distributed_locks set expires_at = clock_timestamp() + $3::integer * inte
  */
 export class PostgresLock extends LockClient {
   readonly kind = 'postgres' as const;
-  readonly capabilities: LockCapabilities = { fair: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
   private readonly pool: pg.Pool;
   private listener: Promise<pg.Client> | undefined;
   private readonly waiters = new Map<string, Array<() => void>>();

@@ -12,7 +12,7 @@ import {
   type WaitBudget,
 } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
-import { acquireLock, defineLockCommands, LockCode, releaseLock } from '../scripts.js';
+import { defineLockCommands, LockCode } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {
   /** Independent Redis nodes (not replicas of each other): an odd number, 3 or 5. */
@@ -47,7 +47,7 @@ interface Votes<T> {
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;
-  readonly capabilities: LockCapabilities = { fair: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
   readonly nodes: Redis[];
   readonly quorum: number;
   private readonly retryDelayMs: number;
@@ -108,7 +108,8 @@ export class RedlockLock extends LockClient {
     const requestedAt = Date.now();
     const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
     const votes = await this.round(
-      (node) => acquireLock(node, key, owner, { leaseMs: ttlMs, mode: 'try' }),
+      (node) =>
+        node.lockAcquire(...redisKeys.scriptKeys(key), owner, ttlMs, 'try', 1_000, redisKeys.grantedChannel(key)),
       (reply) => reply[0] > 0,
     );
     if (votes.yes.length >= this.quorum && validFor() > 0) {
@@ -158,7 +159,16 @@ export class RedlockLock extends LockClient {
 
   private releaseEverywhere(key: string, owner: string, leaseMs: number) {
     return this.round(
-      (node) => releaseLock(node, key, owner, { handOffLeaseMs: leaseMs, notice: '', dropAll: true }),
+      (node) =>
+        node.lockRelease(
+          ...redisKeys.scriptKeys(key),
+          owner,
+          leaseMs,
+          redisKeys.releasedChannel(key),
+          '',
+          redisKeys.grantedChannel(key),
+          '1',
+        ),
       (reply) => reply[0] !== LockCode.Lost,
     );
   }

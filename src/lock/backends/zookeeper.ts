@@ -43,7 +43,7 @@ const MAX_WATCH_MS = 1_000;
  */
 export class ZooKeeperLock extends LockClient<NodeHandle> {
   readonly kind = 'zookeeper' as const;
-  readonly capabilities: LockCapabilities = { fair: true, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: false, retakes: false };
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
