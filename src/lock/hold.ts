@@ -25,7 +25,8 @@ export interface WaitBudget {
   fair: boolean;
 }
 
-export type StoreRelease = 'released' | 'still-held' | 'not-owner';
+/** A store's answer to a release: one hold dropped, or the lock was lost (expired, taken over) and nothing changed. */
+export type StoreRelease = 'released' | 'lost';
 
 /** One owner's hold of one key, shared by every lease of a reentrant acquisition. */
 export class Hold<H = unknown> {

@@ -69,12 +69,12 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     return Promise.allSettled(releases.map(({ hold, final }) => this.releaseStore(hold, final)));
   }
   /**
-   * Takes each final hold again in one step under a new token (`capabilities.retakes`): a grant, null where the store
-   * left the hold as it was, 'not-owner' where the lock was gone. By default, for stores that cannot, every hold is
-   * left as it is.
+   * Takes each final hold again in one step under a new token (`capabilities.retakes`): a grant, 'busy' where the
+   * store left the hold as it was (someone else wants the lock), 'lost' where the lock was gone. By default, for stores
+   * that cannot, every hold is left as it is.
    */
-  protected retakeStoreMany(holds: readonly Hold<H>[]): Promise<(StoreGrant<H> | null | 'not-owner')[]> {
-    return Promise.resolve(holds.map(() => null));
+  protected retakeStoreMany(holds: readonly Hold<H>[]): Promise<(StoreGrant<H> | 'busy' | 'lost')[]> {
+    return Promise.resolve(holds.map(() => 'busy' as const));
   }
   /** True: renewed to `ttlMs`; false: the lock is gone. Rejects when the store cannot tell. */
   protected abstract extendStore(hold: Hold<H>, ttlMs: number): Promise<boolean>;
@@ -151,13 +151,12 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     });
     const outcomes = await this.releaseStoreMany(releases);
     const answers = outcomes.map((outcome, i) => {
-      const { hold, final } = releases[i]!;
+      const { hold } = releases[i]!;
       if (outcome.status === 'rejected') return false;
-      if (outcome.value === 'not-owner') {
+      if (outcome.value === 'lost') {
         this.lose(hold, 'it expired or was taken over before the release');
         return false;
       }
-      if (outcome.value === 'released' && !final) this.lose(hold, 'the store released it with holds still open');
       return true;
     });
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
@@ -174,8 +173,8 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     for (const [j, i] of asked.entries()) {
       const { hold } = held[i]!;
       const answer = answers[j]!;
-      if (answer === 'not-owner') this.lose(hold, 'it expired or was taken over before it was taken again');
-      if (answer === null || answer === 'not-owner') continue;
+      if (answer === 'lost') this.lose(hold, 'it expired or was taken over before it was taken again');
+      if (answer === 'busy' || answer === 'lost') continue;
       // The old lease is over, exactly as if released; the new one is a hold of its own, under the same owner.
       held[i]!.released = true;
       hold.depth = 0;

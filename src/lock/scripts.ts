@@ -4,24 +4,16 @@ import type { RedisClient } from '../redis/connections.js';
 
 const luaFolder = new URL('./lua/', import.meta.url);
 
-/** What the lock scripts answer besides tokens and counts. */
+/**
+ * The lock's outcomes, in the words every layer of it uses. An attempt is *taken* (a new hold, with its fencing token)
+ * or *busy* (another owner holds the lock, or is in line for it first). A release, renewal or retake by a caller that no
+ * longer holds the lock finds it *lost* (it expired or was taken over) and changes nothing. A write the data store
+ * refuses because a newer token wrote first is *fenced* (FencedOutError). The scripts answer busy and lost with these
+ * codes; every other number they answer is a token or a count.
+ */
 export enum LockCode {
-  /** Held by another owner. */
-  Held = -1,
-  /** The caller does not own the lock (expired, taken over, never held): nothing was changed. */
-  NotOwner = -2,
-  /** The many-locks scripts: this lock needs the single-lock script's full path (a fair queue, a contended hold). */
-  AskAlone = -3,
-}
-
-export type ScriptOutcome = 'done' | 'held' | 'not-owner' | 'ask-alone';
-
-/** The one place a script's leading code becomes an outcome: any other number (a token, a count, 0, 1) is 'done'. */
-export function outcomeOf(code: number): ScriptOutcome {
-  if (code === LockCode.Held) return 'held';
-  if (code === LockCode.NotOwner) return 'not-owner';
-  if (code === LockCode.AskAlone) return 'ask-alone';
-  return 'done';
+  Busy = -1,
+  Lost = -2,
 }
 
 declare module 'ioredis' {
@@ -53,8 +45,11 @@ declare module 'ioredis' {
     ): Result<[number] | [number, number] | [number, string, number], Context>;
     /** `lockTryMany-N.lua`: numkeys first, then 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
     lockTryMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
-    /** `lockReleaseMany-N.lua`: numkeys first, then 2 keys per lock, an owner per lock. One number per lock. */
-    lockReleaseMany(numberOfKeys: number, ...keysThenArgs: string[]): Result<number[], Context>;
+    /**
+     * `lockReleaseMany-N.lua`: numkeys first, then 4 keys per lock, an owner and two channels per lock, the hand-off
+     * lease, the notice. Three values per lock.
+     */
+    lockReleaseMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<(number | string)[], Context>;
     /** `lockRetakeMany-N.lua`: numkeys first, 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
     lockRetakeMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
@@ -62,11 +57,16 @@ declare module 'ioredis' {
   }
 }
 
-/** `--@include name` lines are replaced by lua/include/<name>.lua: code shared between scripts is written once. */
-function withIncludes(lua: string): string {
-  return lua.replace(/^--@include ([\w-]+)$/gm, (_, name: string) =>
-    readFileSync(new URL(`include/${name}.lua`, luaFolder), 'utf8'),
-  );
+/**
+ * `--@include name` lines are replaced by lua/include/<name>.lua, itself with its includes, each once per script: code
+ * shared between scripts is written once.
+ */
+function withIncludes(lua: string, included = new Set<string>()): string {
+  return lua.replace(/^--@include ([\w-]+)$/gm, (_, name: string) => {
+    if (included.has(name)) return '';
+    included.add(name);
+    return withIncludes(readFileSync(new URL(`include/${name}.lua`, luaFolder), 'utf8'), included);
+  });
 }
 
 // `-N`: the caller passes the number of keys first (a script over any number of locks).

@@ -37,7 +37,7 @@ describe('lock scripts, called directly', () => {
     const name = lockName();
     const [first] = await acquire(name, 'a');
     expect(first).toBeGreaterThan(0);
-    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Busy);
     expect(await redis.pttl(redisKeys.lock(name))).toBeGreaterThan(9_000);
 
     const tokens = [first];
@@ -65,7 +65,7 @@ describe('lock scripts, called directly', () => {
     const [fence] = await acquire(name, 'a');
     expect(await acquire(name, 'a')).toEqual([fence, 2, 0, fence]);
     expect(await release(name, 'a')).toEqual([1]);
-    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Busy);
     // Freed, and 'b' is said to have tried meanwhile (a holder passing the lock within its process then yields).
     expect(await release(name, 'a')).toEqual([0, 1]);
     expect((await acquire(name, 'b'))[0]).toBeGreaterThan(fence);
@@ -74,8 +74,8 @@ describe('lock scripts, called directly', () => {
   it('release and extend refuse an owner that does not hold the lock, and change nothing', async () => {
     const name = lockName();
     await acquire(name, 'owner');
-    expect(await release(name, 'intruder')).toEqual([LockCode.NotOwner]);
-    expect(await redis.lockExtend(redisKeys.lock(name), 'intruder', 60_000)).toBe(LockCode.NotOwner);
+    expect(await release(name, 'intruder')).toEqual([LockCode.Lost]);
+    expect(await redis.lockExtend(redisKeys.lock(name), 'intruder', 60_000)).toBe(LockCode.Lost);
     expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('owner');
     expect(await redis.pttl(redisKeys.lock(name))).toBeLessThanOrEqual(10_000);
     expect(await redis.lockExtend(redisKeys.lock(name), 'owner', 60_000)).toBe(1);
@@ -88,7 +88,7 @@ describe('lock scripts, called directly', () => {
     await sleep(80);
     const [fresh] = await acquire(name, 'fresh');
     expect(fresh).toBeGreaterThan(stale);
-    expect(await release(name, 'stale')).toEqual([LockCode.NotOwner]);
+    expect(await release(name, 'stale')).toEqual([LockCode.Lost]);
     expect(await redis.hget(redisKeys.lock(name), 'owner')).toBe('fresh');
   });
 
@@ -106,7 +106,7 @@ describe('lock scripts, called directly', () => {
     await release(name, 'x', 'instance-6');
     // Another owner tried while it was held: it may wait for the notice.
     await acquire(name, 'y');
-    expect((await acquire(name, 'z'))[0]).toBe(LockCode.Held);
+    expect((await acquire(name, 'z'))[0]).toBe(LockCode.Busy);
     await release(name, 'y', 'instance-7');
     // A round trip on the listener's own connection: every message published before it has been delivered.
     await listener.ping();
@@ -125,7 +125,34 @@ describe('lock scripts, called directly', () => {
     return calls;
   };
 
-  it('takes and releases a lock nobody else wants in at most 8 Redis commands', async () => {
+  it("takes and releases locks nobody else wants with the order path's scripts in at most 8 Redis commands each", async () => {
+    // The order path's batches: every segment's attempt in one lockTryMany call, every release in one lockReleaseMany.
+    const names = [lockName(), lockName(), lockName()];
+    const tryMany = (owner: string) =>
+      redis.lockTryMany(
+        names.length * 3,
+        ...names.flatMap((name) => redisKeys.scriptKeys(name).slice(0, 3)),
+        ...names.map(() => owner),
+        10_000,
+      );
+    const releaseMany = (owner: string) =>
+      redis.lockReleaseMany(
+        names.length * 4,
+        ...names.flatMap((name) => redisKeys.scriptKeys(name)),
+        ...names.flatMap((name) => [owner, redisKeys.releasedChannel(name), redisKeys.grantedChannel(name)]),
+        10_000,
+        'n',
+      );
+    await tryMany('warm-up');
+    await releaseMany('warm-up');
+    const before = await commandsRun();
+    const taken = await tryMany('a');
+    expect(taken.filter((_, i) => i % 2 === 0).every((fence) => fence > 0)).toBe(true);
+    expect(await releaseMany('a')).toEqual(names.flatMap(() => [0, 0, 0]));
+    expect((await commandsRun()) - before).toBeLessThanOrEqual(8 * names.length);
+  });
+
+  it('takes and releases a lock nobody else wants with the single-lock scripts in at most 8 Redis commands', async () => {
     const name = lockName();
     // Loads the scripts (a first EVALSHA of an unknown script falls back to EVAL) before counting.
     await acquire(name, 'warm-up');
@@ -147,14 +174,14 @@ describe('lock scripts, called directly', () => {
     expect((await commandsRun()) - before).toBeLessThanOrEqual(6);
     expect(fence).toBeGreaterThan(first);
     expect(previous).toBeLessThan(fence!);
-    expect(await retake(name, 'b')).toEqual([LockCode.NotOwner, 0]);
-    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Held);
+    expect(await retake(name, 'b')).toEqual([LockCode.Lost, 0]);
+    expect((await acquire(name, 'b'))[0]).toBe(LockCode.Busy);
     expect(await release(name, 'a')).toEqual([0, 1]);
 
     await acquire(contended, 'a');
-    expect((await acquire(contended, 'b'))[0]).toBe(LockCode.Held);
+    expect((await acquire(contended, 'b'))[0]).toBe(LockCode.Busy);
     // Another owner wants it: the holder keeps it as it is, to release it (which tells the other owner).
-    expect(await retake(contended, 'a')).toEqual([LockCode.AskAlone, 0]);
+    expect(await retake(contended, 'a')).toEqual([LockCode.Busy, 0]);
     expect(await release(contended, 'a')).toEqual([0, 1]);
     expect((await acquire(contended, 'b'))[0]).toBeGreaterThan(fence!);
   });
@@ -162,13 +189,13 @@ describe('lock scripts, called directly', () => {
   it('hands a freed lock to the head of the fair queue, with a new token, instead of freeing it', async () => {
     const name = lockName();
     const [first] = await acquire(name, 'holder');
-    expect((await acquire(name, 'queued', 10_000, 'queue'))[0]).toBe(LockCode.Held);
+    expect((await acquire(name, 'queued', 10_000, 'queue'))[0]).toBe(LockCode.Busy);
     // A newcomer does not overtake the queue, even once the lock is free.
     const handed = await release(name, 'holder');
     expect(handed[0]).toBe(0);
     expect(handed[1]).toBe('queued');
     expect(handed[2]).toBeGreaterThan(first);
-    expect((await acquire(name, 'newcomer'))[0]).toBe(LockCode.Held);
+    expect((await acquire(name, 'newcomer'))[0]).toBe(LockCode.Busy);
     expect(await acquire(name, 'queued', 10_000, 'poll')).toEqual([handed[2], 1, 0, handed[2]]);
   });
 

@@ -147,7 +147,7 @@ describe('redis lock: fair queue and waiting across clients', () => {
     await Promise.all([local.close(), remote.close()]);
   });
 
-  it('takes and releases many locks in one script call each; a contended or queued one is released alone', async () => {
+  it('takes and releases many locks in one script call each, a contended or queued one among them', async () => {
     const admin = new Redis(server.url);
     const lock = new RedisLock({ redis: new Redis(server.url), ownsConnection: true });
     const rival = client();
@@ -168,8 +168,8 @@ describe('redis lock: fair queue and waiting across clients', () => {
     expect(await lock.tryReleaseMany(leases)).toEqual([true, true, true, true, true]);
     expect((await scriptCalls()) - before).toBe(1);
 
-    // Contended (another client tried it) and queued for (a fair waiter): each needs the single script's full path,
-    // which publishes the release notice and hands the lock to the queue's head.
+    // Contended (another client tried it) and queued for (a fair waiter): the same call publishes the release notice
+    // of the one and hands the other to the queue's head.
     const [contended, queued, plain] = (await lock.tryAcquireMany(keys.slice(0, 3))) as LockLease[];
     expect(await rival.tryAcquire(contended!.key)).toBeNull();
     const waiter = rival.acquire(queued!.key, { fair: true, waitMs: 10_000 });
@@ -178,7 +178,9 @@ describe('redis lock: fair queue and waiting across clients', () => {
     const notices = new Redis(server.url);
     const heard = new Promise<string>((resolve) => notices.on('smessage', (channel: string) => resolve(channel)));
     await notices.ssubscribe(redisKeys.releasedChannel(contended!.key));
+    before = await scriptCalls();
     expect(await lock.tryReleaseMany([contended!, queued!, plain!])).toEqual([true, true, true]);
+    expect((await scriptCalls()) - before).toBe(1);
     expect(await heard).toBe(redisKeys.releasedChannel(contended!.key));
     const handed = await waiter;
     expect(handed.fence).toBeGreaterThan(queued!.fence);

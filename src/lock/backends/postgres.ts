@@ -110,9 +110,8 @@ export class PostgresLock extends LockClient {
   }
 
   protected async releaseStore(hold: Hold): Promise<StoreRelease> {
-    const { rows } = await this.pool.query<{ hold_count: number }>(RELEASE, [hold.key, hold.owner]);
-    if (!rows[0]) return 'not-owner';
-    return Number(rows[0].hold_count) > 0 ? 'still-held' : 'released';
+    const { rows } = await this.pool.query(RELEASE, [hold.key, hold.owner]);
+    return rows[0] ? 'released' : 'lost';
   }
 
   protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {

@@ -1,7 +1,6 @@
 import { sleepUntilWoken, type StoreGrant, type WaitBudget } from '../hold.js';
 import { redisKeys } from '../keys.js';
 import type { ReleaseNotices } from '../release-notices.js';
-import { outcomeOf } from '../scripts.js';
 
 /** A fair waiter's mailbox: the hand-off may arrive while the waiter is between two polls, so it is kept. */
 interface HandoffSlot {
@@ -49,8 +48,7 @@ export class FairQueue {
         const requestedAt = Date.now();
         const [code, , previous] = await this.calls.acquire(key, owner, ttlMs, mode);
         mode = 'poll';
-        if (outcomeOf(code) === 'done')
-          return { fence: code, previousFence: previous || undefined, leaseMs: ttlMs, requestedAt };
+        if (code > 0) return { fence: code, previousFence: previous || undefined, leaseMs: ttlMs, requestedAt };
         if (slot.grant) return slot.grant;
         const remaining = budget.deadline - Date.now();
         if (remaining <= 0) {

@@ -4,7 +4,7 @@ import { redisKeys } from '../keys.js';
 import { type Hold, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
 import { ReleaseNotices } from '../release-notices.js';
-import { defineLockCommands, outcomeOf } from '../scripts.js';
+import { defineLockCommands, LockCode } from '../scripts.js';
 import { FairQueue } from './redis-fair-queue.js';
 import { LocalLines } from './redis-local-lines.js';
 
@@ -103,8 +103,7 @@ export class RedisLock extends LockClient<string> {
   }
 
   /**
-   * On one Redis server, every attempt in one script call; a lock that needs more than the common case (a fair queue
-   * beside it) is asked alone. A Redis Cluster keeps each lock in a slot of its own, so there each is its own call,
+   * On one Redis server, every attempt in one script call. A Redis Cluster keeps each lock in a slot of its own, so there each is its own call,
    * all of them in flight at once.
    */
   protected override async tryStoreMany(
@@ -130,11 +129,9 @@ export class RedisLock extends LockClient<string> {
     const results: Promise<StoreGrant<string> | null>[] = keys.map(() => Promise.resolve(null));
     for (const [j, i] of asked.entries()) {
       const [code, previous] = [answers[2 * j]!, answers[2 * j + 1]!];
-      const outcome = outcomeOf(code);
-      if (outcome === 'done') {
-        const tokens: [number, number, number] = [code, previous, code];
-        results[i] = Promise.resolve(this.lines.startTenure(keys[i]!, owners[i]!, ttlMs, requestedAt, tokens));
-      } else if (outcome === 'ask-alone') results[i] = this.tryStore(keys[i]!, owners[i]!, ttlMs);
+      if (code === LockCode.Busy) continue;
+      const tokens: [number, number, number] = [code, previous, code];
+      results[i] = Promise.resolve(this.lines.startTenure(keys[i]!, owners[i]!, ttlMs, requestedAt, tokens));
     }
     return Promise.allSettled(results);
   }
@@ -146,14 +143,14 @@ export class RedisLock extends LockClient<string> {
   private async startTenure(key: string, owner: string, ttlMs: number, reserve: number) {
     const requestedAt = Date.now();
     const [code, pttl, previous, lastFence] = await this.callAcquire(key, owner, ttlMs, 'try', reserve);
-    if (outcomeOf(code) !== 'done') return { grant: null, pttl };
+    if (code === LockCode.Busy) return { grant: null, pttl };
     const tokens: [number, number, number] = [code, previous ?? 0, lastFence ?? code];
     return { grant: this.lines.startTenure(key, owner, ttlMs, requestedAt, tokens), pttl: 0 };
   }
 
   protected async reenterStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
     const [code, count] = await this.callAcquire(hold.key, hold.handle!, ttlMs, 'try', 1);
-    if (outcomeOf(code) !== 'done') return false;
+    if (code === LockCode.Busy) return false;
     if (count! > 1) return true;
     // The old hold had lapsed and this attempt took the lock afresh: not the same hold, so give it back.
     await this.callRelease(hold.key, hold.handle!, ttlMs, '1', 0);
@@ -168,14 +165,7 @@ export class RedisLock extends LockClient<string> {
       // Reserved tokens left unused go back, so the next holder's `previous` names the token that last wrote.
       const lastUsed = spare ? spare.nextFence - 1 : 0;
       const reply = await this.callRelease(hold.key, hold.handle!, hold.leaseMs, '0', lastUsed);
-      if (outcomeOf(reply[0]) === 'not-owner') {
-        this.lines.forgetHolder(hold);
-        return 'not-owner';
-      }
-      if (reply[0] > 0) return 'still-held';
-      const othersWaiting = reply.length === 2 && reply[1] === 1;
-      this.lines.forgetHolder(hold, othersWaiting ? YIELD_TO_OTHERS_MS : 0);
-      return 'released';
+      return this.released(hold, reply[0], reply.length === 2 && reply[1] === 1);
     } catch (error) {
       // Unknown outcome: this client stops counting the lock as its own; Redis frees it at the latest on expiry.
       if (final) this.lines.forgetHolder(hold);
@@ -183,10 +173,18 @@ export class RedisLock extends LockClient<string> {
     }
   }
 
+  /** What a release's answer means here: `code` is the hold count left, 0 when released, or LockCode.Lost. */
+  private released(hold: Hold<string>, code: number, contended: boolean): StoreRelease {
+    if (code > 0) return 'released';
+    // Freed here: the next local waiter goes to Redis, after a pause when another process tried to take it meanwhile.
+    if (code === 0) this.lines.forgetHolder(hold, contended ? YIELD_TO_OTHERS_MS : 0);
+    else this.lines.forgetHolder(hold);
+    return code === 0 ? 'released' : 'lost';
+  }
+
   /**
    * On one Redis server, the holds with nothing to pass on (no local waiter to hand over to, no reserved tokens to give
-   * back, held once) go in one script call, which deletes those nobody else tried to take meanwhile; the rest, and
-   * those, are released one call each, as on a Redis Cluster.
+   * back, held once) go in one script call; the rest, and every hold on a Redis Cluster, one call each.
    */
   protected override async releaseStoreMany(
     releases: readonly { hold: Hold<string>; final: boolean }[],
@@ -199,9 +197,15 @@ export class RedisLock extends LockClient<string> {
     const holds = plain.map((i) => releases[i]!.hold);
     const answers = await this.redis
       .lockReleaseMany(
-        holds.length * 2,
-        ...holds.flatMap((hold) => [redisKeys.lock(hold.key), redisKeys.scriptKeys(hold.key)[2]]),
-        ...holds.map((hold) => hold.handle!),
+        holds.length * 4,
+        ...holds.flatMap((hold) => redisKeys.scriptKeys(hold.key)),
+        ...holds.flatMap((hold) => [
+          hold.handle!,
+          redisKeys.releasedChannel(hold.key),
+          redisKeys.grantedChannel(hold.key),
+        ]),
+        holds[0]!.leaseMs,
+        this.notices.instanceId,
       )
       .catch((error: unknown) => error as Error);
     for (const [j, i] of plain.entries()) {
@@ -212,16 +216,11 @@ export class RedisLock extends LockClient<string> {
         results[i] = Promise.reject(answers);
         continue;
       }
-      const outcome = outcomeOf(answers[j]!);
-      if (outcome === 'ask-alone') results[i] = this.releaseStore(hold, true);
-      else if (outcome === 'not-owner') {
-        this.lines.forgetHolder(hold);
-        results[i] = Promise.resolve('not-owner');
-      } else {
-        // This process's waiters hear of it at once; nobody elsewhere waited (no notice is published).
-        this.notices.notify(hold.key);
-        this.lines.forgetHolder(hold);
-      }
+      const [code, second, fence] = [Number(answers[3 * j]), answers[3 * j + 1]!, Number(answers[3 * j + 2])];
+      // This process's waiters hear of it at once, not after the notice's round trip.
+      if (fence > 0) this.fairQueue.deliver(String(second), fence, holds[0]!.leaseMs);
+      else if (code === 0) this.notices.notify(hold.key);
+      results[i] = Promise.resolve(this.released(hold, code, fence === 0 && second === 1));
     }
     return Promise.allSettled(results);
   }
@@ -233,7 +232,7 @@ export class RedisLock extends LockClient<string> {
    */
   protected override async retakeStoreMany(
     holds: readonly Hold<string>[],
-  ): Promise<(StoreGrant<string> | null | 'not-owner')[]> {
+  ): Promise<(StoreGrant<string> | 'busy' | 'lost')[]> {
     const asked = holds.flatMap((hold, i) => (this.passesOn(hold) || this.lines.isWaitedFor(hold.key) ? [] : [i]));
     const picked = asked.map((i) => holds[i]!);
     const leaseMs = picked[0]?.leaseMs ?? this.defaults.ttlMs;
@@ -248,15 +247,14 @@ export class RedisLock extends LockClient<string> {
     let answers: number[] = [];
     if (this.redis.isCluster) answers = (await Promise.all(picked.map((hold) => call([hold])))).flat();
     else if (picked.length > 0) answers = await call(picked);
-    const results: (StoreGrant<string> | null | 'not-owner')[] = holds.map(() => null);
+    const results: (StoreGrant<string> | 'busy' | 'lost')[] = holds.map(() => 'busy');
     for (const [j, i] of asked.entries()) {
       const hold = holds[i]!;
       const [code, previous] = [answers[2 * j]!, answers[2 * j + 1]!];
-      const outcome = outcomeOf(code);
-      if (outcome === 'not-owner') {
+      if (code === LockCode.Lost) {
         this.lines.forgetHolder(hold);
-        results[i] = 'not-owner';
-      } else if (outcome === 'done') {
+        results[i] = 'lost';
+      } else if (code !== LockCode.Busy) {
         results[i] = this.lines.startTenure(hold.key, hold.handle!, leaseMs, requestedAt, [code, previous, code]);
       }
     }
@@ -274,7 +272,7 @@ export class RedisLock extends LockClient<string> {
 
   protected async extendStore(hold: Hold<string>, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
-    const extended = outcomeOf(await this.redis.lockExtend(redisKeys.lock(hold.key), hold.handle!, ttlMs)) === 'done';
+    const extended = (await this.redis.lockExtend(redisKeys.lock(hold.key), hold.handle!, ttlMs)) !== LockCode.Lost;
     if (extended) this.lines.confirmed(hold, requestedAt);
     return extended;
   }

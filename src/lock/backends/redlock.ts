@@ -12,7 +12,7 @@ import {
   type WaitBudget,
 } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
-import { defineLockCommands, outcomeOf } from '../scripts.js';
+import { defineLockCommands, LockCode } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {
   /** Independent Redis nodes (not replicas of each other): an odd number, 3 or 5. */
@@ -110,13 +110,13 @@ export class RedlockLock extends LockClient {
     const votes = await this.round(
       (node) =>
         node.lockAcquire(...redisKeys.scriptKeys(key), owner, ttlMs, 'try', 1_000, redisKeys.grantedChannel(key)),
-      (reply) => outcomeOf(reply[0]) === 'done',
+      (reply) => reply[0] > 0,
     );
     if (votes.yes.length >= this.quorum && validFor() > 0) {
       const fence = Math.max(...votes.yes.map(({ reply }) => reply[0]));
       const recorded = await this.round(
         (node) => node.lockRaiseFence(redisKeys.lock(key), redisKeys.fence(key), owner, String(fence)),
-        (reply) => outcomeOf(reply) === 'done',
+        (reply) => reply !== LockCode.Lost,
         votes.yes.map(({ node }) => node),
       );
       if (recorded.yes.length >= this.quorum && validFor() > 0) return { fence, leaseMs: ttlMs, requestedAt };
@@ -134,19 +134,19 @@ export class RedlockLock extends LockClient {
   }
 
   protected async releaseStore(hold: Hold, final: boolean): Promise<StoreRelease> {
-    if (!final) return 'still-held';
+    if (!final) return 'released';
     const votes = await this.releaseEverywhere(hold.key, hold.owner, hold.leaseMs);
     if (votes.yes.length >= this.quorum) return 'released';
-    if (votes.no > this.nodes.length - this.quorum) return 'not-owner';
+    if (votes.no > this.nodes.length - this.quorum) return 'lost';
     // Too few nodes answered: whatever they still hold for us expires with the lease.
-    return votes.yes.length > 0 ? 'released' : 'not-owner';
+    return votes.yes.length > 0 ? 'released' : 'lost';
   }
 
   protected async extendStore(hold: Hold, ttlMs: number): Promise<boolean> {
     const requestedAt = Date.now();
     const votes = await this.round(
       (node) => node.lockExtend(redisKeys.lock(hold.key), hold.owner, ttlMs),
-      (reply) => outcomeOf(reply) === 'done',
+      (reply) => reply !== LockCode.Lost,
     );
     if (votes.yes.length >= this.quorum && ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs) > 0) return true;
     if (votes.no > this.nodes.length - this.quorum) return false;
@@ -169,7 +169,7 @@ export class RedlockLock extends LockClient {
           redisKeys.grantedChannel(key),
           '1',
         ),
-      (reply) => outcomeOf(reply[0]) === 'done',
+      (reply) => reply[0] !== LockCode.Lost,
     );
   }
 

@@ -117,9 +117,9 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   protected async releaseStore(hold: Hold<NodeHandle>, final: boolean): Promise<StoreRelease> {
-    if (!final) return 'still-held';
+    if (!final) return 'released';
     const { client, path } = hold.handle!;
-    if (!(await this.ownsNode(client, path))) return 'not-owner';
+    if (!(await this.ownsNode(client, path))) return 'lost';
     await this.removeNode(client, path);
     return 'released';
   }

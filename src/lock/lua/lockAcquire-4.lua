@@ -21,29 +21,19 @@
     {fence, count, previous, last}  held: a new hold (count 1), a re-entry (count > 1) or a claimed hand-off;
                                     `previous` is the token issued just before `fence` (0 when unknown or not a new
                                     hold), `last` the last token reserved for the holder (= fence unless ARGV[6] > 1)
-    {-1, pttl}                      held by another owner, or just handed to the head of the queue; pttl: lease left
+    {-1, pttl}                      busy: held by another owner, or just handed to the head of the queue; pttl: the
+                                    lease left
 ]]
---@include issue-fence
+--@include take
+--@include fair-queue
 local lockKey, fenceKey, queueKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, leaseMs, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local waiterLeaseMs, grantedChannel = tonumber(ARGV[4]), ARGV[5]
 local reserve = tonumber(ARGV[6] or '1')
 
-local function take(newOwner)
-  local fence, previous = issueFence(fenceKey)
-  redis.call('HSET', lockKey, 'owner', newOwner, 'count', 1, 'fence', string.format('%.0f', fence))
-  redis.call('PEXPIRE', lockKey, leaseMs)
-  return fence, previous
-end
-
-local function leaveQueue(waiter)
-  redis.call('ZREM', queueKey, waiter)
-  redis.call('ZREM', deadlinesKey, waiter)
-end
-
 -- The caller's new hold, with the tokens it reserves: the answer of both paths that take a free lock.
 local function newHold()
-  local fence, previous = take(owner)
+  local fence, previous = take(lockKey, fenceKey, owner, leaseMs)
   if reserve > 1 then
     redis.call('SET', fenceKey, string.format('%.0f', fence + reserve - 1), 'PX', 604800000)
   end
@@ -55,13 +45,7 @@ if mode == 'try' and redis.call('EXISTS', lockKey, queueKey) == 0 then
   return newHold()
 end
 
-local time = redis.call('TIME')
-local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
--- Waiters that stopped polling (their process died) lose their place.
-for _, late in ipairs(redis.call('ZRANGEBYSCORE', deadlinesKey, '-inf', nowMs)) do
-  leaveQueue(late)
-end
-
+local nowMs = dropLateWaiters(queueKey, deadlinesKey)
 local holder = redis.call('HGET', lockKey, 'owner')
 if holder == owner then
   -- A hand-off claimed by 'poll' is the hold itself; anything else re-enters.
@@ -75,16 +59,17 @@ end
 if not holder then
   local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
   if not head or head == owner then
-    if head then leaveQueue(head) end
+    if head then leaveQueue(queueKey, deadlinesKey, head) end
     return newHold()
   end
   -- Free, but someone is first in line: it is theirs.
-  leaveQueue(head)
-  local fence = take(head)
+  leaveQueue(queueKey, deadlinesKey, head)
+  local fence = take(lockKey, fenceKey, head, leaseMs)
   redis.call('SPUBLISH', grantedChannel, head .. '\n' .. string.format('%.0f', fence) .. '\n' .. leaseMs)
 end
 
--- Tell the holder someone else wanted it: a holder passing the lock around its own process then yields on release.
+-- Tell the holder someone else wanted it: its release then announces itself, and a holder passing the lock around
+-- its own process yields.
 if holder then redis.call('HSET', lockKey, 'contended', 1) end
 
 if mode ~= 'try' then

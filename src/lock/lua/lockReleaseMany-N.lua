@@ -1,27 +1,23 @@
 --[[
-  Drops several single holds in one call: lockRelease's fast path for each, a hold nobody else tried to take while
-  it was held, with nobody queued, simply deleted (no notice: nobody waits for it).
+  Drops one hold of each of several locks in one call, each as lockRelease drops it (release.lua).
 
-  Input (numkeys = 2 × locks):
-    KEYS[2i-1], KEYS[2i]  lock i's hash and fair queue
-    ARGV[i]               lock i's owner
+  Input (numkeys = 4 × locks):
+    KEYS[4i-3] .. KEYS[4i]  lock i's hash, fencing counter, fair queue and queue deadlines
+    ARGV[3i-2]              lock i's owner
+    ARGV[3i-1], ARGV[3i]    lock i's channels for the release notice and for hand-off notices
+    ARGV[#KEYS / 4 * 3 + 1] lease in milliseconds for a waiter a lock is handed to
+    ARGV[#KEYS / 4 * 3 + 2] release notice payload
 
-  Output, one number per lock:
-    0    released
-    -2   not the owner (expired, taken over, never held): nothing changed
-    -3   contended, queued for, or held more than once: nothing changed; release it with lockRelease
+  Output, three values per lock: release.lua's answer, padded with zeros.
 ]]
+--@include release
+local locks = #KEYS / 4
+local handOffLeaseMs, notice = tonumber(ARGV[3 * locks + 1]), ARGV[3 * locks + 2]
 local answers = {}
-for i = 1, #KEYS / 2 do
-  local lockKey, queueKey = KEYS[2 * i - 1], KEYS[2 * i]
-  local held = redis.call('HMGET', lockKey, 'owner', 'count', 'contended')
-  if held[1] ~= ARGV[i] then
-    answers[i] = -2
-  elseif held[2] == '1' and not held[3] and redis.call('EXISTS', queueKey) == 0 then
-    redis.call('DEL', lockKey)
-    answers[i] = 0
-  else
-    answers[i] = -3
-  end
+for i = 1, locks do
+  local keys = {KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]}
+  local owner, releasedChannel, grantedChannel = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local answer = release(keys, owner, false, 0, handOffLeaseMs, releasedChannel, notice, grantedChannel)
+  for j = 1, 3 do answers[3 * (i - 1) + j] = answer[j] or 0 end
 end
 return answers

@@ -12,10 +12,11 @@
 
   Output, two numbers per lock:
     fence, previous   taken again: the new token, and the one issued just before it (the holder's own)
-    -2, 0             not the owner (expired, taken over, never held): nothing changed
-    -3, 0             contended, queued for, or held more than once: nothing changed; release it
+    -1, 0             busy: another owner tried to take it, or waits in its queue, or the holder holds it more than
+                      once; nothing changed
+    -2, 0             lost: not the owner (expired, taken over, never held); nothing changed
 ]]
---@include issue-fence
+--@include take
 local locks = #KEYS / 3
 local leaseMs = tonumber(ARGV[locks + 1])
 local answers = {}
@@ -25,12 +26,9 @@ for i = 1, locks do
   if held[1] ~= ARGV[i] then
     answers[2 * i - 1], answers[2 * i] = -2, 0
   elseif held[2] == '1' and not held[3] and redis.call('EXISTS', queueKey) == 0 then
-    local fence, previous = issueFence(fenceKey)
-    redis.call('HSET', lockKey, 'fence', string.format('%.0f', fence))
-    redis.call('PEXPIRE', lockKey, leaseMs)
-    answers[2 * i - 1], answers[2 * i] = fence, previous
+    answers[2 * i - 1], answers[2 * i] = take(lockKey, fenceKey, ARGV[i], leaseMs)
   else
-    answers[2 * i - 1], answers[2 * i] = -3, 0
+    answers[2 * i - 1], answers[2 * i] = -1, 0
   end
 end
 return answers

@@ -1,6 +1,5 @@
 --[[
-  One attempt at each of several locks, in one call: the fast path of lockAcquire's 'try' for each. For a batch that
-  takes many locks at once (the order flow's segments on one Redis), one script call instead of one per lock.
+  One attempt at each of several locks, in one call: lockAcquire's 'try' for a new owner of each.
 
   Input (numkeys = 3 × locks):
     KEYS[3i-2], KEYS[3i-1], KEYS[3i]  lock i's hash, fencing counter and fair queue
@@ -9,26 +8,21 @@
 
   Output, two numbers per lock:
     fence, previous   taken: a new hold (count 1); `previous` as lockAcquire's
-    -1, pttl          held by another owner (marked contended, as lockAcquire marks it)
-    -3, 0             free but with fair waiters queued: ask lockAcquire, which hands it to the head of the queue
+    -1, pttl          busy: held by another owner (told someone wanted it, as lockAcquire tells it), or free with
+                      fair waiters queued, which the queue's head takes when it next polls
 ]]
---@include issue-fence
+--@include take
 local locks = #KEYS / 3
 local leaseMs = tonumber(ARGV[locks + 1])
 local answers = {}
 for i = 1, locks do
   local lockKey, fenceKey, queueKey = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local owner = ARGV[i]
   if redis.call('EXISTS', lockKey, queueKey) == 0 then
-    local fence, previous = issueFence(fenceKey)
-    redis.call('HSET', lockKey, 'owner', owner, 'count', 1, 'fence', string.format('%.0f', fence))
-    redis.call('PEXPIRE', lockKey, leaseMs)
-    answers[2 * i - 1], answers[2 * i] = fence, previous
-  elseif redis.call('EXISTS', lockKey) == 1 then
-    redis.call('HSET', lockKey, 'contended', 1)
-    answers[2 * i - 1], answers[2 * i] = -1, redis.call('PTTL', lockKey)
+    answers[2 * i - 1], answers[2 * i] = take(lockKey, fenceKey, ARGV[i], leaseMs)
   else
-    answers[2 * i - 1], answers[2 * i] = -3, 0
+    local pttl = redis.call('PTTL', lockKey)
+    if pttl ~= -2 then redis.call('HSET', lockKey, 'contended', 1) end
+    answers[2 * i - 1], answers[2 * i] = -1, pttl
   end
 end
 return answers
