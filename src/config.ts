@@ -132,7 +132,7 @@ const configSchema = z.object({
   WEBHOOK_RETRY_FOR_MS: positiveMs(30 * 86_400_000).default(26 * 3_600_000),
   WEBHOOK_TIMEOUT_MS: positiveMs(600_000).default(10_000),
   // Lets webhooks reach loopback, private and link-local addresses: development and tests only (docs/operations.md).
-  WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: flag,
+  WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: flag('0'),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
   LOCK_WATCHDOG: flag('1'),
 });
@@ -284,8 +284,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       webhookBackoffMaxMs: e.WEBHOOK_BACKOFF_MAX_MS,
       webhookRetryForMs: e.WEBHOOK_RETRY_FOR_MS,
       webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
-      webhookAllowPrivateDestinations:
-        e.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS === '1' || e.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS === 'true',
+      webhookAllowPrivateDestinations: e.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS,
     }),
   });
 }
