@@ -57,6 +57,9 @@ export class AppError extends Error {
   }
 }
 
+/** A setting the service cannot start with (src/config.ts): the message names it, and the service does not start. */
+export class ConfigError extends Error {}
+
 const lockStoreFailures = new Set(['LockUnavailableError', 'CONNECTION_LOSS', 'SESSION_EXPIRED', 'OPERATION_TIMEOUT']);
 const connectionErrorCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
 

@@ -1,5 +1,6 @@
 import { type ExtraRoutes, StockService } from './app.js';
-import { type Config, ConfigError, loadConfig } from './config.js';
+import { type Config, loadConfig } from './config.js';
+import { ConfigError } from './errors.js';
 import { migrateToLatest } from './db/migrator.js';
 import { EmbeddedDefaultError, resolveEndpoints } from './endpoints.js';
 import { createLogger, type Logger } from './logger.js';

@@ -39,3 +39,26 @@ export interface StockEvent {
   occurredAt: string;
   data: Record<string, unknown> & SkuTotals;
 }
+
+/** The low-stock threshold in force after an outbox row with this data: set by the SKU's creation and by a threshold change. */
+export function thresholdAfter(data: Record<string, unknown> | null, threshold: number | null): number | null {
+  const set = (data?.sku ?? data?.threshold) as { lowStockThreshold?: number | null } | undefined;
+  return set && set.lowStockThreshold !== undefined ? set.lowStockThreshold : threshold;
+}
+
+/**
+ * What an event's change of `available` announces besides itself: crossing the low-stock threshold downwards (from
+ * above it to at or below it), reaching 0, and coming back from 0 (a SKU created with stock was never out of it).
+ */
+export function derivedTypes(
+  type: EventType,
+  before: number,
+  after: { available: number; lowStockThreshold: number | null },
+): EventType[] {
+  const derived: EventType[] = [];
+  const threshold = after.lowStockThreshold;
+  if (threshold !== null && before > threshold && after.available <= threshold) derived.push('sku.low_stock');
+  if (before > 0 && after.available === 0) derived.push('sku.sold_out');
+  if (before === 0 && after.available > 0 && type !== 'sku.created') derived.push('sku.back_in_stock');
+  return derived;
+}

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { arrayLiteral, type Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import type { EventType, SkuTotals } from './event-types.js';
+import { derivedTypes, type EventType, type SkuTotals, thresholdAfter } from './event-types.js';
 import { PeriodicJob } from './periodic-job.js';
 
 /** Outbox rows moved per transaction: bounded, so one run never holds the sequencer lock for long. */
@@ -139,7 +139,7 @@ export class EventSequencer {
           };
           states.set(row.sku_id, state);
         }
-        state.lowStockThreshold = thresholdAfter(row, state.lowStockThreshold);
+        state.lowStockThreshold = thresholdAfter(row.data, state.lowStockThreshold);
         // One event per placed order of a batch's row, each with the SKU's totals after it; one for any other row.
         const changes = row.placed
           ? row.placed.map(([status, quantity], item) => ({
@@ -281,23 +281,4 @@ interface StateRow {
   reserved: number | null;
   sold: number | null;
   low_stock_threshold: number | null;
-}
-
-/** The threshold in force after the row: set by the SKU's creation and by a threshold change. */
-function thresholdAfter(row: OutboxRow, threshold: number | null): number | null {
-  const set = (row.data?.sku ?? row.data?.threshold) as { lowStockThreshold?: number | null } | undefined;
-  return set && set.lowStockThreshold !== undefined ? set.lowStockThreshold : threshold;
-}
-
-/**
- * What an event's change of `available` announces besides itself: crossing the low-stock threshold downwards (from
- * above it to at or below it), reaching 0, and coming back from 0 (a SKU created with stock was never out of it).
- */
-function derivedTypes(type: EventType, before: number, after: SkuState): EventType[] {
-  const derived: EventType[] = [];
-  const threshold = after.lowStockThreshold;
-  if (threshold !== null && before > threshold && after.available <= threshold) derived.push('sku.low_stock');
-  if (before > 0 && after.available === 0) derived.push('sku.sold_out');
-  if (before === 0 && after.available > 0 && type !== 'sku.created') derived.push('sku.back_in_stock');
-  return derived;
 }

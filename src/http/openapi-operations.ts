@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Scope } from '../config.js';
+import type { Scope } from '../api-keys-file.js';
 import { type ErrorCode, errorCatalog } from '../errors.js';
 import { idempotencyKey, orderId, skuName } from './schemas.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SCOPES, type Scope } from '../../src/config.js';
+import { SCOPES, type Scope } from '../../src/api-keys-file.js';
 import { auditSku, booksViolations } from '../support/invariants.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { bearer, serviceKey, type ServiceKey, TestIssuer, writeKeysFile } from './credentials.js';

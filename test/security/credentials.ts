@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from 'jose';
-import type { Scope } from '../../src/config.js';
+import type { Scope } from '../../src/api-keys-file.js';
 
 /** A service key: what the caller sends, and its entry in API_KEYS_FILE. */
 export interface ServiceKey {

@@ -1,6 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator } from 'express-rate-limit';
-import { type Config, SCOPES, type Scope } from '../../config.js';
+import { SCOPES, type Scope } from '../../api-keys-file.js';
+import type { Config } from '../../config.js';
 import { AppError } from '../../errors.js';
 import { customerId as customerIdSchema } from '../schemas.js';
 import { CustomerTokenVerifier } from './customer-tokens.js';

@@ -1,4 +1,4 @@
-import type { Scope } from '../../config.js';
+import type { Scope } from '../../api-keys-file.js';
 
 /**
  * Who is calling, decided once per request from its Authorization header: `open`, a caller without a credential

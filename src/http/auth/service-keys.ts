@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { type ApiKey, SCOPES, type Scope } from '../../config.js';
+import { type ApiKey, SCOPES, type Scope } from '../../api-keys-file.js';
 import type { Principal } from './principal.js';
 
 /** What METRICS_TOKEN may do: read-only monitoring, the metrics and the event feed. */

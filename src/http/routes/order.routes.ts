@@ -1,5 +1,5 @@
 import { type RequestHandler, Router } from 'express';
-import type { Scope } from '../../config.js';
+import type { Scope } from '../../api-keys-file.js';
 import { AppError } from '../../errors.js';
 import type { OrderLifecycle } from '../../reservations/order-lifecycle.js';
 import type { OrderPlacement, OrderRequest } from '../../orders/order-placement.js';
