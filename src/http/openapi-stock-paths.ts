@@ -31,7 +31,7 @@ export function stockPaths(): Record<string, unknown> {
           '`nextCursor` back as `cursor`, with the same filters: SKUs created meanwhile neither shift nor repeat a ' +
           `page. A filtered page looks at ${MAX_SKUS_SCANNED.toLocaleString('en')} SKUs at most, so it may hold ` +
           `fewer than \`limit\` (even none) while \`nextCursor\` is not null. Any credential.${OPEN_UNTIL_KEYS}`,
-        security: security([], true),
+        security: security([], true, true),
         parameters: queryParameters(skuListQuery.shape),
         responses: {
           '200': { description: 'A page; `nextCursor` fetches the next.', content: json('SkuPage') },

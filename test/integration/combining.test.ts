@@ -245,7 +245,8 @@ describe('the batch statement', () => {
     const first = await call(service.url, 'POST', '/orders', { sku, quantity: 1 }, { 'idempotency-key': key });
     expect(first.status).toBe(201);
     const now = (await readSegmentStates(db, [row]))[0]!;
-    const orders = [order(row.skuId, 2), order(row.skuId, 4, key), order(row.skuId, 3)];
+    // The key as the service stored it: scoped to its caller, here one without a credential.
+    const orders = [order(row.skuId, 2), order(row.skuId, 4, `anonymous ${key}`), order(row.skuId, 3)];
     const segment = { ...row, limitClaimed: false, availableSeen: now.available, fenceSeen: now.fence };
     const result = await writeBatch(db, { segments: [{ ...segment, fence: now.fence + 1 }], orders });
     expect(result.written).toEqual(new Set([0]));

@@ -152,12 +152,15 @@ export async function checkLifecycle(db: Db, load: LifecycleLoad): Promise<Lifec
     violations.push(...booksViolations(await auditSku(db, sku)).map((v) => `${sku}: ${v}`));
   }
   const { rows } = await sql<{ id: string; key: string | null; status: string; lines: Record<string, number> }>`
-    select o.id, o.idempotency_key as key, o.status,
+    -- The key as the client sent it: stored after its caller's scope (src/http/idempotency-key.ts).
+    select o.id, substr(o.idempotency_key, strpos(o.idempotency_key, ' ') + 1) as key, o.status,
            (select json_object_agg(s.sku, t.quantity) from (
               select d.sku_id, sum(d.quantity)::int as quantity from stock_deductions d
                where d.order_id = o.id group by d.sku_id) t join skus s on s.id = t.sku_id) as lines
       from orders o
-     where o.idempotency_key = any(${load.orders.map((o) => o.key)}::text[])`.execute(db);
+     where substr(o.idempotency_key, strpos(o.idempotency_key, ' ') + 1) = any(${load.orders.map((o) => o.key)}::text[])`.execute(
+    db,
+  );
   const stored = new Map(rows.map((row) => [row.key, row]));
   let lost = 0;
   let confirmed = 0;
