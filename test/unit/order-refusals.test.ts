@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { isOnSale, type SaleWindow } from '../../src/inventory/sale-window.js';
 import type { SkuEntry } from '../../src/inventory/sku-directory.js';
 import { FENCE_GUARD, writeBatchStatement } from '../../src/orders/batch-statements.js';
-import { lockBusy, outOfStock, purchaseLimit, refusalBeforeLocks } from '../../src/orders/outcome.js';
+import { AppError } from '../../src/errors.js';
+import type { OrderRecord } from '../../src/orders/order.repository.js';
+import {
+  lockBusy,
+  outcomeOf,
+  outOfStock,
+  purchaseLimit,
+  refusalBeforeLocks,
+  refused,
+} from '../../src/orders/outcome.js';
 
 /** A SKU as the instance knows it: four segments, none read empty, no limit, the given window. */
 function entryOf(sku: string, window: SaleWindow, fields: Partial<SkuEntry> = {}): SkuEntry {
@@ -162,5 +171,29 @@ describe("the order statement's fence guard", () => {
   it('writes a segment only where the row still carries the token its holder read, and that token is older', () => {
     expect(FENCE_GUARD).toBe('s.fence_token = w.fence_seen and s.fence_token < w.fence');
     expect(writeBatchStatement.text).toContain(`where ${FENCE_GUARD}\n`);
+  });
+});
+
+describe("an order's outcome, as the metrics count it", () => {
+  const order = { orderId: 'o-1' } as unknown as OrderRecord;
+
+  it('is placed or replayed for an order answered with its order', () => {
+    expect(outcomeOf({ placed: { order, replayed: false } })).toBe('placed');
+    expect(outcomeOf({ placed: { order, replayed: true } })).toBe('replayed');
+  });
+
+  it("is a refusal's code, dependency_unavailable for Redis or Postgres away, and internal for anything else", () => {
+    expect(outcomeOf({ error: outOfStock('tea', 2, 1) })).toBe('out_of_stock');
+    expect(outcomeOf({ error: new AppError('rate_limited', 'slow down') })).toBe('rate_limited');
+    expect(outcomeOf({ error: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) })).toBe(
+      'dependency_unavailable',
+    );
+    expect(outcomeOf({ error: new Error('a bug') })).toBe('internal');
+    expect(outcomeOf({ error: 'not even an error' })).toBe('internal');
+  });
+
+  it('ends a refused order under its refusal, with the problem the client receives', () => {
+    const problem = lockBusy(500);
+    expect(refused(problem)).toEqual({ outcome: 'lock_busy', problem });
   });
 });
