@@ -22,6 +22,7 @@ import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
 import { docsRoutes, openApiRoutes } from './http/docs/docs.routes.js';
+import { capConnectionsPerAddress } from './http/connection-cap.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { liveness, readiness, type Unreadiness } from './http/routes/health.routes.js';
 import { metricsRoutes } from './http/routes/metrics.routes.js';
@@ -248,7 +249,9 @@ export class StockService {
     this.retention.start();
     this.saleEdges?.start();
     this.deliveries.start();
-    this.server = createServer(CLIENT_TIME_BOUNDS, this.app).listen(port, host);
+    this.server = createServer(CLIENT_TIME_BOUNDS, this.app);
+    capConnectionsPerAddress(this.server, this.config.maxConnectionsPerAddress);
+    this.server.listen(port, host);
     await once(this.server, 'listening');
     // Keep-alive longer than typical proxies' idle timeout, so they close first.
     this.server.keepAliveTimeout = 65_000;

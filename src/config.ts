@@ -71,6 +71,9 @@ const configSchema = z.object({
   RATE_LIMIT_ORDERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
   // Proxies in front of the service whose X-Forwarded-For to believe, so the rate limit sees clients, not the proxy.
   TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
+  // Open connections one peer address may hold; more are closed on arrival. 0: no cap (behind a load balancer, where
+  // every connection is the balancer's). Above the load test's few hundred from loopback.
+  MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(0).max(1_000_000).default(1024),
   // Where the segment locks live (docs/locks.md): the service's Redis, Redlock over REDIS_LOCK_URLS, the service's
   // Postgres, or ZooKeeper at ZOOKEEPER_CONNECT.
   LOCK_BACKEND: z.preprocess(emptyAsUnset, z.enum(['redis', 'redlock', 'postgres', 'zookeeper']).default('redis')),
@@ -137,6 +140,8 @@ export type Config = Readonly<{
   processClockSkewMs: number;
   rateLimitOrdersPerMinute: number;
   trustProxyHops: number;
+  /** Open connections one peer address may hold (0: no cap). */
+  maxConnectionsPerAddress: number;
   lockBackend: 'redis' | 'redlock' | 'postgres' | 'zookeeper';
   redisLockUrls: readonly string[];
   zookeeperConnect: string | undefined;
@@ -238,6 +243,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     rateLimitOrdersPerMinute: e.RATE_LIMIT_ORDERS_PER_MINUTE,
     trustProxyHops: e.TRUST_PROXY_HOPS,
+    maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
     lockBackend: e.LOCK_BACKEND,
     redisLockUrls: Object.freeze(e.REDIS_LOCK_URLS ?? []),
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
