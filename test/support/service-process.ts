@@ -11,13 +11,16 @@ export interface SpawnOptions {
   nodeArgs?: string[];
   /** Also wait for a line of output matching this (e.g. a cluster primary's "every worker listens"). */
   readyLine?: RegExp;
+  /** Arguments after the script, given the port chosen for it (for a program that reads no PORT). */
+  args?: (port: number) => string[];
 }
 
 /**
  * The one service spawner of the tests and the load test: `node <script>` as its own OS process on a free loopback
  * port (PORT), ready once `GET /readyz` answers 200. Every line it prints is kept in `output`. The script is the
  * compiled service (`dist/src/main.js`, as production runs it), the load test's entry point with its benchmark
- * routes, a cluster primary, or the alternative and the bare echo the load test compares the service with.
+ * routes, a cluster primary, the alternative and the bare echo the load test compares the service with, or a validating
+ * proxy in front of the service (test/security/readme-contract.test.ts).
  */
 export class SpawnedService {
   private constructor(
@@ -32,7 +35,7 @@ export class SpawnedService {
     options: SpawnOptions = {},
   ): Promise<SpawnedService> {
     const port = await freePort();
-    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), script], {
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), script, ...(options.args?.(port) ?? [])], {
       env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
