@@ -53,7 +53,8 @@ describe('the dashboard of a fleet of two instances, in a real browser', () => {
   it("shows the fleet's sum by reason from either instance, with the sale's timeline, and keeps it over a reload", async () => {
     const [a, b] = fleet.members as [(typeof fleet.members)[0], (typeof fleet.members)[0]];
     const sku = uniqueSku('fleet-dash');
-    const opensAt = Date.now() + 4_000;
+    // Far enough ahead for ten refused orders on a busy machine.
+    const opensAt = Date.now() + 10_000;
     const created = await call(
       a.url,
       'POST',
@@ -62,7 +63,12 @@ describe('the dashboard of a fleet of two instances, in a real browser', () => {
       admin,
     );
     expect(created.status).toBe(201);
+    // Before the opening, both instances refuse: not on sale.
+    for (const member of [a, b])
+      for (let i = 0; i < 5; i++)
+        expect((await call(member.url, 'POST', '/orders', { sku, quantity: 1 })).body.code).toBe('not_on_sale');
 
+    // The page opens after those refusals: it shows them from the stored history.
     const page = await browser.newPage();
     await page.setViewport({ width: 1400, height: 1500 });
     const pageErrors: string[] = [];
@@ -72,10 +78,6 @@ describe('the dashboard of a fleet of two instances, in a real browser', () => {
     });
     await page.goto(`${a.url}/dashboard?sku=${sku}#token=${ADMIN_TOKEN}`);
 
-    // Before the opening, both instances refuse: not on sale.
-    for (const member of [a, b])
-      for (let i = 0; i < 5; i++)
-        expect((await call(member.url, 'POST', '/orders', { sku, quantity: 1 })).body.code).toBe('not_on_sale');
     await sleep(Math.max(0, opensAt - Date.now() + 300));
 
     // A sale across both instances, until sold out (the last orders are refused: out of stock).

@@ -53,10 +53,11 @@ function makeCharts() {
     new Chart(
       $('chart-orders'),
       store,
+      // The fleet's first, so that this SKU's lines are drawn over it where they coincide.
       [
+        ['fleet.placed', 'placed (fleet)', '#9aa3b2'],
         ['sku.placed', 'placed (this SKU)', SERIES_COLOURS.placed],
         ...refusals('sku'),
-        ['fleet.placed', 'placed (fleet)', '#9aa3b2'],
       ],
       events,
     ),
@@ -75,10 +76,10 @@ function makeCharts() {
       $('chart-latency'),
       store,
       [
-        ['sku.p50Ms', 'p50 (this SKU)', '#3a7bd5'],
-        ['sku.p99Ms', 'p99 (this SKU)', '#b3261e'],
         ['fleet.p50Ms', 'p50 (fleet)', '#9ec1f0'],
         ['fleet.p99Ms', 'p99 (fleet)', '#f0a39e'],
+        ['sku.p50Ms', 'p50 (this SKU)', '#3a7bd5'],
+        ['sku.p99Ms', 'p99 (this SKU)', '#b3261e'],
       ],
       events,
       { units: 'ms' },
