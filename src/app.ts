@@ -11,7 +11,6 @@ import { AppError } from './errors.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
-import { skuTimeline } from './events/feed.repository.js';
 import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
@@ -171,24 +170,17 @@ export class StockService {
       eventMetrics,
       log,
     );
-    const instance = `${hostname()} pid ${process.pid}`;
     this.fleetSeries = new FleetSeries({
       redis: this.redis,
       now: () => this.clock.now(),
-      instance,
+      instance: `${hostname()} pid ${process.pid}`,
       tally: this.metrics.fleetTally,
       ready: async () => (await this.unreadiness()) === null,
       readStock: (sku) => admin.view(sku),
       webhookLagSeconds: () => eventMetrics.longestLagSeconds(),
       log,
     });
-    this.dashboard = new DashboardFeed({
-      readView: (sku) => admin.view(sku),
-      series: this.fleetSeries,
-      readTimeline: (sku, since, limit) => skuTimeline(this.db, sku, since, limit),
-      now: () => this.clock.now(),
-      instance,
-    });
+    this.dashboard = new DashboardFeed({ readView: (sku) => admin.view(sku), series: this.fleetSeries, db: this.db });
     this.access = new Access(config);
     this.app = this.buildApp(placement, admin);
   }

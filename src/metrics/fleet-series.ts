@@ -85,6 +85,16 @@ export class FleetSeries {
 
   constructor(private readonly options: FleetSeriesOptions) {}
 
+  /** This instance's name, as the instances' list shows it. */
+  get instance(): string {
+    return this.options.instance;
+  }
+
+  /** The shared clock's time, which numbers the seconds. */
+  now(): number {
+    return this.options.now();
+  }
+
   start(): void {
     this.timer = setInterval(() => void this.flush(), 1000);
   }
@@ -93,7 +103,7 @@ export class FleetSeries {
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.flushing;
-    await this.flush(false).catch(() => {});
+    await this.flush(true).catch(() => {});
   }
 
   /** The SKU's books as the dashboard just read them: recorded with the next flush. */
@@ -101,26 +111,30 @@ export class FleetSeries {
     this.stockRead.set(sku, totals);
   }
 
-  /** Adds this instance's counts since the last flush, samples stock, beats: one pipeline. Skipped while one runs. */
-  flush(ready?: boolean): Promise<void> {
+  /**
+   * Adds this instance's counts since the last flush, samples stock, beats: one pipeline. A flush asked for while one
+   * runs is that one. The `last` flush, at stop, removes the heartbeat, so the page lists the instance as gone at once.
+   */
+  flush(last = false): Promise<void> {
     if (this.flushing) return this.flushing;
-    this.flushing = this.write(ready).finally(() => (this.flushing = undefined));
+    this.flushing = this.write(last).finally(() => (this.flushing = undefined));
     return this.flushing;
   }
 
-  private async write(readyOverride?: boolean): Promise<void> {
+  private async write(last: boolean): Promise<void> {
     const { redis, tally, now, instance } = this.options;
     const taken = tally.take();
     const stock = await this.sampleStock(FleetTally.skusOf(taken));
     const nowMs = now();
     const second = Math.floor(nowMs / 1000);
-    const ready = readyOverride ?? (await this.options.ready().catch(() => false));
+    const ready = !last && (await this.options.ready().catch(() => false));
     const pipeline = redis.pipeline();
-    const expiring = new Set<string>();
+    /** Each block written, by key: its expiry is set once per flush. */
+    const expiring = new Map<string, number>();
     const keyOf = (scope: string, at: number) => {
       const block = Math.floor(at / BLOCK_SECONDS);
       const key = blockKey(scope, block);
-      expiring.add(key);
+      expiring.set(key, block);
       return { key, slot: at - block * BLOCK_SECONDS };
     };
     for (const [at, counts] of taken) addCounts(counts, at, keyOf, pipeline);
@@ -139,12 +153,9 @@ export class FleetSeries {
       const { key, slot } = keyOf(FLEET_SCOPE, second);
       pipeline.hset(key, `${slot}${FIELD.webhookLagMs}`, Math.round(lag * 1000));
     }
-    for (const key of expiring) {
-      const block = Number(key.slice(key.lastIndexOf(':') + 1));
-      pipeline.expireat(key, (block + 1) * BLOCK_SECONDS + RETAIN_SECONDS);
-    }
+    for (const [key, block] of expiring) pipeline.expireat(key, (block + 1) * BLOCK_SECONDS + RETAIN_SECONDS);
     const beat: InstanceBeat = { instance, ready, seenAt: nowMs, alive: true };
-    if (readyOverride === false) pipeline.del(instanceKey(instance));
+    if (last) pipeline.del(instanceKey(instance));
     else pipeline.set(instanceKey(instance), JSON.stringify(beat), 'PX', HEARTBEAT_MS);
     pipeline.zadd(INSTANCES_KEY, nowMs, instance);
     pipeline.zremrangebyscore(INSTANCES_KEY, '-inf', nowMs - GONE_LISTED_MS);

@@ -1,6 +1,8 @@
 import type { Response } from 'express';
 import { AppError } from '../../errors.js';
+import type { Db } from '../../db/database.js';
 import type { StockEvent } from '../../events/event-types.js';
+import { skuTimeline } from '../../events/feed.repository.js';
 import type { FleetSeries, InstanceBeat, SeriesWindow } from '../../metrics/fleet-series.js';
 import type { SkuView } from '../../stock/sku-view.js';
 
@@ -41,12 +43,10 @@ interface Watched {
 
 export interface DashboardSources {
   readView: (sku: string) => Promise<SkuView>;
-  series: Pick<FleetSeries, 'read' | 'instances' | 'recordStock'>;
-  /** The SKU's notable events since a time, newest first; a failed read shows none. */
-  readTimeline: (sku: string, since: Date, limit: number) => Promise<StockEvent[]>;
-  /** The shared clock's time. */
-  now: () => number;
-  instance: string;
+  /** The fleet's series, this instance's name and the shared clock. */
+  series: Pick<FleetSeries, 'read' | 'instances' | 'recordStock' | 'now' | 'instance'>;
+  /** Where the SKU's timeline is read (a failed read shows none). */
+  db: Db;
   intervalMs?: number;
 }
 
@@ -111,13 +111,18 @@ export class DashboardFeed {
 
   /** The last hour of the fleet's and the SKU's series, up to the last whole second, and its timeline. */
   async history(sku: string): Promise<DashboardHistory> {
-    const now = this.sources.now();
+    const now = this.sources.series.now();
     const to = Math.floor(now / 1000) - 1;
     const [series, timeline] = await Promise.all([
       this.sources.series.read(sku, to - HISTORY_SECONDS + 1, to),
-      this.sources.readTimeline(sku, new Date(now - HISTORY_SECONDS * 1000), TIMELINE_LIMIT).catch(() => []),
+      this.timeline(sku, now),
     ]);
     return { sku, series, timeline };
+  }
+
+  /** The SKU's notable events of the hour before `now`, newest first; none when they cannot be read. */
+  private timeline(sku: string, now: number): Promise<StockEvent[]> {
+    return skuTimeline(this.sources.db, sku, new Date(now - HISTORY_SECONDS * 1000), TIMELINE_LIMIT).catch(() => []);
   }
 
   private async tick(sku: string): Promise<void> {
@@ -137,8 +142,8 @@ export class DashboardFeed {
   }
 
   private async snapshot(sku: string): Promise<DashboardSnapshot> {
-    const { series, now } = this.sources;
-    const at = now();
+    const { series } = this.sources;
+    const at = series.now();
     const to = Math.floor(at / 1000) - 1;
     const [view, recent, instances, timeline] = await Promise.all([
       this.sources.readView(sku).then(
@@ -150,12 +155,12 @@ export class DashboardFeed {
       ),
       series.read(sku, to - RECENT_SECONDS + 1, to).catch(() => null),
       series.instances().catch(() => []),
-      this.sources.readTimeline(sku, new Date(at - HISTORY_SECONDS * 1000), TIMELINE_LIMIT).catch(() => []),
+      this.timeline(sku, at),
     ]);
     // The stock just read goes into the series too: a watched SKU's stock is charted every second.
     if (view.value) series.recordStock(sku, view.value);
     return {
-      instance: this.sources.instance,
+      instance: series.instance,
       at: new Date(at).toISOString(),
       sku,
       view: view.value,
