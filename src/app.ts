@@ -11,7 +11,6 @@ import { AppError } from './errors.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
-import { latestEvents } from './events/feed.repository.js';
 import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
@@ -39,6 +38,7 @@ import { StockAdmin } from './stock/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
 import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
+import { FleetSeries } from './metrics/fleet-series.js';
 import { readAvailableBySku } from './metrics/metrics.repository.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { OrderService } from './orders/order.service.js';
@@ -49,9 +49,6 @@ import { createRedisConnections, type RedisClient, type RedisConnections } from 
  * 404. The load test mounts its benchmark routes here (loadtest/bench); the product mounts none.
  */
 export type ExtraRoutes = (service: StockService) => express.Router;
-
-/** Events of its SKU the dashboard shows. */
-const RECENT_EVENTS = 10;
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
@@ -80,6 +77,7 @@ export class StockService {
   readonly clock: SharedClock;
   private readonly lifecycle: OrderLifecycle;
   private readonly dashboard: DashboardFeed;
+  private readonly fleetSeries: FleetSeries;
   readonly sequencer: EventSequencer;
   private readonly streams: EventStreams;
   private readonly retention: EventRetention;
@@ -151,7 +149,7 @@ export class StockService {
       outbox,
       log,
     );
-    const eventMetrics = new EventMetrics(this.metrics.registry);
+    const eventMetrics = new EventMetrics(this.metrics.registry, (n) => this.metrics.fleetTally.events(n));
     this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
       eventMetrics.sequenced(type, n),
     );
@@ -173,13 +171,17 @@ export class StockService {
       eventMetrics,
       log,
     );
-    this.dashboard = new DashboardFeed({
-      readView: (sku) => admin.view(sku),
-      readCounters: () => this.metrics.orderCounters(),
-      readRecentEvents: (sku) => latestEvents(this.db, sku, RECENT_EVENTS),
+    this.fleetSeries = new FleetSeries({
+      redis: this.redis,
       now: () => this.clock.now(),
       instance: `${hostname()} pid ${process.pid}`,
+      tally: this.metrics.fleetTally,
+      ready: async () => (await this.unreadiness()) === null,
+      readStock: (sku) => admin.view(sku),
+      webhookLagSeconds: () => eventMetrics.longestLagSeconds(),
+      log,
     });
+    this.dashboard = new DashboardFeed({ readView: (sku) => admin.view(sku), series: this.fleetSeries, db: this.db });
     this.access = new Access(config);
     this.app = this.buildApp(placement, admin);
   }
@@ -249,6 +251,7 @@ export class StockService {
     this.retention.start();
     this.saleEdges?.start();
     this.deliveries.start();
+    this.fleetSeries.start();
     this.server = createServer(CLIENT_TIME_BOUNDS, this.app);
     capConnectionsPerAddress(this.server, this.config.maxConnectionsPerAddress);
     this.server.listen(port, host);
@@ -288,6 +291,7 @@ export class StockService {
     }
     await this.lifecycle.stop();
     await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop(), this.saleEdges?.stop()]);
+    await this.fleetSeries.stop();
     this.clock.stop();
     await this.locks.close().catch(() => {});
     this.notices.close();

@@ -48,20 +48,26 @@ function toEvent(row: {
   };
 }
 
-/** The SKU's newest `limit` events, newest first: one backward scan of `events_sku_idx`. */
-export async function latestEvents(db: Db, sku: string, limit: number): Promise<StockEvent[]> {
-  const rows = await db
-    .selectFrom('events')
-    .select(['position', 'type', 'sku', 'sequence', 'occurred_at', 'data'])
-    .where('sku', '=', sku)
-    .orderBy('position', 'desc')
-    .limit(limit)
-    .execute();
-  return rows.map(toEvent);
-}
-
 /** The newest position given so far (0 before the first event). */
 export async function headPosition(db: Db): Promise<number> {
   const row = await db.selectFrom('event_sequencer').select('last_position').where('id', '=', 1).executeTakeFirst();
   return row?.last_position ?? 0;
+}
+
+/**
+ * The SKU's `sku.*` events (created, restocked, re-segmented, sale opened or closed, low stock, sold out, back in
+ * stock) since `since`, newest first, at most `limit`: the sale's timeline the dashboard marks on its charts. A scan
+ * of the partial index `events_sku_timeline_idx`, which holds no order events, so a sale's orders cost it nothing.
+ */
+export async function skuTimeline(db: Db, sku: string, since: Date, limit: number): Promise<StockEvent[]> {
+  const rows = await db
+    .selectFrom('events')
+    .select(['position', 'type', 'sku', 'sequence', 'occurred_at', 'data'])
+    .where('sku', '=', sku)
+    .where('type', 'like', 'sku.%')
+    .where('occurred_at', '>=', since)
+    .orderBy('position', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map(toEvent);
 }

@@ -97,17 +97,52 @@ const stockEvent = z.object({
     .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
 });
 
-const dashboardSnapshot = z.object({
+const perSecond = z.array(z.number());
+const sampled = z.array(z.number().nullable());
+const seriesColumns = z.object({
+  placed: perSecond.describe('Orders placed each second.'),
+  refusals: z
+    .object({ out_of_stock: perSecond, not_on_sale: perSecond, purchase_limit: perSecond, lock_busy: perSecond })
+    .describe('Orders refused each second, by reason.'),
+  p50Ms: sampled.describe('Median answer time of the orders answered that second, ms (null: none).'),
+  p99Ms: sampled.describe('99th percentile answer time, ms, from fixed buckets summed across instances.'),
+  lockWaits: perSecond.describe('Orders that parked waiting for a segment lock.'),
+  events: perSecond.describe('Events sequenced into the feed (fleet only).'),
+  webhookLagSeconds: sampled.describe('Longest webhook delivery lag reported that second (fleet only).'),
+  available: sampled.describe("The SKU's available, where sampled (the fleet's: null)."),
+  reserved: sampled,
+  sold: sampled,
+});
+
+const seriesWindow = z.object({
+  from: z.number().int().describe('The first second, epoch seconds by the shared clock.'),
+  seconds: z.number().int().describe('How many seconds every column holds.'),
+  fleet: seriesColumns.describe('All SKUs, all instances.'),
+  sku: seriesColumns.describe('The SKU, all instances.'),
+});
+
+const instanceBeat = z.object({
   instance: z.string(),
+  ready: z.boolean().describe('Whether it answered /readyz with 200 at its last heartbeat.'),
+  seenAt: z.number().describe('Its last heartbeat, epoch ms by the shared clock.'),
+  alive: z.boolean().describe('False once its heartbeat expired (stopped, or cut off from Redis).'),
+});
+
+const dashboardSnapshot = z.object({
+  instance: z.string().describe('The instance that served this snapshot.'),
   at: z.iso.datetime(),
   sku: skuName,
   view: skuView.nullable(),
   problem: z.string().optional(),
-  ordersPerSecond: z.number(),
-  answersByStatus: z.record(z.string(), z.number()),
-  lockWaits: z.number(),
-  lockWaitsPerSecond: z.number(),
-  recentEvents: z.array(stockEvent).describe("The SKU's newest events, newest first (none when events are off)."),
+  recent: seriesWindow.nullable().describe('The last 10 whole seconds, re-sent each second as late counts arrive.'),
+  instances: z.array(instanceBeat).describe('The instances that beat within the last minute.'),
+  timeline: z.array(stockEvent).describe("The SKU's sku.* events of the last hour, newest first."),
+});
+
+const dashboardHistory = z.object({
+  sku: skuName,
+  series: seriesWindow.describe('The last hour, up to the last whole second.'),
+  timeline: z.array(stockEvent).describe("The SKU's sku.* events of the last hour, newest first."),
 });
 
 const eventPage = z.object({
@@ -167,3 +202,4 @@ components.add(skuPage, { id: 'SkuPage' });
 components.add(orderView, { id: 'Order' });
 components.add(problem, { id: 'Problem' });
 components.add(dashboardSnapshot, { id: 'DashboardSnapshot' });
+components.add(dashboardHistory, { id: 'DashboardHistory' });

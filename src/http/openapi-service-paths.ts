@@ -217,6 +217,19 @@ export function servicePaths(): Record<string, unknown> {
         },
       },
     },
+    '/dashboard/history': {
+      get: {
+        tags: ['monitoring'],
+        operationId: 'dashboardHistory',
+        summary: "The last hour of the fleet's and the SKU's per-second series, and the SKU's timeline",
+        security: monitoringSecurity,
+        parameters: [{ name: 'sku', in: 'query', required: true, schema: schemaOf(skuName) }],
+        responses: {
+          '200': { description: 'The history.', content: json('DashboardHistory') },
+          ...problems(...ALWAYS, 'bad_request', ...AUTH, 'dependency_unavailable'),
+        },
+      },
+    },
     '/dashboard/events': {
       get: {
         tags: ['monitoring'],

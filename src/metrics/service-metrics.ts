@@ -6,6 +6,7 @@ import type { OrderFlowHooks } from '../orders/order-placement.js';
 import { outcomeOf, type PlacedOrder } from '../orders/outcome.js';
 import type { SegmentLockHooks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
+import { ANSWER_TIME_BUCKETS, FleetTally } from './fleet-tally.js';
 
 export interface SkuAvailable {
   sku: string;
@@ -15,22 +16,18 @@ export interface SkuAvailable {
 export interface ServiceMetricsOptions {
   /** Current stock per SKU, read at scrape time so the gauge is never stale. */
   readAvailable: () => Promise<SkuAvailable[]>;
-  /** The clock sale windows follow: its offset from this process's clock, and how far it may be off. */
-  clock: Pick<SharedClock, 'offsetFromProcessMs' | 'uncertaintyMs'>;
-}
-
-/** This instance's order answers by outcome and its lock waits, since it started (for the dashboard). */
-export interface OrderCounters {
-  ordersByOutcome: Record<string, number>;
-  lockWaits: number;
+  /** The clock sale windows follow: its time, its offset from this process's clock, and how far it may be off. */
+  clock: Pick<SharedClock, 'now' | 'offsetFromProcessMs' | 'uncertaintyMs'>;
 }
 
 /**
  * The service's Prometheus metrics, in a registry of its own (several services may share one process in tests).
- * Order-level figures (segments tried, time parked) are gathered per order through the flow's hooks.
+ * Order-level figures (segments tried, time parked) are gathered per order through the flow's hooks. The same hooks
+ * count each order into `fleetTally`, this instance's share of the fleet's per-second series (./fleet-series.ts).
  */
 export class ServiceMetrics {
   readonly registry = new Registry();
+  readonly fleetTally: FleetTally;
 
   private readonly orders = new Counter({
     name: 'stock_orders_total',
@@ -43,7 +40,7 @@ export class ServiceMetrics {
     name: 'stock_order_duration_seconds',
     help: 'Time spent placing an order, from the first lock attempt to the answer, by outcome.',
     labelNames: ['outcome'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    buckets: ANSWER_TIME_BUCKETS,
     registers: [this.registry],
   });
 
@@ -137,6 +134,7 @@ export class ServiceMetrics {
   });
 
   constructor(options: ServiceMetricsOptions) {
+    this.fleetTally = new FleetTally(() => options.clock.now());
     new Gauge({
       name: 'stock_sku_available',
       help: 'Units available per SKU (Σ of its segments), read from Postgres at scrape time; newest 1,000 SKUs.',
@@ -174,17 +172,9 @@ export class ServiceMetrics {
     }
   }
 
-  /** The counters the dashboard shows, read from the same metrics Prometheus scrapes. */
-  async orderCounters(): Promise<OrderCounters> {
-    const [orders, waits] = await Promise.all([this.orders.get(), this.lockWaits.get()]);
-    const ordersByOutcome: Record<string, number> = {};
-    for (const { labels, value } of orders.values) ordersByOutcome[String(labels.outcome)] = value;
-    return { ordersByOutcome, lockWaits: waits.values[0]?.value ?? 0 };
-  }
-
   /** Hooks for the order flow: they feed the counters and the current order's trace. */
   readonly orderFlowHooks: OrderFlowHooks = {
-    observeOrder: (place, trace) => this.observeOrder(place, trace),
+    observeOrder: (place, trace, skus) => this.observeOrder(place, trace, skus),
     onSegmentVisit: () => this.lockAttempts.inc(),
     onLockBusy: () => this.lockBusy.inc(),
     onWait: () => this.lockWaits.inc(),
@@ -195,7 +185,11 @@ export class ServiceMetrics {
   };
 
   /** Runs one order placement, recording its outcome, duration, segments tried and time parked. */
-  private async observeOrder(place: () => Promise<PlacedOrder>, trace: OrderTrace): Promise<PlacedOrder> {
+  private async observeOrder(
+    place: () => Promise<PlacedOrder>,
+    trace: OrderTrace,
+    skus: readonly string[],
+  ): Promise<PlacedOrder> {
     const started = performance.now();
     this.ordersInProgress.inc();
     let outcome: ReturnType<typeof outcomeOf> = 'internal';
@@ -210,8 +204,10 @@ export class ServiceMetrics {
       throw error;
     } finally {
       this.ordersInProgress.dec();
+      const seconds = (performance.now() - started) / 1000;
       this.orders.inc({ outcome });
-      this.orderDuration.observe({ outcome }, (performance.now() - started) / 1000);
+      this.orderDuration.observe({ outcome }, seconds);
+      this.fleetTally.order({ skus, outcome, seconds, waited: trace.waitedMs > 0 });
       // Replays and refusals before any lock (unknown SKU, sold out) tried no segment: they say nothing of locking.
       if (trace.segmentVisits > 0) {
         this.segmentVisits.observe(trace.segmentVisits);

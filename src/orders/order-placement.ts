@@ -39,8 +39,11 @@ export interface OrderPlacementOptions {
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
 export interface OrderFlowHooks extends BatchHooks {
-  /** Wraps each placement, to time it and record its outcome; `trace` is complete once `place` has settled. */
-  observeOrder?(place: () => Promise<PlacedOrder>, trace: OrderTrace): Promise<PlacedOrder>;
+  /**
+   * Wraps each placement, to time it and record its outcome; `trace` is complete once `place` has settled. `skus`:
+   * the SKUs the order names.
+   */
+  observeOrder?(place: () => Promise<PlacedOrder>, trace: OrderTrace, skus: readonly string[]): Promise<PlacedOrder>;
 }
 
 /**
@@ -69,7 +72,13 @@ export class OrderPlacement {
   place(request: OrderRequest): Promise<PlacedOrder> {
     const trace: OrderTrace = { segmentVisits: 0, waitedMs: 0 };
     const place = () => this.placeOnce(request, trace);
-    return this.hooks.observeOrder ? this.hooks.observeOrder(place, trace) : place();
+    return this.hooks.observeOrder
+      ? this.hooks.observeOrder(
+          place,
+          trace,
+          request.lines.map((line) => line.sku),
+        )
+      : place();
   }
 
   private async placeOnce(request: OrderRequest, trace: OrderTrace): Promise<PlacedOrder> {

@@ -1,11 +1,14 @@
 import type { Response } from 'express';
-import { AppError, errorCatalog } from '../../errors.js';
+import { AppError } from '../../errors.js';
+import type { Db } from '../../db/database.js';
 import type { StockEvent } from '../../events/event-types.js';
+import { skuTimeline } from '../../events/feed.repository.js';
+import type { FleetSeries, InstanceBeat, SeriesWindow } from '../../metrics/fleet-series.js';
 import type { SkuView } from '../../stock/sku-view.js';
-import type { OrderCounters } from '../../metrics/service-metrics.js';
 
 /** What every dashboard watching one SKU on this instance receives, once a second. */
 export interface DashboardSnapshot {
+  /** The instance that served this snapshot (any instance shows the same fleet). */
   instance: string;
   /** When the snapshot was taken, by the shared clock (the one sale windows follow), so a countdown counts to it. */
   at: string;
@@ -13,37 +16,50 @@ export interface DashboardSnapshot {
   /** The SKU's stock (one SKU view statement), or null with `problem` when it cannot be read. */
   view: SkuView | null;
   problem?: string;
-  /** Order answers of this instance, all SKUs: per second over the last interval, and by HTTP status since start. */
-  ordersPerSecond: number;
-  answersByStatus: Record<string, number>;
-  lockWaits: number;
-  lockWaitsPerSecond: number;
-  /** The SKU's newest events, newest first. */
-  recentEvents: StockEvent[];
+  /**
+   * The fleet's and the SKU's series over the last RECENT_SECONDS whole seconds. Each instance adds its counts once a
+   * second, so the newest seconds may still grow: every snapshot sends them again and the page replaces them.
+   */
+  recent: SeriesWindow | null;
+  /** The instances that beat within the last minute, with their readiness. */
+  instances: InstanceBeat[];
+  /** The SKU's notable events of the last hour (sku.* types), newest first. */
+  timeline: StockEvent[];
+}
+
+/** What the page loads once: the last hour of the series and the timeline. */
+export interface DashboardHistory {
+  sku: string;
+  series: SeriesWindow;
+  timeline: StockEvent[];
 }
 
 interface Watched {
   subscribers: Set<Response>;
   timer: NodeJS.Timeout;
-  last?: { counters: OrderCounters; atMs: number; data: string };
+  last?: string;
   ticking: boolean;
 }
 
 export interface DashboardSources {
   readView: (sku: string) => Promise<SkuView>;
-  readCounters: () => Promise<OrderCounters>;
-  /** The SKU's newest events, newest first; a failed read shows none. */
-  readRecentEvents: (sku: string) => Promise<StockEvent[]>;
-  /** The shared clock's time. */
-  now: () => number;
-  instance: string;
+  /** The fleet's series, this instance's name and the shared clock. */
+  series: Pick<FleetSeries, 'read' | 'instances' | 'recordStock' | 'now' | 'instance'>;
+  /** Where the SKU's timeline is read (a failed read shows none). */
+  db: Db;
   intervalMs?: number;
 }
 
+/** Seconds of series each snapshot carries: enough to cover an instance's late flush and a missed snapshot or two. */
+const RECENT_SECONDS = 10;
+/** The history the page loads: the last hour, as the series keep (RETAIN_SECONDS). */
+const HISTORY_SECONDS = 3600;
+const TIMELINE_LIMIT = 100;
+
 /**
  * Server-sent events for the dashboard. One timer per watched SKU builds one snapshot a second and writes it to
- * every subscriber, so 20 open browsers cost what one does: one SKU view statement per SKU per second per
- * instance, never a read per browser. The timer stops with the last subscriber.
+ * every subscriber, so 20 open browsers cost what one does: per SKU and second, one SKU view statement, one timeline
+ * scan and one Redis pipeline per instance, never a read per browser. The timer stops with the last subscriber.
  */
 export class DashboardFeed {
   private readonly watched = new Map<string, Watched>();
@@ -68,7 +84,7 @@ export class DashboardFeed {
       this.watched.set(sku, watched);
       void this.tick(sku);
     } else if (watched.last) {
-      res.write(watched.last.data);
+      res.write(watched.last);
     }
     watched.subscribers.add(res);
     res.on('close', () => this.unsubscribe(sku, res));
@@ -93,15 +109,30 @@ export class DashboardFeed {
     }
   }
 
+  /** The last hour of the fleet's and the SKU's series, up to the last whole second, and its timeline. */
+  async history(sku: string): Promise<DashboardHistory> {
+    const now = this.sources.series.now();
+    const to = Math.floor(now / 1000) - 1;
+    const [series, timeline] = await Promise.all([
+      this.sources.series.read(sku, to - HISTORY_SECONDS + 1, to),
+      this.timeline(sku, now),
+    ]);
+    return { sku, series, timeline };
+  }
+
+  /** The SKU's notable events of the hour before `now`, newest first; none when they cannot be read. */
+  private timeline(sku: string, now: number): Promise<StockEvent[]> {
+    return skuTimeline(this.sources.db, sku, new Date(now - HISTORY_SECONDS * 1000), TIMELINE_LIMIT).catch(() => []);
+  }
+
   private async tick(sku: string): Promise<void> {
     const watched = this.watched.get(sku);
     // A slow database must not pile up reads: the next tick is skipped until this one is done.
     if (!watched || watched.ticking) return;
     watched.ticking = true;
     try {
-      const snapshot = await this.snapshot(sku, watched);
-      const data = `data: ${JSON.stringify(snapshot)}\n\n`;
-      watched.last = { counters: snapshot.counters, atMs: snapshot.atMs, data };
+      const data = `data: ${JSON.stringify(await this.snapshot(sku))}\n\n`;
+      watched.last = data;
       for (const res of watched.subscribers) res.write(data);
     } catch {
       // Nothing to show this second (the stock read has its own fallback); the next tick tries again.
@@ -110,12 +141,11 @@ export class DashboardFeed {
     }
   }
 
-  private async snapshot(
-    sku: string,
-    watched: Watched,
-  ): Promise<DashboardSnapshot & { counters: OrderCounters; atMs: number }> {
-    const atMs = Date.now();
-    const [view, counters, recentEvents] = await Promise.all([
+  private async snapshot(sku: string): Promise<DashboardSnapshot> {
+    const { series } = this.sources;
+    const at = series.now();
+    const to = Math.floor(at / 1000) - 1;
+    const [view, recent, instances, timeline] = await Promise.all([
       this.sources.readView(sku).then(
         (value) => ({ value, problem: undefined }),
         (error: unknown) => ({
@@ -123,37 +153,21 @@ export class DashboardFeed {
           problem: error instanceof AppError ? error.code : 'dependency_unavailable',
         }),
       ),
-      this.sources.readCounters(),
-      this.sources.readRecentEvents(sku).catch(() => []),
+      series.read(sku, to - RECENT_SECONDS + 1, to).catch(() => null),
+      series.instances().catch(() => []),
+      this.timeline(sku, at),
     ]);
-    const previous = watched.last;
-    const seconds = previous ? (atMs - previous.atMs) / 1000 : 0;
-    const rate = (now: number, before: number | undefined) =>
-      seconds > 0 && before !== undefined ? Math.max(0, now - before) / seconds : 0;
-    const answersByStatus: Record<string, number> = {};
-    for (const [outcome, count] of Object.entries(counters.ordersByOutcome)) {
-      const status = outcome === 'placed' ? 201 : outcome === 'replayed' ? 200 : statusOf(outcome);
-      answersByStatus[status] = (answersByStatus[status] ?? 0) + count;
-    }
+    // The stock just read goes into the series too: a watched SKU's stock is charted every second.
+    if (view.value) series.recordStock(sku, view.value);
     return {
-      instance: this.sources.instance,
-      at: new Date(this.sources.now()).toISOString(),
+      instance: series.instance,
+      at: new Date(at).toISOString(),
       sku,
       view: view.value,
       ...(view.problem ? { problem: view.problem } : {}),
-      ordersPerSecond: rate(total(counters.ordersByOutcome), previous && total(previous.counters.ordersByOutcome)),
-      answersByStatus,
-      lockWaits: counters.lockWaits,
-      lockWaitsPerSecond: rate(counters.lockWaits, previous?.counters.lockWaits),
-      recentEvents,
-      counters,
-      atMs,
+      recent,
+      instances,
+      timeline,
     };
   }
-}
-
-const total = (byOutcome: Record<string, number>) => Object.values(byOutcome).reduce((sum, n) => sum + n, 0);
-
-function statusOf(code: string): number {
-  return code in errorCatalog ? errorCatalog[code as keyof typeof errorCatalog].status : 500;
 }

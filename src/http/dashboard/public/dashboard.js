@@ -1,6 +1,9 @@
-// The dashboard: one event stream per page for the chosen SKU. EventSource cannot send an Authorization header, so
-// the stream is read with fetch(); the token comes from the URL fragment (#token=…, never sent to the server nor
-// kept in history) or from the form, and lives in sessionStorage for this tab only.
+// The dashboard: the last hour of the fleet's series for the chosen SKU, then one event stream per page whose
+// snapshots carry the newest seconds. EventSource cannot send an Authorization header, so the stream is read with
+// fetch(); the token comes from the URL fragment (#token=…, never sent to the server nor kept in history) or from
+// the form, and lives in sessionStorage for this tab only.
+import { Chart, REASONS, SeriesStore } from './charts.js';
+
 const TOKEN_KEY = 'segmented-stock-token';
 const $ = (id) => document.getElementById(id);
 
@@ -30,6 +33,82 @@ function tokenProblem(response) {
 }
 
 let stream; // AbortController of the current event stream
+const store = new SeriesStore();
+let timeline = [];
+let charts = [];
+
+const SERIES_COLOURS = {
+  placed: '#1b7f3b',
+  out_of_stock: '#b3261e',
+  not_on_sale: '#b45309',
+  purchase_limit: '#6b4fbb',
+  lock_busy: '#0b7285',
+};
+
+function makeCharts() {
+  const events = () => timeline;
+  const refusals = (scope) =>
+    REASONS.map((reason) => [`${scope}.refusals.${reason}`, `${reason} (${scope})`, SERIES_COLOURS[reason]]);
+  charts = [
+    new Chart(
+      $('chart-orders'),
+      store,
+      // The fleet's first, so that this SKU's lines are drawn over it where they coincide.
+      [
+        ['fleet.placed', 'placed (fleet)', '#9aa3b2'],
+        ['sku.placed', 'placed (this SKU)', SERIES_COLOURS.placed],
+        ...refusals('sku'),
+      ],
+      events,
+    ),
+    new Chart(
+      $('chart-stock'),
+      store,
+      [
+        ['sku.available', 'available', '#3a7bd5'],
+        ['sku.reserved', 'reserved', '#b45309'],
+        ['sku.sold', 'sold', '#1b7f3b'],
+      ],
+      events,
+      { units: 'units' },
+    ),
+    new Chart(
+      $('chart-latency'),
+      store,
+      [
+        ['fleet.p50Ms', 'p50 (fleet)', '#9ec1f0'],
+        ['fleet.p99Ms', 'p99 (fleet)', '#f0a39e'],
+        ['sku.p50Ms', 'p50 (this SKU)', '#3a7bd5'],
+        ['sku.p99Ms', 'p99 (this SKU)', '#b3261e'],
+      ],
+      events,
+      { units: 'ms' },
+    ),
+    new Chart(
+      $('chart-fleet'),
+      store,
+      [
+        ['fleet.placed', 'placed', SERIES_COLOURS.placed],
+        ...refusals('fleet'),
+        ['fleet.lockWaits', 'lock waits', '#5b6475'],
+        ['fleet.events', 'events', '#6b4fbb'],
+        ['fleet.webhookLagSeconds', 'webhook lag (s)', '#e8590c', 'lag'],
+      ],
+      events,
+      { secondScale: { name: 'lag', label: 'lag, s' } },
+    ),
+  ];
+}
+
+/** The last hour, loaded once per SKU: from then on the snapshots' recent seconds are merged in. */
+async function loadHistory(sku, signal) {
+  const response = await fetch(`/dashboard/history?sku=${encodeURIComponent(sku)}`, { headers: authHeaders(), signal });
+  if (!response.ok) throw Object.assign(new Error(`HTTP ${response.status}`), { response });
+  const history = await response.json();
+  store.reset(history.series);
+  timeline = history.timeline;
+  renderSeries();
+}
 
 async function loadSkuList(selected) {
   const response = await fetch('/dashboard/skus', { headers: authHeaders() });
@@ -50,6 +129,8 @@ async function watch(sku) {
   const controller = new AbortController();
   stream = controller;
   $('main').hidden = false;
+  // Once the page is laid out, so that the charts take its width.
+  if (charts.length === 0) makeCharts();
   $('sku-name').textContent = sku;
   for (let delay = 1000; !controller.signal.aborted; delay = Math.min(delay * 2, 10_000)) {
     try {
@@ -61,6 +142,8 @@ async function watch(sku) {
         return askForToken(tokenProblem(response));
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      // After the stream is open, so that no second falls between the history and the first snapshot.
+      await loadHistory(sku, controller.signal);
       $('connection').textContent = 'live';
       delay = 1000;
       await readEvents(response.body, render);
@@ -127,21 +210,51 @@ function renderSaleWindow() {
 }
 setInterval(renderSaleWindow, 250);
 
+const rate = (value) => (value === null ? '–' : value.toLocaleString('en', { maximumFractionDigits: 1 }));
+
+/** The newest second every instance has surely added to: each flushes once a second. */
+const SETTLED = 1;
+
+function renderSeries() {
+  for (const chart of charts) chart.update();
+  const refusedAt = (scope) =>
+    REASONS.reduce((sum, reason) => sum + (store.at(`${scope}.refusals.${reason}`, SETTLED) ?? 0), 0);
+  $('orders-per-second').textContent =
+    `${rate(store.at('sku.placed', SETTLED))}, ${rate(store.at('fleet.placed', SETTLED))}`;
+  $('refusals-per-second').textContent = `${rate(refusedAt('sku'))}, ${rate(refusedAt('fleet'))}`;
+  const p50 = store.at('sku.p50Ms', SETTLED);
+  const p99 = store.at('sku.p99Ms', SETTLED);
+  $('answer-time').textContent = p50 === null ? '–' : `${p50.toFixed(1)} / ${p99.toFixed(1)}`;
+  const rows = ['placed', ...REASONS].map((reason) => {
+    const key = reason === 'placed' ? 'sku.placed' : `sku.refusals.${reason}`;
+    const row = document.createElement('tr');
+    row.dataset.reason = reason;
+    row.dataset.total = String(store.total(key));
+    for (const text of [reason.replace('_', ' '), number(store.total(key))]) row.insertCell().textContent = text;
+    return row;
+  });
+  $('refusals').tBodies[0].replaceChildren(...rows);
+}
+
+function renderInstances(instances) {
+  const items = instances.map(({ instance, ready, alive }) => {
+    const item = document.createElement('li');
+    item.dataset.state = alive ? (ready ? 'ready' : 'not-ready') : 'gone';
+    item.textContent = `${instance}: ${alive ? (ready ? 'ready' : 'not ready') : 'gone'}`;
+    return item;
+  });
+  $('instances').replaceChildren(...items);
+}
+
 function render(snapshot) {
   $('instance').textContent = snapshot.instance;
   $('at').textContent = new Date(snapshot.at).toLocaleTimeString();
   $('problem').textContent = snapshot.problem ? `(${snapshot.problem})` : '';
-  $('orders-per-second').textContent = snapshot.ordersPerSecond.toFixed(1);
-  $('lock-waits-per-second').textContent = snapshot.lockWaitsPerSecond.toFixed(1);
-  $('lock-waits').textContent = number(snapshot.lockWaits);
-  const rows = Object.entries(snapshot.answersByStatus).map(([status, count]) => {
-    const row = document.createElement('tr');
-    row.dataset.status = status;
-    for (const text of [status, number(count)]) row.insertCell().textContent = text;
-    return row;
-  });
-  $('answers').tBodies[0].replaceChildren(...rows);
-  const events = (snapshot.recentEvents ?? []).map((event) => {
+  renderInstances(snapshot.instances);
+  timeline = snapshot.timeline ?? [];
+  if (snapshot.recent) store.merge(snapshot.recent);
+  renderSeries();
+  const events = timeline.map((event) => {
     const row = document.createElement('tr');
     row.dataset.type = event.type;
     const { available, reserved, sold } = event.data;
@@ -165,7 +278,8 @@ function render(snapshot) {
   $('available').textContent = number(view.available);
   $('sold').textContent = number(view.sold);
   $('reserved').textContent = number(view.reserved ?? 0);
-  const largest = Math.max(1, ...view.segmentStock.map((s) => s.available));
+  // Each bar against the segment's share of the stock, so half the stock left shows as half-full bars.
+  const share = Math.max(1, view.stock / Math.max(1, view.segments));
   const bars = view.segmentStock.map(({ segment, available }) => {
     const row = document.createElement('div');
     row.className = 'segment';
@@ -177,7 +291,7 @@ function render(snapshot) {
     const bar = document.createElement('div');
     bar.className = 'bar';
     // Set through the CSSOM: the page's policy allows no inline style attributes.
-    bar.style.width = `${(100 * available) / largest}%`;
+    bar.style.width = `${Math.min(100, (100 * available) / share)}%`;
     track.append(bar);
     const value = document.createElement('span');
     value.className = 'value';
