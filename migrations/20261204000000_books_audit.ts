@@ -8,8 +8,8 @@ import { type Kysely, sql } from 'kysely';
  * - `orders_sku_idx`: one SKU's orders, so that checking a SKU's orders against their ledger reads that SKU's orders,
  *   not the whole table. Carts (no `sku_id`) have no entry. `if not exists`: on a large table, build it beforehand with
  *   `create index concurrently` (docs/operations.md, *The books audit*) and this keeps it.
- * - `audit_state`: one row; whoever holds its row lock is the auditor. It keeps the audit's place in the event feed
- *   (SKUs changed since), its place in the sweep over every SKU, and when the last pass and the last full sweep ran.
+ * - `audit_state`: one row: the audit's place in the event feed (SKUs changed since), its place in the sweep over every
+ *   SKU, and when the last pass and the last full sweep ran.
  * - `audit_findings`: per SKU whose books are off, what is off and the figures read; a SKU checked balanced loses its
  *   row.
  */

@@ -15,6 +15,9 @@ export interface AuditBounds {
   feedEvents: number;
 }
 
+/** The first key of the audit's advisory lock (the webhook senders' is 20). */
+const AUDIT_LOCK_NAMESPACE = 21;
+
 const DEFAULT_BOUNDS: AuditBounds = { sweepSkus: 100, changedSkus: 100, feedEvents: 10_000 };
 
 /** A pass ran (`checked` SKUs, `fullPass`: it ended a sweep), or another instance's pass was under way. */
@@ -30,9 +33,12 @@ export type PassResult = { ran: true; checked: number; fullPass: boolean } | { r
  * that reaches the last SKU is a full pass. Bounded: at most `bounds` SKUs and events per pass, whatever the catalogue
  * and the traffic; the rest waits for the next pass.
  *
- * One auditor at a time, as one sequencer: a pass runs in a transaction holding the `audit_state` row's lock
- * (`for update skip locked`, so another instance skips its turn rather than waits), and its findings and cursors
- * commit together; an auditor killed midway moved nothing.
+ * One auditor at a time: a pass runs in a transaction holding a transaction-level advisory lock, which another
+ * instance tries for (`pg_try_advisory_xact_lock`) and, finding it held, skips its turn rather than waits; the pass's
+ * findings and cursors commit together, and an auditor killed midway moved nothing. Not a row lock on `audit_state`, as
+ * the sequencer takes on its row: locking a row gives the transaction an id, and the sequencer moves only outbox rows
+ * older than every transaction running, so each pass would hold the event feed back for its whole length. The
+ * advisory lock takes none; the pass writes (and so takes an id) only at its end, and where it finds books off.
  */
 export class BooksAudit {
   private readonly job: PeriodicJob | undefined;
@@ -65,14 +71,14 @@ export class BooksAudit {
   /** One pass, unless another instance is auditing now. */
   runPass(): Promise<PassResult> {
     return this.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ mine: boolean }>`
+        select pg_try_advisory_xact_lock(${AUDIT_LOCK_NAMESPACE}, 0) as mine`.execute(trx);
+      if (!rows[0]!.mine) return { ran: false };
       const state = await trx
         .selectFrom('audit_state')
         .select(['feed_position', 'sweep_after', 'sweep_started_at'])
         .where('id', '=', 1)
-        .forUpdate()
-        .skipLocked()
-        .executeTakeFirst();
-      if (!state) return { ran: false };
+        .executeTakeFirstOrThrow();
       const changed = await this.changedSince(trx, state.feed_position);
       const sweep = await trx
         .selectFrom('skus')
@@ -114,7 +120,7 @@ export class BooksAudit {
         select position, sku_id from events where position > ${after} order by position limit ${this.bounds.feedEvents}
       )
       select sku_id, min(position)::text as first, (select max(position) from recent)::text as last
-        from recent group by sku_id order by first limit ${this.bounds.changedSkus + 1}`.execute(trx);
+        from recent group by sku_id order by min(position) limit ${this.bounds.changedSkus + 1}`.execute(trx);
     const kept = rows.slice(0, this.bounds.changedSkus);
     const leftOver = rows[this.bounds.changedSkus];
     const position = leftOver ? Number(leftOver.first) - 1 : rows.length > 0 ? Number(rows[0]!.last) : after;
