@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import { createDatabase, type Db, openOrderPath } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
 import { AppError } from './errors.js';
+import { BooksAudit } from './audit/books-audit.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
@@ -24,6 +25,7 @@ import { docsRoutes, openApiRoutes } from './http/docs/docs.routes.js';
 import { capConnectionsPerAddress } from './http/connection-cap.js';
 import { errorHandler, sendProblem } from './http/problem.js';
 import { liveness, readiness, type Unreadiness } from './http/routes/health.routes.js';
+import { auditRoutes } from './http/routes/audit.routes.js';
 import { metricsRoutes } from './http/routes/metrics.routes.js';
 import { orderRoutes } from './http/routes/order.routes.js';
 import { skuRoutes } from './http/routes/sku.routes.js';
@@ -39,7 +41,6 @@ import { createLockBackend } from './lock/create-lock.js';
 import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
 import { FleetSeries } from './metrics/fleet-series.js';
-import { readAvailableBySku } from './metrics/metrics.repository.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { OrderService } from './orders/order.service.js';
 import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
@@ -84,6 +85,7 @@ export class StockService {
   /** Writes the sale windows' edges as events; none when events are off. */
   private readonly saleEdges: SaleEdgeAnnouncer | undefined;
   private readonly deliveries: WebhookDelivery;
+  private readonly audit: BooksAudit;
   private readonly destinations: DestinationGuard;
   readonly access: Access;
   private readonly app: express.Express;
@@ -103,7 +105,7 @@ export class StockService {
     this.redis = this.connections.commands;
     this.notices = new ReleaseNotices(this.connections.subscriber);
     this.clock = new SharedClock(this.redis, config.processClockSkewMs);
-    this.metrics = new ServiceMetrics({ readAvailable: () => readAvailableBySku(this.db, 1000), clock: this.clock });
+    this.metrics = new ServiceMetrics({ db: this.db, clock: this.clock, unreadiness: () => this.unreadiness() });
     const backend = createLockBackend(config, {
       redis: this.redis,
       databaseUrl: endpoints.databaseUrl,
@@ -156,6 +158,7 @@ export class StockService {
     this.streams = new EventStreams(this.db, config.events.pollMs);
     this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
+    this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);
     this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);
     this.deliveries = new WebhookDelivery(
       this.db,
@@ -230,6 +233,7 @@ export class StockService {
     );
     app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
     app.use('/webhooks', webhookRoutes(this.db, this.destinations, access.require(['webhooks:manage'])));
+    app.use('/audit', auditRoutes(this.db, access.require(['stock:admin'])));
     const requireMonitoring = access.require(['metrics:read']);
     app.use('/metrics', metricsRoutes(this.metrics, requireMonitoring));
     app.use('/dashboard', dashboardRoutes(this.dashboard, this.db, requireMonitoring));
@@ -249,6 +253,7 @@ export class StockService {
     this.lifecycle.start();
     this.sequencer.start();
     this.retention.start();
+    this.audit.start();
     this.saleEdges?.start();
     this.deliveries.start();
     this.fleetSeries.start();
@@ -290,6 +295,7 @@ export class StockService {
       clearTimeout(grace);
     }
     await this.lifecycle.stop();
+    await this.audit.stop();
     await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop(), this.saleEdges?.stop()]);
     await this.fleetSeries.stop();
     this.clock.stop();

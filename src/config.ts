@@ -104,6 +104,8 @@ const configSchema = z.object({
   WEBHOOK_TIMEOUT_MS: positiveMs(600_000).default(10_000),
   // Lets webhooks reach loopback, private and link-local addresses: development and tests only (docs/operations.md).
   WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: flag('0'),
+  // How often the books audit checks SKUs' books (src/audit, docs/operations.md#the-books-audit); 0 turns it off.
+  AUDIT_INTERVAL_MS: z.coerce.number().int().min(0).max(3_600_000).default(2_000),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
   LOCK_WATCHDOG: flag('1'),
 });
@@ -146,6 +148,8 @@ export type Config = Readonly<{
   redisLockUrls: readonly string[];
   zookeeperConnect: string | undefined;
   lockWatchdog: boolean;
+  /** Milliseconds between books audit passes; 0: no audit. */
+  auditIntervalMs: number;
   events: EventsConfig;
 }>;
 
@@ -248,6 +252,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisLockUrls: Object.freeze(e.REDIS_LOCK_URLS ?? []),
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
     lockWatchdog: e.LOCK_WATCHDOG,
+    auditIntervalMs: e.AUDIT_INTERVAL_MS,
     events: Object.freeze({
       enabled: e.EVENTS === 'on',
       retentionMs: e.EVENTS_RETENTION_SECONDS * 1000,

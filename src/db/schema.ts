@@ -197,6 +197,29 @@ export interface WebhookDeliveryTable {
   attempted_at: CreatedAt;
 }
 
+/** The books audit's one row (src/audit/): its places in the feed and the sweep, and when it last ran. */
+export interface AuditStateTable {
+  id: number;
+  /** SKUs with events up to this feed position were checked after them. */
+  feed_position: Int8;
+  /** The sweep over every SKU goes on after this SKU id; 0: a new sweep starts. */
+  sweep_after: number;
+  sweep_started_at: Date | null;
+  last_pass_at: Date | null;
+  last_full_pass_started_at: Date | null;
+  last_full_pass_at: Date | null;
+}
+
+/** A SKU whose books the audit found off: what is off, and the figures it read. */
+export interface AuditFindingTable {
+  sku_id: number;
+  sku: string;
+  problems: unknown;
+  books: unknown;
+  found_at: Date;
+  checked_at: Date;
+}
+
 export interface Database {
   admin_requests: AdminRequestTable;
   skus: SkuTable;
@@ -213,6 +236,8 @@ export interface Database {
   event_sequencer: EventSequencerTable;
   webhooks: WebhookTable;
   webhook_deliveries: WebhookDeliveryTable;
+  audit_state: AuditStateTable;
+  audit_findings: AuditFindingTable;
 }
 
 export type SkuRow = Selectable<SkuTable>;

@@ -177,6 +177,46 @@ const deliveryView = z.object({
   attemptedAt: z.iso.datetime(),
 });
 
+const count = z.number().int();
+const auditReport = z.object({
+  at: z.iso.datetime().describe("The database's clock now: compare the other times with it."),
+  balanced: z
+    .boolean()
+    .nullable()
+    .describe('true: no SKU off and a full pass done; false: some SKU off; null: nothing found, no full pass yet.'),
+  unbalancedCount: count.min(0),
+  unbalanced: z
+    .array(
+      z.object({
+        sku: skuName,
+        problems: z.array(
+          z.object({
+            check: z.enum([
+              'stock_equals_additions',
+              'units_add_up',
+              'sold_matches_ledger',
+              'reserved_matches_ledger',
+              'returns_match_ended_orders',
+              'no_excess_returns',
+              'no_negative_segment',
+              'orders_match_ledger',
+            ]),
+            detail: z.string().describe('The figures that disagree.'),
+          }),
+        ),
+        books: z.record(z.string(), count).describe("The figures of the SKU's last check (src/audit/books.ts)."),
+        foundAt: z.iso.datetime(),
+        checkedAt: z.iso.datetime(),
+      }),
+    )
+    .describe('The first 100 SKUs found off, oldest finding first.'),
+  lastPassAt: z.iso.datetime().nullable(),
+  lastFullPass: z
+    .object({ startedAt: z.iso.datetime(), finishedAt: z.iso.datetime() })
+    .nullable()
+    .describe("The last sweep over every SKU: each SKU's books were read between these times."),
+});
+
 /** Every named schema of the document, by its id under `#/components/schemas`. */
 export const components = z.registry<{ id: string }>();
 components.add(stockEvent, { id: 'Event' });
@@ -203,3 +243,4 @@ components.add(orderView, { id: 'Order' });
 components.add(problem, { id: 'Problem' });
 components.add(dashboardSnapshot, { id: 'DashboardSnapshot' });
 components.add(dashboardHistory, { id: 'DashboardHistory' });
+components.add(auditReport, { id: 'AuditReport' });

@@ -2,6 +2,7 @@ import { eventCursor, eventsQuery, eventStreamQuery } from './event-schemas.js';
 import {
   ALWAYS,
   AUTH,
+  adminSecurity,
   WRITE,
   body,
   eventsSecurity,
@@ -161,6 +162,21 @@ export function servicePaths(): Record<string, unknown> {
         responses: {
           '200': { description: 'The endpoint, moved back to the cursor.', content: json('Webhook') },
           ...problems(...ALWAYS, ...WRITE, ...AUTH, 'webhook_not_found', 'dependency_unavailable'),
+        },
+      },
+    },
+    '/audit': {
+      get: {
+        tags: ['monitoring'],
+        operationId: 'audit',
+        summary: "The books audit's findings: SKUs whose books are off and what is off, and when it last ran",
+        description:
+          'Needs `stock:admin`. Any instance answers the same: the audit runs on one instance at a time and keeps its ' +
+          'findings in Postgres (docs/operations.md#the-books-audit).',
+        security: adminSecurity,
+        responses: {
+          '200': { description: 'The findings.', content: json('AuditReport') },
+          ...problems(...ALWAYS, ...AUTH, 'dependency_unavailable'),
         },
       },
     },

@@ -6,18 +6,33 @@ import type { OrderFlowHooks } from '../orders/order-placement.js';
 import { outcomeOf, type PlacedOrder } from '../orders/outcome.js';
 import type { SegmentLockHooks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
+import { readAuditFigures } from '../audit/audit-report.js';
+import type { Db } from '../db/database.js';
 import { ANSWER_TIME_BUCKETS, FleetTally } from './fleet-tally.js';
-
-export interface SkuAvailable {
-  sku: string;
-  available: number;
-}
+import { readAvailableBySku, readOutboxBacklog } from './metrics.repository.js';
 
 export interface ServiceMetricsOptions {
-  /** Current stock per SKU, read at scrape time so the gauge is never stale. */
-  readAvailable: () => Promise<SkuAvailable[]>;
+  /** Where the gauges every instance shares are read at scrape time: stock per SKU, the audit's findings, the outbox. */
+  db: Db;
   /** The clock sale windows follow: its time, its offset from this process's clock, and how far it may be off. */
   clock: Pick<SharedClock, 'now' | 'offsetFromProcessMs' | 'uncertaintyMs'>;
+  /** Why this instance is not ready (GET /readyz), or null when it is. */
+  unreadiness: () => Promise<string | null>;
+}
+
+/** `read`, shared by the callers of the next second (the gauges of one scrape) instead of read again by each. */
+function readOncePerScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    if (!last || performance.now() - last.at > 1_000) {
+      const value = read();
+      const entry = { at: performance.now(), value };
+      // A failed read is not kept: the next scrape reads again.
+      value.catch(() => last === entry && (last = undefined));
+      last = entry;
+    }
+    return last.value;
+  };
 }
 
 /**
@@ -144,7 +159,7 @@ export class ServiceMetrics {
       aggregator: 'first',
       async collect() {
         this.reset();
-        for (const { sku, available } of await options.readAvailable()) this.set({ sku }, available);
+        for (const { sku, available } of await readAvailableBySku(options.db, 1000)) this.set({ sku }, available);
       },
     });
     const { clock } = options;
@@ -164,12 +179,65 @@ export class ServiceMetrics {
         this.set(clock.uncertaintyMs / 1000);
       },
     });
+    this.fleetGauges(options);
     collectDefaultMetrics({ register: this.registry });
     if (cluster.isWorker) {
       // Lets a cluster primary aggregate the workers' metrics; the constructor installs the worker's answerer.
       AggregatorRegistry.setRegistries(this.registry);
       new AggregatorRegistry();
     }
+  }
+
+  /**
+   * Gauges read at scrape time from what every instance shares (the audit's findings, the outbox), so each instance
+   * answers the same (across cluster workers, one answer), and this instance's readiness.
+   */
+  private fleetGauges({ db, unreadiness }: ServiceMetricsOptions): void {
+    // One read per scrape for the gauges that share it.
+    const readAudit = readOncePerScrape(() => readAuditFigures(db));
+    const readOutbox = readOncePerScrape(() => readOutboxBacklog(db));
+    const shared = (name: string, help: string, read: () => Promise<number>) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        aggregator: 'first',
+        async collect() {
+          this.set(await read());
+        },
+      });
+    const seconds = (at: Date | null) => (at ? at.getTime() / 1000 : 0);
+    shared(
+      'stock_books_unbalanced_skus',
+      'SKUs whose books the audit last found off (GET /audit says what).',
+      async () => (await readAudit()).unbalancedSkus,
+    );
+    shared('stock_books_last_audit_timestamp_seconds', 'When the last audit pass ended (0: never).', async () =>
+      seconds((await readAudit()).lastPassAt),
+    );
+    shared(
+      'stock_books_last_full_audit_timestamp_seconds',
+      'When the audit last finished a sweep over every SKU (0: never).',
+      async () => seconds((await readAudit()).lastFullPassAt),
+    );
+    shared(
+      'stock_event_outbox_backlog',
+      'Changes written and not yet sequenced into the event feed (counted up to 100,000).',
+      async () => (await readOutbox()).rows,
+    );
+    shared(
+      'stock_event_outbox_oldest_age_seconds',
+      'Age of the oldest change not yet sequenced into the event feed (0: none waiting).',
+      async () => (await readOutbox()).oldestAgeSeconds,
+    );
+    new Gauge({
+      name: 'stock_ready',
+      help: 'Whether this instance is ready (GET /readyz answers 200): 1 or 0.',
+      registers: [this.registry],
+      async collect() {
+        this.set((await unreadiness()) === null ? 1 : 0);
+      },
+    });
   }
 
   /** Hooks for the order flow: they feed the counters and the current order's trace. */
