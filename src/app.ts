@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import { createDatabase, type Db, openOrderPath } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
 import { AppError } from './errors.js';
+import { readAuditReport } from './audit/audit-report.js';
 import { BooksAudit } from './audit/books-audit.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
@@ -184,7 +185,12 @@ export class StockService {
       webhookLagSeconds: () => eventMetrics.longestLagSeconds(),
       log,
     });
-    this.dashboard = new DashboardFeed({ readView: (sku) => admin.view(sku), series: this.fleetSeries, db: this.db });
+    this.dashboard = new DashboardFeed({
+      readView: (sku) => admin.view(sku),
+      series: this.fleetSeries,
+      db: this.db,
+      readAudit: () => readAuditReport(this.db),
+    });
     this.access = new Access(config);
     this.app = this.buildApp(placement, admin);
   }

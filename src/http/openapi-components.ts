@@ -137,6 +137,20 @@ const dashboardSnapshot = z.object({
   recent: seriesWindow.nullable().describe('The last 10 whole seconds, re-sent each second as late counts arrive.'),
   instances: z.array(instanceBeat).describe('The instances that beat within the last minute.'),
   timeline: z.array(stockEvent).describe("The SKU's sku.* events of the last hour, newest first."),
+  books: z
+    .object({
+      balanced: z.boolean().nullable().describe('As GET /audit says it.'),
+      unbalancedCount: z.number().int().min(0),
+      unbalanced: z.array(skuName).describe('The first five SKUs off; GET /audit lists them all with what is off.'),
+      checkedSecondsAgo: z
+        .number()
+        .int()
+        .min(0)
+        .nullable()
+        .describe('Since the last audit pass ended; null before the first.'),
+    })
+    .nullable()
+    .describe("The books' audit, fleet-wide; null when it cannot be read."),
 });
 
 const dashboardHistory = z.object({

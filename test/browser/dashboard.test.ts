@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { sql } from 'kysely';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, ServiceProcess, uniqueSku } from '../support/service.js';
 
 /** Debian's chromium (apt-get install -y chromium; .ci/run installs it), or CHROMIUM_PATH. */
@@ -184,5 +186,55 @@ describe('the dashboard in a real browser', () => {
     } finally {
       await page.close();
     }
+  });
+});
+
+describe("the dashboard's line on the books, in a real browser", () => {
+  let own: OwnDatabase;
+  let service: ServiceProcess;
+  let browser: Browser;
+  beforeAll(async () => {
+    // A database of its own: the audit's findings are this test's alone.
+    own = await createOwnDatabase('dashboard_books');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    service = await ServiceProcess.spawn({ ADMIN_TOKEN, DATABASE_URL: own.url, AUDIT_INTERVAL_MS: '500' });
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await service?.stop();
+    await own?.drop();
+  });
+
+  it('says the books balance, then names the SKU whose segment row was changed behind the service', async () => {
+    const sku = uniqueSku('dash-books');
+    expect((await call(service.url, 'POST', '/skus', { sku, stock: 40, segments: 4 }, admin)).status).toBe(201);
+    expect((await call(service.url, 'POST', '/orders', { sku, quantity: 3 })).status).toBe(201);
+    const page = await browser.newPage();
+    await page.goto(`${service.url}/dashboard?sku=${sku}#token=${ADMIN_TOKEN}`);
+    const audit = () => page.$eval('#audit', (el) => ({ text: el.textContent, state: el.getAttribute('data-state') }));
+    const lineMatches = (pattern: string) =>
+      page.waitForFunction(
+        (source) => {
+          const line = document.querySelector('#audit') as HTMLElement | null;
+          return !!line && !line.hidden && new RegExp(source).test(line.textContent ?? '');
+        },
+        { timeout: 10_000, polling: 100 },
+        pattern,
+      );
+
+    await lineMatches('^books balanced, checked \\d+ s ago$');
+    expect((await audit()).state).toBe('balanced');
+
+    // One unit appears from nowhere in a segment: available + reserved + sold no longer equals the stock.
+    await sql`update stock_segments set available = available + 1
+               where segment = 0 and sku_id = (select id from skus where sku = ${sku})`.execute(own.db);
+    await lineMatches(`^books off for 1 SKU\\(s\\): ${sku}, checked \\d+ s ago$`);
+    expect((await audit()).state).toBe('unbalanced');
+    await page.close();
   });
 });

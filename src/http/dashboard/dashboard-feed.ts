@@ -5,6 +5,7 @@ import type { StockEvent } from '../../events/event-types.js';
 import { skuTimeline } from '../../events/feed.repository.js';
 import type { FleetSeries, InstanceBeat, SeriesWindow } from '../../metrics/fleet-series.js';
 import type { SkuView } from '../../stock/sku-view.js';
+import type { AuditReport } from '../../audit/audit-report.js';
 
 /** What every dashboard watching one SKU on this instance receives, once a second. */
 export interface DashboardSnapshot {
@@ -25,6 +26,29 @@ export interface DashboardSnapshot {
   instances: InstanceBeat[];
   /** The SKU's notable events of the last hour (sku.* types), newest first. */
   timeline: StockEvent[];
+  /** What the books' audit last found, fleet-wide; null when it cannot be read. */
+  books: BooksLine | null;
+}
+
+/** The audit's finding in a line: balanced or not, the first SKUs off, and how long ago the last pass ended. */
+export interface BooksLine {
+  balanced: boolean | null;
+  unbalancedCount: number;
+  unbalanced: string[];
+  checkedSecondsAgo: number | null;
+}
+
+/** SKUs off the page names; GET /audit lists them all with what is off. */
+const BOOKS_NAMED = 5;
+
+function booksLine(report: AuditReport): BooksLine {
+  const ago = report.lastPassAt === null ? null : Math.max(0, Date.parse(report.at) - Date.parse(report.lastPassAt));
+  return {
+    balanced: report.balanced,
+    unbalancedCount: report.unbalancedCount,
+    unbalanced: report.unbalanced.slice(0, BOOKS_NAMED).map(({ sku }) => sku),
+    checkedSecondsAgo: ago === null ? null : Math.round(ago / 1000),
+  };
 }
 
 /** What the page loads once: the last hour of the series and the timeline. */
@@ -47,6 +71,8 @@ export interface DashboardSources {
   series: Pick<FleetSeries, 'read' | 'instances' | 'recordStock' | 'now' | 'instance'>;
   /** Where the SKU's timeline is read (a failed read shows none). */
   db: Db;
+  /** The books' audit as GET /audit answers it. */
+  readAudit: () => Promise<AuditReport>;
   intervalMs?: number;
 }
 
@@ -59,7 +85,7 @@ const TIMELINE_LIMIT = 100;
 /**
  * Server-sent events for the dashboard. One timer per watched SKU builds one snapshot a second and writes it to
  * every subscriber, so 20 open browsers cost what one does: per SKU and second, one SKU view statement, one timeline
- * scan and one Redis pipeline per instance, never a read per browser. The timer stops with the last subscriber.
+ * scan, one read of the audit's findings and one Redis pipeline per instance, never a read per browser. The timer stops with the last subscriber.
  */
 export class DashboardFeed {
   private readonly watched = new Map<string, Watched>();
@@ -145,7 +171,7 @@ export class DashboardFeed {
     const { series } = this.sources;
     const at = series.now();
     const to = Math.floor(at / 1000) - 1;
-    const [view, recent, instances, timeline] = await Promise.all([
+    const [view, recent, instances, timeline, books] = await Promise.all([
       this.sources.readView(sku).then(
         (value) => ({ value, problem: undefined }),
         (error: unknown) => ({
@@ -156,6 +182,7 @@ export class DashboardFeed {
       series.read(sku, to - RECENT_SECONDS + 1, to).catch(() => null),
       series.instances().catch(() => []),
       this.timeline(sku, at),
+      this.sources.readAudit().then(booksLine, () => null),
     ]);
     // The stock just read goes into the series too: a watched SKU's stock is charted every second.
     if (view.value) series.recordStock(sku, view.value);
@@ -168,6 +195,7 @@ export class DashboardFeed {
       recent,
       instances,
       timeline,
+      books,
     };
   }
 }

@@ -3,6 +3,7 @@
 // fetch(); the token comes from the URL fragment (#token=…, never sent to the server nor kept in history) or from
 // the form, and lives in sessionStorage for this tab only.
 import { Chart, REASONS, SeriesStore } from './charts.js';
+import { number, renderBooks, renderSegments, renderTimeline } from './stock-panel.js';
 
 const TOKEN_KEY = 'segmented-stock-token';
 const $ = (id) => document.getElementById(id);
@@ -177,8 +178,6 @@ async function readEvents(body, onEvent) {
   }
 }
 
-const number = (n) => Math.round(n).toLocaleString('en');
-
 /** The last snapshot's view and clock, so the sale countdown ticks between snapshots. */
 let sale = null;
 
@@ -254,22 +253,8 @@ function render(snapshot) {
   timeline = snapshot.timeline ?? [];
   if (snapshot.recent) store.merge(snapshot.recent);
   renderSeries();
-  const events = timeline.map((event) => {
-    const row = document.createElement('tr');
-    row.dataset.type = event.type;
-    const { available, reserved, sold } = event.data;
-    const cells = [
-      new Date(event.occurredAt).toLocaleTimeString(),
-      event.sequence,
-      event.type,
-      available,
-      reserved,
-      sold,
-    ];
-    for (const text of cells) row.insertCell().textContent = typeof text === 'number' ? number(text) : text;
-    return row;
-  });
-  $('events').tBodies[0].replaceChildren(...events);
+  renderTimeline($('events'), timeline);
+  renderBooks($('audit'), snapshot.books);
   const view = snapshot.view;
   if (!view) return;
   sale = { view, atMs: Date.parse(snapshot.at), receivedAt: performance.now() };
@@ -278,28 +263,7 @@ function render(snapshot) {
   $('available').textContent = number(view.available);
   $('sold').textContent = number(view.sold);
   $('reserved').textContent = number(view.reserved ?? 0);
-  // Each bar against the segment's share of the stock, so half the stock left shows as half-full bars.
-  const share = Math.max(1, view.stock / Math.max(1, view.segments));
-  const bars = view.segmentStock.map(({ segment, available }) => {
-    const row = document.createElement('div');
-    row.className = 'segment';
-    row.dataset.segment = String(segment);
-    const label = document.createElement('span');
-    label.textContent = `#${segment}`;
-    const track = document.createElement('div');
-    track.className = 'track';
-    const bar = document.createElement('div');
-    bar.className = 'bar';
-    // Set through the CSSOM: the page's policy allows no inline style attributes.
-    bar.style.width = `${Math.min(100, (100 * available) / share)}%`;
-    track.append(bar);
-    const value = document.createElement('span');
-    value.className = 'value';
-    value.textContent = number(available);
-    row.append(label, track, value);
-    return row;
-  });
-  $('segments').replaceChildren(...bars);
+  renderSegments($('segments'), view);
 }
 
 function start() {
