@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
+import { auditStocks } from '../../test/support/invariants.js';
 import { checkBooks, WARMUP_STOCK } from './sales.js';
 
 type Echo = { id: string; label: string; service: ServiceTarget; path?: string; status?: number };
@@ -42,7 +43,8 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const round = { title: label, path: guard.path, body: { sku, quantity: 1 }, amount: requests };
   const measured = await ctx.round(service, { ...round, connections: Math.min(ctx.settings.connections, requests) });
-  const books = await checkBooks(ctx.api(service), ctx.db, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
+  const audits = ctx.db && (await auditStocks(ctx.db, [sku]));
+  const books = await checkBooks(ctx.api(service), audits, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 

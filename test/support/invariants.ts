@@ -36,46 +36,99 @@ export interface StockAudit {
 }
 
 export async function auditStock(db: Db, sku: string): Promise<StockAudit | undefined> {
-  const { rows } = await sql<Record<keyof StockAudit, string | number>>`
-    with taken as (
-      select d.order_id, o.status, sum(d.quantity) as quantity
-        from stock_deductions d join orders o on o.id = d.order_id
-       where d.sku_id = (select id from skus where sku = ${sku})
-       group by d.order_id, o.status
+  return (await auditStocks(db, [sku])).get(sku);
+}
+
+/**
+ * The books of several SKUs in one statement, by SKU name (a SKU that does not exist has no entry). Orders have no
+ * index by SKU: the statement reads them once for all the SKUs, so checking hundreds of SKUs costs one pass over the
+ * orders, not one per SKU.
+ */
+export async function auditStocks(db: Db, skus: string[]): Promise<Map<string, StockAudit>> {
+  // The ids as a list the planner sees, so that it reads each table by its SKU index rather than whole.
+  const found = await db
+    .selectFrom('skus')
+    .select('id')
+    .where('sku', 'in', skus.length ? skus : [''])
+    .execute();
+  const ids = sql`any(${found.map((row) => row.id)}::int[])`;
+  const { rows } = await sql<Record<keyof StockAudit | 'sku', string | number>>`
+    with s as (
+      select * from skus where id = ${ids}
+    ), taken as (
+      select d.sku_id, d.order_id, o.status, sum(d.quantity) as quantity
+        from stock_deductions d cross join lateral (select status from orders where id = d.order_id) o
+       where d.sku_id = ${ids}
+       group by d.sku_id, d.order_id, o.status
     ), back as (
-      select order_id, sum(quantity) as quantity from stock_returns
-       where sku_id = (select id from skus where sku = ${sku}) group by order_id
+      select sku_id, order_id, sum(quantity) as quantity from stock_returns
+       where sku_id = ${ids} group by sku_id, order_id
     ), confirmed as (
       -- Confirmed reservations' units: still in the segments' reserved, counted as sold apart.
-      select coalesce(sum(units), 0)::bigint as units from reservation_confirmations
-       where sku_id = (select id from skus where sku = ${sku})
+      select sku_id, sum(units)::bigint as units from reservation_confirmations
+       where sku_id = ${ids} group by sku_id
+    ), additions as (
+      select sku_id, sum(quantity) as quantity from stock_additions where sku_id = ${ids} group by sku_id
+    ), segments as (
+      select sku_id, sum(available) as available, sum(sold) as sold, sum(reserved) as reserved,
+             count(*) filter (where available < 0) as negative
+        from stock_segments where sku_id = ${ids} group by sku_id
+    ), by_status as (
+      select sku_id, sum(quantity) filter (where status = 'confirmed') as sold,
+             sum(quantity) filter (where status = 'reserved') as reserved,
+             sum(quantity) filter (where status in ('cancelled', 'expired')) as ended, count(*) as orders
+        from taken group by sku_id
+    ), order_ledgers as (
+      select o.sku_id, o.quantity, d.rows, d.ledger from orders o
+       cross join lateral (
+         select count(*) as rows, coalesce(sum(quantity), 0) as ledger from stock_deductions where order_id = o.id) d
+       where o.sku_id = ${ids}
+    ), orders_wrong as (
+      select sku_id, count(*) filter (where rows = 0) as without_ledger, count(*) filter (where quantity <> ledger)
+             as mismatch
+        from order_ledgers group by sku_id
+    ), ledger_orphans as (
+      select d.sku_id, count(*) as n from stock_deductions d
+       where d.sku_id = ${ids} and not exists (select 1 from orders o where o.id = d.order_id)
+       group by d.sku_id
+    ), returns_wrong as (
+      select b.sku_id, count(*) as n from back b join taken t using (order_id)
+       where b.quantity > t.quantity or t.status in ('reserved', 'confirmed')
+       group by b.sku_id
+    ), returned as (
+      select sku_id, sum(quantity) as quantity from back group by sku_id
     )
-    select s.total_stock as "totalStock",
-           (select coalesce(sum(quantity), 0) from stock_additions where sku_id = s.id)::bigint as "additions",
-           (select coalesce(sum(available), 0) from stock_segments where sku_id = s.id)::bigint as "available",
-           (select coalesce(sum(quantity), 0) from taken where status = 'confirmed')::bigint as "sold",
-           (select coalesce(sum(quantity), 0) from taken where status = 'reserved')::bigint as "reserved",
-           s.sold_in_earlier_layouts + (select coalesce(sum(sold), 0) from stock_segments where sku_id = s.id)::bigint
-             + (select units from confirmed) as "soldCounted",
-           s.reserved_in_earlier_layouts
-             + (select coalesce(sum(reserved), 0) from stock_segments where sku_id = s.id)::bigint
-             - (select units from confirmed) as "reservedCounted",
-           (select coalesce(sum(quantity), 0) from back)::bigint as "returned",
-           (select coalesce(sum(quantity), 0) from taken where status in ('cancelled', 'expired'))::bigint as "ended",
-           (select count(*) from taken)::int as "ledgerOrders",
-           (select count(*) from stock_segments where sku_id = s.id and available < 0)::int as "negativeSegments",
-           (select count(*) from orders o where o.sku_id = s.id
-              and not exists (select 1 from stock_deductions d where d.order_id = o.id))::int as "ordersWithoutLedger",
-           (select count(*) from stock_deductions d where d.sku_id = s.id
-              and not exists (select 1 from orders o where o.id = d.order_id))::int as "ledgerWithoutOrder",
-           (select count(*) from orders o where o.sku_id = s.id
-              and o.quantity <> (select coalesce(sum(d.quantity), 0) from stock_deductions d where d.order_id = o.id))::int
-             as "ordersLedgerMismatch",
-           (select count(*) from back b join taken t using (order_id)
-             where b.quantity > t.quantity or t.status in ('reserved', 'confirmed'))::int as "wrongReturns"
-      from skus s where s.sku = ${sku}`.execute(db);
-  const row = rows[0];
-  return row && (Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as StockAudit);
+    select s.sku,
+           s.total_stock as "totalStock",
+           coalesce(a.quantity, 0)::bigint as "additions",
+           coalesce(g.available, 0)::bigint as "available",
+           coalesce(t.sold, 0)::bigint as "sold",
+           coalesce(t.reserved, 0)::bigint as "reserved",
+           s.sold_in_earlier_layouts + coalesce(g.sold, 0)::bigint + coalesce(c.units, 0) as "soldCounted",
+           s.reserved_in_earlier_layouts + coalesce(g.reserved, 0)::bigint - coalesce(c.units, 0) as "reservedCounted",
+           coalesce(r.quantity, 0)::bigint as "returned",
+           coalesce(t.ended, 0)::bigint as "ended",
+           coalesce(t.orders, 0)::int as "ledgerOrders",
+           coalesce(g.negative, 0)::int as "negativeSegments",
+           coalesce(w.without_ledger, 0)::int as "ordersWithoutLedger",
+           coalesce(l.n, 0)::int as "ledgerWithoutOrder",
+           coalesce(w.mismatch, 0)::int as "ordersLedgerMismatch",
+           coalesce(x.n, 0)::int as "wrongReturns"
+      from s
+      left join additions a on a.sku_id = s.id
+      left join segments g on g.sku_id = s.id
+      left join by_status t on t.sku_id = s.id
+      left join confirmed c on c.sku_id = s.id
+      left join returned r on r.sku_id = s.id
+      left join orders_wrong w on w.sku_id = s.id
+      left join ledger_orphans l on l.sku_id = s.id
+      left join returns_wrong x on x.sku_id = s.id`.execute(db);
+  return new Map(
+    rows.map(({ sku, ...row }) => [
+      String(sku),
+      Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as StockAudit,
+    ]),
+  );
 }
 
 /** Reads a SKU's books straight from Postgres, bypassing the service; the SKU must exist. */
