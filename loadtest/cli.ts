@@ -5,9 +5,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService } from './infra/service-process.js';
-import { expectedSafe, runFigures } from './report/figures.js';
-import { verdict } from './report/targets.js';
-import { writeReport } from './report/write-report.js';
+import { expectedSafe } from './report/figures.js';
+import { renderReport, verdictOf, writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
@@ -124,18 +123,20 @@ async function main(): Promise<void> {
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(resultsFile, `${JSON.stringify(run, null, 2)}\n`);
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
+    let verdict = verdictOf(renderReport(run, resultsFile));
     if (cli.report !== false) {
       // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
       const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
       const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
       const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
       const reportFile = path.resolve(name);
-      await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
+      verdict = await writeReport(run, reportFile, resultsFile);
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }
-    for (const line of verdict(runFigures(run))) progress.note(line);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
+    // Last, on one screen: the headline and the verdict, as the report opens.
+    process.stderr.write(`\n${verdict.join('\n')}\n\n`);
     process.exitCode = failures.length > 0 ? 1 : 0;
   } catch (error) {
     if (interrupted) return;
