@@ -1,5 +1,5 @@
 /** `npm run loadtest [-- options]`: the results json and report; exit 1 when a case's books do not balance. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
@@ -66,6 +66,7 @@ const program = new Command('loadtest')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
   .option('--no-report', 'write the results json only')
+  .option('--report-from <results>', 'measure nothing: write the report of an earlier run from its results json')
   .addHelpText('after', '\nWithout --url the run starts its own Redis and Postgres (or REDIS_URL / DATABASE_URL).');
 const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
   const option = new Option(flags, help);
@@ -75,6 +76,14 @@ const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
 
 async function main(): Promise<void> {
   const cli = program.parse().opts();
+  if (cli.reportFrom) {
+    // The report of a run again, e.g. with the notes written beside its results since.
+    const resultsFile = path.resolve(cli.reportFrom as string);
+    const earlier = JSON.parse(readFileSync(resultsFile, 'utf8')) as RunResults;
+    const reportFile = path.resolve((cli.report as string | undefined) ?? resultsFile.replace(/\.json$/, '.md'));
+    const verdict = await writeReport(earlier, reportFile, resultsFile);
+    return void process.stderr.write(`report: ${path.relative(process.cwd(), reportFile)}\n\n${verdict.join('\n')}\n`);
+  }
   const mode = cli.quick ? 'quick' : 'full';
   const settings: Record<string, unknown> = { ...presets[mode] };
   for (const { key, names } of settingFlags)
