@@ -104,7 +104,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
   const errors = result.errors ? `, ${int(result.errors)} connection errors` : '';
-  bar.done(`${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ')}${errors}`);
+  bar.done(`${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`);
   return round;
 }
 
