@@ -1,13 +1,12 @@
 /** `npm run loadtest [-- options]`: the results json and report; exit 1 when a case's books do not balance. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { remoteService } from './infra/service-process.js';
-import { expectedSafe, runFigures } from './report/figures.js';
-import { verdict } from './report/targets.js';
-import { writeReport } from './report/write-report.js';
+import { expectedSafe } from './report/figures.js';
+import { renderReport, verdictOf, writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
@@ -67,6 +66,7 @@ const program = new Command('loadtest')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
   .option('--no-report', 'write the results json only')
+  .option('--report-from <results>', 'measure nothing: write the report of an earlier run from its results json')
   .addHelpText('after', '\nWithout --url the run starts its own Redis and Postgres (or REDIS_URL / DATABASE_URL).');
 const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
   const option = new Option(flags, help);
@@ -76,6 +76,14 @@ const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
 
 async function main(): Promise<void> {
   const cli = program.parse().opts();
+  if (cli.reportFrom) {
+    // The report of a run again, e.g. with the notes written beside its results since.
+    const resultsFile = path.resolve(cli.reportFrom as string);
+    const earlier = JSON.parse(readFileSync(resultsFile, 'utf8')) as RunResults;
+    const reportFile = path.resolve((cli.report as string | undefined) ?? resultsFile.replace(/\.json$/, '.md'));
+    const verdict = await writeReport(earlier, reportFile, resultsFile);
+    return void process.stderr.write(`report: ${path.relative(process.cwd(), reportFile)}\n\n${verdict.join('\n')}\n`);
+  }
   const mode = cli.quick ? 'quick' : 'full';
   const settings: Record<string, unknown> = { ...presets[mode] };
   for (const { key, names } of settingFlags)
@@ -124,18 +132,20 @@ async function main(): Promise<void> {
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(resultsFile, `${JSON.stringify(run, null, 2)}\n`);
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
+    let verdict = verdictOf(renderReport(run, resultsFile));
     if (cli.report !== false) {
       // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
       const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
       const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
       const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
       const reportFile = path.resolve(name);
-      await writeReport(run, reportFile, path.relative(path.dirname(reportFile), resultsFile));
+      verdict = await writeReport(run, reportFile, resultsFile);
       progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     }
-    for (const line of verdict(runFigures(run))) progress.note(line);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
+    // Last, on one screen: the headline and the verdict, as the report opens.
+    process.stderr.write(`\n${verdict.join('\n')}\n\n`);
     process.exitCode = failures.length > 0 ? 1 : 0;
   } catch (error) {
     if (interrupted) return;

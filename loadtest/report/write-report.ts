@@ -7,27 +7,81 @@ import type { SalesCase } from '../scenarios/sales.js';
 import { renderCharts } from './charts.js';
 import { type Answers, type Column, expectedSafe, int, mib, ms, num, pct, type RunFigures } from './figures.js';
 import { msPerAnswer, oversellName, runFigures, table, times } from './figures.js';
-import { targetSlots } from './targets.js';
+import { JUDGED_WHEN_QUICK, judgeTargets } from './targets.js';
 
-const TEMPLATE = new URL('../../../loadtest/report/benchmarks.template.md', import.meta.url);
-const ANALYSIS = /<!-- analysis:begin -->\n?([\s\S]*?)\n?<!-- analysis:end -->/;
+// Beside this file in the sources; compiled, this file is in dist/ and the template is not.
+const TEMPLATE = new URL(
+  `${import.meta.url.includes('/dist/') ? '../../../loadtest/report/' : './'}benchmarks.template.md`,
+  import.meta.url,
+);
 type Slots = Record<string, string | undefined>;
+/** A row of the template's Targets table: its wording, its figure, the target it judges. */
+const TARGET_ROW = /^\| (.*) \| (.*) \| \{\{([\w:.-]+)\.result\}\} \|$/;
 
-/** Fills the template's `{{name|fallback}}` slots with the run's figures; an existing report's analysis is kept. */
-export async function writeReport(run: RunResults, file: string, resultsPath: string): Promise<void> {
+/**
+ * The report of a run: the template's `{{name|fallback}}` slots filled with its figures, its lines marked
+ * `<!-- quick -->` or `<!-- full -->` kept for that kind of run only, and the Targets table's rows of targets the run
+ * did not measure left out. `more`: the charts, when they were drawn, and the notes someone wrote about the run.
+ */
+export function renderReport(run: RunResults, resultsPath: string, more: Slots = {}): string {
+  const f = runFigures(run);
+  const quick = run.meta.mode === 'quick';
+  const targets = judgeTargets(f);
+  const judged = (name: string) => targets[name] && (!quick || JUDGED_WHEN_QUICK.has(name));
+  const slots: Slots = { ...facts(f, resultsPath), ...tables(f), ...more };
+  for (const [name, target] of Object.entries(targets)) {
+    for (const [key, value] of Object.entries(target)) slots[`${name}.${key}`] = String(value);
+    slots[`${name}.result`] = !judged(name) ? 'not judged in a quick run' : target.met ? '**met**' : '**not met**';
+  }
+  const fill = (text: string) =>
+    text.replace(
+      /\{\{([\w:.-]+)(?:\|([^}]*))?\}\}/g,
+      (_, name: string, fallback?: string) =>
+        slots[name] || (fallback ?? (name.startsWith('chart:') ? '' : '_Not measured in this run._')),
+    );
+  const kept = readFileSync(TEMPLATE, 'utf8')
+    .split('\n')
+    .filter((line) => !line.startsWith(`<!-- ${quick ? 'full' : 'quick'} -->`))
+    .map((line) => line.replace(/^<!-- (quick|full) -->/, ''))
+    .filter((line) => !TARGET_ROW.test(line) || targets[TARGET_ROW.exec(line)![3]!]);
+  const rows = kept.flatMap((line) => {
+    const [, wording, figure, name] = TARGET_ROW.exec(line) ?? [];
+    return name && judged(name) ? [{ wording: fill(wording!), figure: fill(figure!), met: targets[name]!.met }] : [];
+  });
+  const notMet = rows.filter((row) => !row.met);
+  slots.judgedCount = String(rows.length);
+  slots.metCount = String(rows.length - notMet.length);
+  slots.notMet = notMet.map((row) => `- ${row.wording}: ${row.figure}`).join('\n');
+  // A slot that filled a line of its own with nothing leaves no blank line behind.
+  return fill(kept.join('\n')).replace(/\n{3,}/g, '\n\n');
+}
+
+/**
+ * Writes the report and its charts; answers the report's headline and verdict, for the console. What someone wrote
+ * about the run beside its results (`<results>.notes.md`) goes into its analysis.
+ */
+export async function writeReport(run: RunResults, file: string, resultsFile: string): Promise<string[]> {
   const dir = path.dirname(file);
+  const notesFile = resultsFile.replace(/\.json$/, '.notes.md');
   const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
   mkdirSync(chartDir, { recursive: true });
-  const f = runFigures(run);
-  const slots: Slots = { ...facts(f, resultsPath), ...tables(f), ...targetSlots(f) };
-  for (const c of await renderCharts(f, chartDir))
-    slots[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
-  slots.analysis = existsSync(file) ? ANALYSIS.exec(readFileSync(file, 'utf8'))?.[1]?.trim() : undefined;
-  const fill = (_: string, name: string, fallback?: string) =>
-    slots[name] || (fallback ?? (name.startsWith('chart:') ? '' : '_Not measured in this run._'));
-  const text = readFileSync(TEMPLATE, 'utf8').replace(/\{\{([\w:-]+)(?:\|([^}]*))?\}\}/g, fill);
-  // A slot that filled a line of its own with nothing leaves no blank line behind.
-  writeFileSync(file, text.replace(/\n{3,}/g, '\n\n'));
+  const more: Slots = { notes: existsSync(notesFile) ? readFileSync(notesFile, 'utf8').trim() : undefined };
+  for (const c of await renderCharts(runFigures(run), chartDir))
+    more[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
+  const text = renderReport(run, path.relative(dir, resultsFile), more);
+  writeFileSync(file, text);
+  return verdictOf(text);
+}
+
+/** The report's headline and verdict as plain lines: what the console ends with. */
+export function verdictOf(report: string): string[] {
+  const from = report.indexOf('\n## Headline');
+  const to = report.indexOf('\n## ', report.indexOf('\n## Verdict') + 1);
+  return report
+    .slice(from + 1, to)
+    .split('\n')
+    .filter((line) => line.trim())
+    .map((line) => line.replace(/\*\*/g, '').replace(/^## /, '').replace(/`/g, ''));
 }
 
 /** The run's machine, settings and single figures the prose quotes; the settings under their own names. */

@@ -1,6 +1,7 @@
 import autocannon from 'autocannon';
 import cliProgress from 'cli-progress';
 import { statusCounts } from '../../test/support/order-load.js';
+import { int, ms } from '../report/figures.js';
 
 export interface RoundSpec {
   title: string;
@@ -65,12 +66,12 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     ...(amount !== undefined ? { amount } : { duration: durationSeconds }),
   };
   const timed = amount === undefined;
-  const bar = progress.round(spec.title, amount ?? Math.round(durationSeconds * 10), timed);
+  const bar = progress.round(spec.title, amount ?? durationSeconds, timed);
   const answers: { ms: number; status: number; at: number }[] = [];
   const perClient = new Map<unknown, number>();
   let firstIdleAt = Infinity;
   const started = performance.now();
-  const ticker = timed ? setInterval(() => bar.update((performance.now() - started) / 100), 200) : undefined;
+  const ticker = timed ? setInterval(() => bar.update((performance.now() - started) / 1000), 200) : undefined;
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(options, (error, done) => (error ? reject(error) : resolve(done)));
     instance.on('response', (client: autocannon.Client & { responseMax?: number }, status: number, _b, ms: number) => {
@@ -80,7 +81,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
       const answered = (perClient.get(client) ?? 0) + 1;
       perClient.set(client, answered);
       if (client.responseMax && answered >= client.responseMax) firstIdleAt = Math.min(firstIdleAt, at);
-      if (!timed) bar.update(answers.length, `${Math.round((answers.length / at) * 1000)}/s`);
+      if (!timed) bar.update(answers.length);
     });
   });
   clearInterval(ticker);
@@ -98,11 +99,12 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     latencyMs: summarize(answers.map((a) => a.ms)),
     ...(spec.pickSku && { answeredBySku }),
   };
-  const rate = Math.round(round.ratePerSecond[expectedStatus] ?? 0);
-  const errors = result.errors ? `, ${result.errors} errors` : '';
-  const p99 = round.latencyMs.p99.toFixed(1);
-  const answered = `${round.responses} answers in ${round.durationSeconds.toFixed(1)} s`;
-  bar.done(`${answered}, ${rate} × ${expectedStatus}/s, p99 ${p99} ms${errors}`);
+  // As the report gives a case: answers of the expected status per second, latency percentiles, every status.
+  const { p50, p99 } = round.latencyMs;
+  const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
+  const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
+  const errors = result.errors ? `, ${int(result.errors)} connection errors` : '';
+  bar.done(`${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`);
   return round;
 }
 
@@ -162,9 +164,9 @@ export class RunProgress {
     process.stderr.write(`[${clock}] ${message}\n`);
   }
 
-  /** A round of `total` requests, or (timed) of `total` tenths of a second. */
+  /** A round of `total` requests, or (timed) of `total` seconds. */
   round(title: string, total: number, timed: boolean) {
-    const unit = timed ? 'tenths of a second' : 'requests';
+    const unit = timed ? 's' : 'requests';
     // cli-progress draws nothing where stderr is no terminal: there the round's start gets a line of its own.
     if (!process.stderr.isTTY) this.note(`${title}: ${total} ${unit}…`);
     const format = `  {title} |{bar}| {value}/{total} ${unit} | {status}`;
@@ -172,7 +174,8 @@ export class RunProgress {
     const bar = new cliProgress.SingleBar(options, cliProgress.Presets.shades_classic);
     bar.start(total, 0, { title, status: '' });
     return {
-      update: (value: number, status = '') => bar.update(Math.min(Math.round(value), total), { status }),
+      update: (value: number, status = '') =>
+        bar.update(Math.min(timed ? Math.round(value * 10) / 10 : Math.round(value), total), { status }),
       done: (summary: string) => {
         bar.stop();
         this.note(`${title}: ${summary}`);

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
+import { auditStocks } from '../../test/support/invariants.js';
 import { checkBooks, WARMUP_STOCK } from './sales.js';
 
 type Echo = { id: string; label: string; service: ServiceTarget; path?: string; status?: number };
@@ -42,7 +43,8 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const round = { title: label, path: guard.path, body: { sku, quantity: 1 }, amount: requests };
   const measured = await ctx.round(service, { ...round, connections: Math.min(ctx.settings.connections, requests) });
-  const books = await checkBooks(ctx.api(service), ctx.db, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
+  const audits = ctx.db && (await auditStocks(ctx.db, [sku]));
+  const books = await checkBooks(ctx.api(service), audits, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 
@@ -150,9 +152,10 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
 async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, segments: number): Promise<void> {
   const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
   const of = (n: number) => n.toLocaleString('en-US');
-  for (let done = 0; done < rows; done += 100_000) {
-    const chunk = Math.min(100_000, rows - done);
-    ctx.progress.note(`seeding ${sku}: ${of(done + chunk)} of ${of(rows)} ledger rows…`);
+  // 20,000 rows a statement: within the 10 s query timeout even on a machine busy with other work.
+  for (let done = 0; done < rows; done += 20_000) {
+    const chunk = Math.min(20_000, rows - done);
+    if (done % 500_000 === 0) ctx.progress.note(`seeding ${sku}: ${of(done)} of ${of(rows)} ledger rows…`);
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)

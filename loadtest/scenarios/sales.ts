@@ -3,9 +3,8 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
-import type { Db } from '../../src/db/database.js';
 import { EVENT_TYPES } from '../../src/events/event-types.js';
-import { auditStock, booksViolations } from '../../test/support/invariants.js';
+import { auditStocks, booksViolations, type StockAudit } from '../../test/support/invariants.js';
 import { histogramDelta, type MetricsSnapshot } from '../../test/support/scrape-metric.js';
 import type { StockApi } from '../client/stock-api.js';
 import type { ServerStats } from '../infra/server-stats.js';
@@ -145,20 +144,19 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
 type Sold = Record<string, number>;
 /** The books of a round's SKUs as one, and each SKU's units sold; `slack`: units sold unanswered (0: exact). */
 async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0, before?: Sold) {
+  if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
+  // The alternative keeps its own tables: its books are read through its API only.
+  const audits = spec.alternative || !ctx.db ? null : await auditStocks(ctx.db, set.skus);
   const check = (sku: string) => {
     // A spread round counts the units answered per SKU; a one-SKU round's 201s are all that SKU's.
     const answeredUnits = round.answeredBySku
       ? (round.answeredBySku[sku] ?? 0)
       : (round.statusCounts[201] ?? 0) * ctx.settings.quantity;
     const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
-    return checkBooks(ctx.api(spec.service), spec.alternative ? null : ctx.db, question);
+    return checkBooks(ctx.api(spec.service), audits, question);
   };
   const all: Books[] = [];
-  // Each SKU's audit reads the orders table whole (orders has no index by SKU): on a database with a long history
-  // (REDIS_URL/DATABASE_URL of one's own, kept between runs) a spread round's hundreds of SKUs take minutes.
-  if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
-  // Eight SKUs at a time.
-  for (let i = 0; i < set.skus.length; i += 8) all.push(...(await Promise.all(set.skus.slice(i, i + 8).map(check))));
+  for (let i = 0; i < set.skus.length; i += 16) all.push(...(await Promise.all(set.skus.slice(i, i + 16).map(check))));
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
   const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
@@ -220,8 +218,8 @@ export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Prom
 export type Books = Awaited<ReturnType<typeof checkBooks>>;
 
 type Question = { sku: string; answeredUnits: number; slack?: number; soldBefore?: number; stockIn?: string };
-/** A SKU's books through the API and, when reachable, in Postgres with the tests' books checker. */
-export async function checkBooks(api: StockApi, db: Db | null, question: Question) {
+/** A SKU's books through the API and, when given its audit from Postgres, with the tests' books checker. */
+export async function checkBooks(api: StockApi, audits: Map<string, StockAudit> | null, question: Question) {
   const { sku, answeredUnits, slack = 0, soldBefore: before = 0 } = question;
   const checks: { name: string; ok: boolean; detail: string }[] = [];
   const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
@@ -240,8 +238,8 @@ export async function checkBooks(api: StockApi, db: Db | null, question: Questio
   const inRound = sold - before - answeredUnits;
   check(`${soldName} (API)`, inRound >= 0 && inRound <= slack, soldDetail + (slack ? `, unanswered ≤ ${slack}` : ''));
   check('available + sold = stock (API)', available + sold === stock, `${available} + ${sold} vs ${stock}`);
-  if (db) {
-    const audit = await auditStock(db, sku);
+  if (audits) {
+    const audit = audits.get(sku);
     if (!audit) throw new Error(`SKU ${sku} is not in Postgres`);
     check('Σ ledger = units sold (Postgres)', audit.sold === sold, `ledger ${audit.sold}, API ${sold}`);
     // The Redis counter baseline keeps its stock in Redis: its segments never go down, so only its ledger is checked.

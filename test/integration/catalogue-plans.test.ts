@@ -7,21 +7,10 @@ import { readSegmentStates } from '../../src/orders/batch-statements.js';
 import { writeBatch } from '../../src/orders/order-writes.js';
 import { availableBySku, readAvailableBySku } from '../../src/metrics/metrics.repository.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
+import { explainScans } from '../support/query-plan.js';
 
 const SKUS = 20_000;
 const SEGMENTS = 4;
-
-/** A node of a plan as `explain (format json)` gives it. */
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 
 /**
  * Queries that run all the time whatever the traffic (the event sequencer about ten times a second on every busy
@@ -32,21 +21,7 @@ const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).fla
  */
 describe('queries that must not grow with the catalogue', () => {
   let own: OwnDatabase;
-  /** Runs the query under `explain analyze`: per table, how it was scanned and how many rows the scans read. */
-  const explain = async (query: CompiledQuery) => {
-    const { rows } = await own.db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      CompiledQuery.raw(`explain (analyze, format json) ${query.sql}`, [...query.parameters]),
-    );
-    const nodes = nodesOf(rows[0]!['QUERY PLAN'][0].Plan);
-    return (table: string) => {
-      const scans = nodes.filter((n) => n['Relation Name'] === table);
-      const rowsRead = scans.reduce(
-        (sum, n) => sum + (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'],
-        0,
-      );
-      return { scans: scans.map((n) => n['Node Type']), rowsRead };
-    };
-  };
+  const explain = (query: CompiledQuery) => explainScans(own.db, query);
 
   beforeAll(async () => {
     own = await createOwnDatabase('catalogue_plans');

@@ -1,22 +1,13 @@
-import { CompiledQuery, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listingStatement, MAX_SKUS_SCANNED } from '../../src/stock/sku-listing.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
+import { explainScans } from '../support/query-plan.js';
 import { call, type RunningService, startService } from '../support/service.js';
 import { bearer, serviceKey, writeKeysFile } from '../security/credentials.js';
 
 const CATALOGUE = 10_000;
 const SEGMENTS = 2;
-
-/** A node of a plan as `explain (format json)` gives it. */
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
 
 interface Page {
   skus: { sku: string }[];
@@ -95,16 +86,9 @@ describe('GET /skus', () => {
   it('costs a page, not the catalogue: a page deep in the list reads limit + 1 SKUs and their segments', async () => {
     const cursor = (await page('prefix=item-08&limit=100')).nextCursor!;
     const query = listingStatement({ limit: 100, cursor }, new Date()).statement.compile(own.db);
-    const { rows } = await own.db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      CompiledQuery.raw(`explain (analyze, format json) ${query.sql}`, [...query.parameters]),
-    );
-    const nodes = nodesOf(rows[0]!['QUERY PLAN'][0].Plan);
-    const read = (table: string) =>
-      nodes
-        .filter((n) => n['Relation Name'] === table)
-        .reduce((sum, n) => sum + (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'], 0);
-    expect(read('skus')).toBe(101);
-    expect(read('stock_segments')).toBe(101 * SEGMENTS);
+    const read = await explainScans(own.db, query);
+    expect(read('skus').rowsRead).toBe(101);
+    expect(read('stock_segments').rowsRead).toBe(101 * SEGMENTS);
   });
 
   it('gives each SKU as GET /skus/:sku does, without its segments', async () => {

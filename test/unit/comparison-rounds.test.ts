@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { runFigures } from '../../loadtest/report/figures.js';
-import { targetSlots, verdict } from '../../loadtest/report/targets.js';
+import { judgeTargets } from '../../loadtest/report/targets.js';
+import { renderReport, verdictOf } from '../../loadtest/report/write-report.js';
 import type { RunResults } from '../../loadtest/run-results.js';
 import { presets } from '../../loadtest/scenarios/context.js';
 
@@ -67,37 +68,61 @@ describe('a comparison measured in rounds', () => {
   });
 
   it('states every round’s ratio and judges the median one in the targets', () => {
-    const slots = targetSlots(f);
-    expect(slots['target:alternative']).toBe('3,000/s vs 1,200/s: ×2.50, the median of ×2.50, ×2.63, ×1.86 | **met**');
-    expect(slots['target:echo']).toBe('4,600/s vs 6,200/s: ×0.74, the median of ×0.75, ×0.74, ×0.60 | **met**');
-    expect(slots['target:spread']).toMatch(
-      /^2,000\/s vs 1,500\/s: ×1\.33, the median of ×1\.33, ×1\.04, ×1\.50; p99 45\.0 vs 50\.0 ms in that round \| \*\*met\*\*$/,
-    );
+    const targets = judgeTargets(f);
+    expect(targets.alternative).toEqual({
+      ...{ ours: '3,000', theirs: '1,200', ratio: '×2.50', rounds: '×2.50, ×2.63, ×1.86', met: true },
+    });
+    expect(targets.echo).toEqual({
+      ours: '4,600',
+      echo: '6,200',
+      ratio: '×0.74',
+      rounds: '×0.75, ×0.74, ×0.60',
+      met: true,
+    });
+    expect(targets.spread).toMatchObject({ ratio: '×1.33', rounds: '×1.33, ×1.04, ×1.50', p99: '45.0', met: true });
   });
 });
 
-describe('the verdict a run ends with', () => {
-  it('counts the targets measured and names each one not met with its figure, one line each', () => {
-    const results = run();
+const meta = (mode: 'quick' | 'full') => ({
+  mode,
+  settings: presets[mode],
+  startedAt: '2026-11-27T00:00:00.000Z',
+  finishedAt: '2026-11-27T00:05:00.000Z',
+  cpus: { count: 2, model: 'test' },
+  memoryBytes: 2 ** 30,
+});
+
+describe('the report and the verdict a run ends with', () => {
+  it('open with the headline, then count the targets judged and name each one not met with its figure', () => {
+    const results = { ...run(), meta: meta('full') } as unknown as RunResults;
     // The hot SKU falls below 0.55 × the echo in its median round: not met.
     results.bareEcho = rounds('bare-echo', [8_000, 9_000, 9_500]) as unknown as RunResults['bareEcho'];
-    expect(verdict(runFigures(results))).toEqual([
-      'verdict: 3 of 4 targets measured met; not met:',
-      '  echo: 3,900/s vs 9,500/s: ×0.41, the median of ×0.38, ×0.51, ×0.41',
+    const report = renderReport(results, 'results.json');
+    expect(
+      report
+        .split('\n## ')
+        .map((section) => section.split('\n')[0])
+        .slice(1, 4),
+    ).toEqual(['Headline', 'Verdict', 'Analysis']);
+    const verdict = verdictOf(report);
+    expect(verdict).toContain('- One hot SKU: 3,000 orders/s against 1,200/s: ×2.50 the alternative.');
+    expect(verdict.slice(verdict.indexOf('Verdict'))).toEqual([
+      'Verdict',
+      '3 of 4 targets judged in this run met. Not met:',
+      '- real critical section: 20 segments ≥ 0.55 × the bare express echo: 3,900/s vs 9,500/s: ×0.41 (rounds ×0.38, ×0.51, ×0.41)',
     ]);
-    // No ceiling was measured: the share of it is not judged.
-    expect(verdict(f())).toEqual(['verdict: 4 of 4 targets measured met']);
+    expect(report).not.toContain('No analysis has been written');
   });
 
   it('says a quick run is a smoke test and judges only its books', () => {
-    const quick = { ...run(), meta: { mode: 'quick', settings: presets.quick } } as unknown as RunResults;
-    expect(verdict(runFigures(quick))).toEqual([
-      'quick run: a smoke test, its rates and ratios are not judged (run without --quick for that)',
-      'verdict: 1 of 1 targets measured met',
+    const quick = { ...run(), meta: meta('quick') } as unknown as RunResults;
+    const verdict = verdictOf(renderReport(quick, 'results.json'));
+    expect(verdict.slice(verdict.indexOf('Verdict') + 1)).toEqual([
+      expect.stringMatching(
+        /^A quick run is a smoke test: .* only the books and the oversell demonstration are judged/,
+      ),
+      '1 of 1 targets judged in this run met. Not met:',
+      'None.',
     ]);
   });
 });
-
-function f() {
-  return runFigures(run());
-}
