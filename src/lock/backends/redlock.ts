@@ -12,7 +12,7 @@ import {
   type WaitBudget,
 } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
-import { defineLockCommands, LockCode } from '../scripts.js';
+import { acquireLock, defineLockCommands, LockCode, releaseLock } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {
   /** Independent Redis nodes (not replicas of each other): an odd number, 3 or 5. */
@@ -47,7 +47,7 @@ interface Votes<T> {
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;
-  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: false, retakes: false };
   readonly nodes: Redis[];
   readonly quorum: number;
   private readonly retryDelayMs: number;
@@ -88,19 +88,15 @@ export class RedlockLock extends LockClient {
     return attempt === 'taken' ? null : attempt;
   }
 
-  protected async waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
-    for (;;) {
-      budget.signal?.throwIfAborted();
+  /** In line with this client's other waiters; a round without a quorum is tried again until the budget is spent. */
+  protected override waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget) {
+    return this.lines.wait(key, budget, async () => {
       const attempt = await this.attempt(key, owner, ttlMs);
-      if (typeof attempt === 'object') return attempt;
-      const remaining = budget.deadline - Date.now();
-      if (remaining <= 0) {
-        if (attempt === 'unavailable') throw this.unavailable(key);
-        return null;
-      }
-      const pause = this.retryDelayMs + Math.random() * this.retryJitterMs;
-      await sleepUntilWoken(Math.min(remaining, pause), budget.signal).promise;
-    }
+      if (attempt === 'unavailable' && Date.now() >= budget.deadline) throw this.unavailable(key);
+      // Contenders of other processes retry at different moments, so a release notice lost does not line them up.
+      const retryMs = this.retryDelayMs + Math.random() * this.retryJitterMs;
+      return { grant: typeof attempt === 'object' ? attempt : null, retryMs };
+    });
   }
 
   private async attempt(key: string, owner: string, ttlMs: number): Promise<Attempt> {
@@ -108,8 +104,7 @@ export class RedlockLock extends LockClient {
     const requestedAt = Date.now();
     const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
     const votes = await this.round(
-      (node) =>
-        node.lockAcquire(...redisKeys.scriptKeys(key), owner, ttlMs, 'try', 1_000, redisKeys.grantedChannel(key)),
+      (node) => acquireLock(node, key, owner, { leaseMs: ttlMs, mode: 'try' }),
       (reply) => reply[0] > 0,
     );
     if (votes.yes.length >= this.quorum && validFor() > 0) {
@@ -159,16 +154,7 @@ export class RedlockLock extends LockClient {
 
   private releaseEverywhere(key: string, owner: string, leaseMs: number) {
     return this.round(
-      (node) =>
-        node.lockRelease(
-          ...redisKeys.scriptKeys(key),
-          owner,
-          leaseMs,
-          redisKeys.releasedChannel(key),
-          '',
-          redisKeys.grantedChannel(key),
-          '1',
-        ),
+      (node) => releaseLock(node, key, owner, { handOffLeaseMs: leaseMs, notice: '', dropAll: true }),
       (reply) => reply[0] !== LockCode.Lost,
     );
   }

@@ -43,7 +43,9 @@ const MAX_WATCH_MS = 1_000;
  */
 export class ZooKeeperLock extends LockClient<NodeHandle> {
   readonly kind = 'zookeeper' as const;
-  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: true, retakes: false };
+  /** A release deletes the holder's node, which wakes the next in line through its watch. */
+  protected override readonly announcesReleases = true;
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
@@ -79,7 +81,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     }
   }
 
-  protected async waitStore(
+  protected override async waitStore(
     key: string,
     owner: string,
     _ttlMs: number,
