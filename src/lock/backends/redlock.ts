@@ -163,12 +163,8 @@ export class RedlockLock extends LockClient {
    * Sends one command to each node and settles as soon as the round is decided: `quorum` nodes said yes, or so many
    * said no or failed that a quorum is out of reach. Later answers are not waited for.
    */
-  private round<T>(
-    call: (node: Redis) => Promise<T>,
-    isYes: (reply: T) => boolean,
-    nodes = this.nodes,
-  ): Promise<Votes<T>> {
-    return new Promise((resolve) => {
+  private round<T>(call: (node: Redis) => Promise<T>, isYes: (reply: T) => boolean, nodes = this.nodes) {
+    return new Promise<Votes<T>>((resolve) => {
       const votes: Votes<T> = { yes: [], no: 0, failed: 0 };
       const decide = () => {
         const answered = votes.yes.length + votes.no + votes.failed;
@@ -179,15 +175,8 @@ export class RedlockLock extends LockClient {
       };
       for (const node of nodes) {
         call(node).then(
-          (reply) => {
-            if (isYes(reply)) votes.yes.push({ node, reply });
-            else votes.no++;
-            decide();
-          },
-          () => {
-            votes.failed++;
-            decide();
-          },
+          (reply) => (isYes(reply) ? votes.yes.push({ node, reply }) : votes.no++, decide()),
+          () => (votes.failed++, decide()),
         );
       }
     });
@@ -195,9 +184,7 @@ export class RedlockLock extends LockClient {
 
   private unavailable(key: string): LockUnavailableError {
     const reachable = this.nodes.filter((node) => node.status === 'ready').length;
-    return new LockUnavailableError(
-      key,
-      `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`,
-    );
+    const detail = `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`;
+    return new LockUnavailableError(key, detail);
   }
 }

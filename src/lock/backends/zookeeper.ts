@@ -17,9 +17,11 @@ export interface ZooKeeperLockOptions extends LockClientOptions {
   operationTimeoutMs?: number;
 }
 
+type Client = ZooKeeperClient.Client;
+
 interface NodeHandle {
   path: string;
-  client: ZooKeeperClient.Client;
+  client: Client;
 }
 
 /**
@@ -49,7 +51,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
-  private session: Promise<ZooKeeperClient.Client> | undefined;
+  private session: Promise<Client> | undefined;
   private readonly knownDirs = new Set<string>();
   private closing = false;
   private readonly zookeeper = loadClientLibrary();
@@ -81,12 +83,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     }
   }
 
-  protected override async waitStore(
-    key: string,
-    owner: string,
-    _ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<NodeHandle> | null> {
+  protected override async waitStore(key: string, owner: string, _ttlMs: number, budget: WaitBudget) {
     const { client, dir, path } = await this.enqueue(key, owner);
     try {
       for (;;) {
@@ -140,10 +137,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     client?.close();
   }
 
-  private async enqueue(
-    key: string,
-    owner: string,
-  ): Promise<{ client: ZooKeeperClient.Client; dir: string; path: string }> {
+  private async enqueue(key: string, owner: string): Promise<{ client: Client; dir: string; path: string }> {
     const client = await this.connected();
     const dir = this.dirOf(key);
     if (!this.knownDirs.has(dir)) {
@@ -166,17 +160,12 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     return posix.join(this.rootPath, encodeURIComponent(key));
   }
 
-  private async grant(
-    client: ZooKeeperClient.Client,
-    dir: string,
-    path: string,
-    requestedAt: number,
-  ): Promise<StoreGrant<NodeHandle>> {
+  private async grant(client: Client, dir: string, path: string, requestedAt: number): Promise<StoreGrant<NodeHandle>> {
     const fence = await this.issueFence(client, dir);
     return { fence, leaseMs: client.getSessionTimeout(), requestedAt, handle: { client, path } };
   }
 
-  private async issueFence(client: ZooKeeperClient.Client, dir: string): Promise<number> {
+  private async issueFence(client: Client, dir: string): Promise<number> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const [data, stat] = await this.call<[Buffer | null, ZooKeeperClient.Stat]>(client, (done) =>
         client.getData(dir, (error, value, stat) => done(error, [value, stat])),
@@ -194,19 +183,19 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     throw new LockUnavailableError(dir, 'the fencing counter kept changing under a compare-and-set');
   }
 
-  private async sortedChildren(client: ZooKeeperClient.Client, dir: string): Promise<string[]> {
+  private async sortedChildren(client: Client, dir: string): Promise<string[]> {
     const children = await this.call<string[]>(client, (done) =>
       client.getChildren(dir, (error, names) => done(error, names)),
     );
     return children.filter((name) => /-lock-\d{10}$/.test(name)).sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 
-  private async ownsNode(client: ZooKeeperClient.Client, path: string): Promise<boolean> {
+  private async ownsNode(client: Client, path: string): Promise<boolean> {
     const stat = await this.call<ZooKeeperClient.Stat | null>(client, (done) => client.exists(path, done));
     return stat?.ephemeralOwner.equals(client.getSessionId()) ?? false;
   }
 
-  private async removeNode(client: ZooKeeperClient.Client, path: string): Promise<void> {
+  private async removeNode(client: Client, path: string): Promise<void> {
     try {
       await this.call(client, (done) => client.remove(path, -1, done));
     } catch (error) {
@@ -215,7 +204,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   /** The current session; a new one after the last expired (its holds are reported lost). */
-  private connected(): Promise<ZooKeeperClient.Client> {
+  private connected(): Promise<Client> {
     if (this.closing) return Promise.reject(new LockUnavailableError('*', 'the ZooKeeper lock client is closed'));
     if (!this.session) {
       const client = this.zookeeper.createClient(this.options.connect, {
@@ -223,15 +212,11 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
         spinDelay: 100,
         retries: 0,
       });
-      const session = new Promise<ZooKeeperClient.Client>((resolve, reject) => {
+      const session = new Promise<Client>((resolve, reject) => {
+        const detail = `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`;
         const timer = setTimeout(() => {
           client.close();
-          reject(
-            new LockUnavailableError(
-              '*',
-              `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`,
-            ),
-          );
+          reject(new LockUnavailableError('*', detail));
         }, this.operationTimeoutMs);
         client.once('connected', () => {
           clearTimeout(timer);
@@ -271,7 +256,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
    * reconnect once requests are queued on a dropped connection.
    */
   private call<T = unknown>(
-    client: ZooKeeperClient.Client,
+    client: Client,
     start: (done: (error: Error | ZooKeeperClient.Exception | null, value?: T) => void) => void,
   ): Promise<T> {
     if (client.getState() !== this.zookeeper.State.SYNC_CONNECTED) {
