@@ -9,11 +9,7 @@ export interface SegmentRef {
   segment: number;
 }
 
-/**
- * The one order in which any caller holding several segment locks takes them: by SKU (code units), then segment. Every
- * multi-lock path (covers, carts, configuration changes, returns) takes its locks in this order, so none can deadlock
- * another.
- */
+/** The one order in which every caller holding several segment locks takes them, so none can deadlock another. */
 export function compareRefs(a: SegmentRef, b: SegmentRef): number {
   if (a.sku !== b.sku) return a.sku < b.sku ? -1 : 1;
   return a.segment - b.segment;
@@ -31,12 +27,6 @@ export interface SegmentLockHooks {
   onReleased?(heldMs: number): void;
 }
 
-export interface SegmentLockOptions {
-  ttlMs: number;
-  /** Renew held leases every TTL/3 (LOCK_WATCHDOG); off, a lease simply expires after `ttlMs`. */
-  watchdog: boolean;
-}
-
 /**
  * The segment locks the order flow and the stock admin take: one lock per (SKU, layout, segment) on the LOCK_BACKEND
  * lock, used through its public methods like any other caller's, each acquisition its own owner (never re-entered).
@@ -45,7 +35,8 @@ export interface SegmentLockOptions {
 export class SegmentLocks {
   constructor(
     private readonly lock: DistributedLock,
-    private readonly options: SegmentLockOptions,
+    /** `watchdog`: renew held leases every TTL/3 (LOCK_WATCHDOG); off, a lease simply expires after `ttlMs`. */
+    private readonly options: { ttlMs: number; watchdog: boolean },
     private readonly hooks: SegmentLockHooks = {},
   ) {}
 
@@ -110,13 +101,10 @@ export class SegmentLocks {
   }
 
   /**
-   * One attempt at each of `refs` (null: busy), on one Redis server in one script call, for a caller that still holds
-   * `held` (its last batch's leases, by segment key) and lets go of them now. A held lock it needs again is taken again
-   * in the request that lets it go, under a new fencing token, where the lock can and nobody else wants it
-   * (`retakeMany`); the rest of `held` is released, in the same round trip as the attempts at the other segments. A
-   * lock that could not be taken again is released and tried afresh once the release is through: a caller of this
-   * process waiting for it gets it first (the lock never lets a try overtake its waiters). If an attempt fails outright,
-   * lets go of everything and rethrows.
+   * One attempt at each of `refs` (null: busy) for a caller that lets go of `held` (its last batch's leases, by key)
+   * now, all in one round trip: a held lock it needs again is taken again in the request that lets it go (`retakeMany`,
+   * where the lock can and nobody else wants it), the rest released. One not taken again is released and then tried
+   * afresh, after any waiter of this process. If an attempt fails outright, lets go of everything and rethrows.
    */
   async tryAcquireAllHolding(
     refs: readonly SegmentRef[],

@@ -1,15 +1,12 @@
 /**
- * Every error the lock layer raises, in one place. Store failures (Redis, Postgres, ZooKeeper connection errors) are
- * passed through unchanged, so callers that map outages to 503 keep recognising them.
+ * Every error the lock layer raises, in one place; each message names the lock. Store failures (Redis, Postgres,
+ * ZooKeeper connection errors) are passed through unchanged, so callers that map outages to 503 keep recognising them.
  */
 
 /** The lock can no longer be proven held: it expired, was taken over, or its store stayed unreachable too long. */
 export class LockLostError extends Error {
   override readonly name = 'LockLostError';
-  constructor(
-    readonly key: string,
-    readonly reason: string,
-  ) {
+  constructor(key: string, reason: string) {
     super(`lock '${key}' was lost: ${reason}`);
   }
 }
@@ -17,10 +14,7 @@ export class LockLostError extends Error {
 /** A release or extension by someone who does not hold the lock. Nothing was changed. */
 export class NotLockOwnerError extends Error {
   override readonly name = 'NotLockOwnerError';
-  constructor(
-    readonly key: string,
-    readonly reason: string,
-  ) {
+  constructor(key: string, reason: string) {
     super(`lock '${key}' is not held by this owner (${reason}); nothing was changed`);
   }
 }
@@ -28,10 +22,7 @@ export class NotLockOwnerError extends Error {
 /** The wait budget ran out before the lock was granted. */
 export class LockTimeoutError extends Error {
   override readonly name = 'LockTimeoutError';
-  constructor(
-    readonly key: string,
-    readonly waitedMs: number,
-  ) {
+  constructor(key: string, waitedMs: number) {
     super(`lock '${key}' stayed taken for the whole wait budget of ${waitedMs} ms`);
   }
 }
@@ -39,19 +30,15 @@ export class LockTimeoutError extends Error {
 /** Too few stores answered to decide (Redlock without a quorum of reachable nodes, ZooKeeper without a session). */
 export class LockUnavailableError extends Error {
   override readonly name = 'LockUnavailableError';
-  constructor(
-    readonly key: string,
-    detail: string,
-    options?: ErrorOptions,
-  ) {
-    super(`lock '${key}' cannot be decided: ${detail}`, options);
+  constructor(key: string, detail: string) {
+    super(`lock '${key}' cannot be decided: ${detail}`);
   }
 }
 
 /** An option this backend cannot honour, e.g. fair waiting on a backend without a queue. */
 export class UnsupportedLockOptionError extends Error {
   override readonly name = 'UnsupportedLockOptionError';
-  constructor(key: string, backend: string, option: string) {
+  constructor(backend: string, option: string) {
     super(`the ${backend} lock backend does not support '${option}'`);
   }
 }

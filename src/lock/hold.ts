@@ -1,9 +1,6 @@
 import type { LockLease } from './distributed-lock.js';
 
-/**
- * What a lock client and its backend's store say to each other: what a store grants and answers, the wait budget it
- * is given, the hold a grant becomes (and the leases handed out on it), and the timing helpers every backend shares.
- */
+// What a lock client and its store say to each other (grants, answers, budgets), the hold a grant becomes and its leases.
 
 /** What a store hands back for a granted lock. */
 export interface StoreGrant<H = unknown> {
@@ -27,11 +24,7 @@ export interface WaitBudget {
   ticket: number;
 }
 
-/**
- * A store's answer to a release: one hold dropped (`contended`: the lock was freed after another process tried to
- * take it, so this client's next waiter holds back a moment for that one), or the lock was lost (expired, taken over)
- * and nothing changed.
- */
+/** A store's answer to a release: dropped (`contended`: freed after another process tried to take it), or lost. */
 export type StoreRelease = 'released' | 'contended' | 'lost';
 
 /** One owner's hold of one key, shared by every lease of a reentrant acquisition. */

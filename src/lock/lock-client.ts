@@ -125,7 +125,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
     const reentered = await this.reenter(key, owner, ttlMs);
     if (reentered) return reentered;
-    if (options.fair && !this.capabilities.fair) throw new UnsupportedLockOptionError(key, this.kind, 'fair');
+    if (options.fair && !this.capabilities.fair) throw new UnsupportedLockOptionError(this.kind, 'fair');
     const grant = await get(owner, ttlMs);
     return grant && this.hold(key, owner, scoped, grant, options);
   }

@@ -10,18 +10,10 @@ export const HEAD_RECHECK_MS = 50;
 /** One attempt at the store by the first waiter: a grant, or null and how long to sleep at most before the next. */
 export type LineAttempt<H> = () => Promise<{ grant: StoreGrant<H> | null; retryMs?: number }>;
 
-interface Waiter<H> {
-  readonly ticket: number;
-  /** Set by a release that handed the lock over within this client. */
-  grant: StoreGrant<H> | undefined;
-  wake: () => void;
-}
-
+/** `grant`: set by a release that handed the lock over within this client. */
+type Waiter<H> = { readonly ticket: number; grant: StoreGrant<H> | undefined; wake: () => void };
 /** This client's waiters for one lock, by ticket, and the releases of it heard so far. */
-interface Line<H> {
-  readonly waiters: Waiter<H>[];
-  releases: number;
-}
+type Line<H> = { readonly waiters: Waiter<H>[]; releases: number };
 
 /**
  * How a lock client waits for a lock, on every backend that has no queue of its own: its waiters line up per lock by

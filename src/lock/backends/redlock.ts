@@ -27,11 +27,7 @@ export interface RedlockOptions extends LockClientOptions {
 type Attempt = StoreGrant | 'taken' | 'unavailable';
 
 /** How the nodes answered one round, as far as the round went. */
-interface Votes<T> {
-  yes: { node: Redis; reply: T }[];
-  no: number;
-  failed: number;
-}
+type Votes<T> = { yes: { node: Redis; reply: T }[]; no: number; failed: number };
 
 /**
  * Redlock over N independent Redis nodes: the Redis lock's own scripts on every node, granted when a majority grants
