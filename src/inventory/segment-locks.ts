@@ -141,9 +141,8 @@ export class SegmentLocks {
   }
 
   /**
-   * Releases quietly: for paths that are already failing, where a second error would hide the first. A lease the
-   * lock refuses to release (not its own, released before) makes it release none of the batch: the rest then go one
-   * by one, so none is left to expire for another's sake.
+   * Releases quietly (for paths already failing, where a second error would hide the first). A lease the lock refuses
+   * makes it release none of the batch: the rest then go one by one, so none is left to expire for another's sake.
    */
   async releaseAll(leases: Iterable<LockLease>): Promise<void> {
     const list = [...leases];

@@ -1,11 +1,10 @@
 /**
  * The distributed lock, one interface over several stores (Redis, Redlock over N Redis nodes, Postgres, ZooKeeper).
  *
- * - `acquire` waits (within a budget, abortable), `tryAcquire` does not; both return a {@link LockLease}.
- * - Every successful acquisition carries a fencing token that strictly increases per key, across releases, expiries
- *   and restarts of the store, and across backends (tokens are microseconds since the epoch, or one more than the
- *   last token where that is larger). Writers pass it to the data store, which refuses a write carrying a token
- *   older than one it has already seen: that, not the lock alone, is what keeps data safe when a lease runs out.
+ * - `acquire` waits (within a budget, abortable, in line with this client's other waiters), `tryAcquire` does not.
+ * - Every acquisition carries a fencing token that strictly increases per key, across releases, expiries, restarts
+ *   and backends (µs since the epoch, or last + 1 where larger). The data store refuses a write carrying a token
+ *   older than one it has seen: that, not the lock alone, keeps data safe when a lease runs out.
  * - Reentrant per logical owner: inside one `runAsLockOwner` scope (owner-context.ts) or `using`, acquiring a held key again
  *   succeeds with the same token and raises the hold count; the lock is released when the count returns to 0.
  *   Outside every scope each acquisition is its own owner.
@@ -97,11 +96,10 @@ export interface DistributedLock {
    */
   tryReleaseMany(leases: readonly LockLease[]): Promise<boolean[]>;
   /**
-   * For a holder that needs its locks again at once: each lease, held once and wanted by nobody else, is let go and
-   * taken again in one step (one request for all of them where the store can), under a new fencing token and a fresh
-   * lease, as a release and a new acquisition would give it, but with no moment in between for anyone to step in.
-   * The new lease per lease, or null where the lock was not taken again: it is then still held on the old lease (to be
-   * released), or was already lost. Backends without `capabilities.retakes` answer null for every lease.
+   * For a holder that needs its locks again at once: each lease held once and wanted by nobody else is let go and taken
+   * again in one step (one request where the store can), under a new token and lease, with no moment between for
+   * anyone to step in. The new lease, or null: still held on the old lease (to release), or lost. Without
+   * `capabilities.retakes`, always null.
    */
   retakeMany(leases: readonly LockLease[]): Promise<(LockLease | null)[]>;
   /** Renews the lease (to `ttlMs`, default its TTL). Rejects with LockLostError when the lock is gone. */

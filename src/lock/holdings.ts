@@ -6,12 +6,10 @@ const BUSY_ELSEWHERE_MS = 20;
 const MAX_REMEMBERED = 100_000;
 
 /**
- * What one lock client knows of each lock, in one place: the hold one of its owners has (until the store has confirmed
- * its release), the locks its attempts are taking right now, how many of its callers wait for each, and which locks
- * were just found busy elsewhere. An attempt at a lock held, being taken or waited for here would only hear "busy", or
- * overtake a waiter of this client; a lock found busy elsewhere is not asked about again for a moment, unless its
- * release is heard: sweeping busy locks through the store is what several processes on one hot key would otherwise
- * spend most of their calls on.
+ * What one lock client knows of each lock, in one place: the hold one of its owners has, the locks its attempts are
+ * taking, how many of its callers wait for each, and which were just found busy elsewhere. An attempt at a lock held,
+ * taken or waited for here would only hear "busy", or overtake a waiter; one found busy elsewhere is not asked about
+ * again for a moment unless its release is heard, so several processes on one hot key do not sweep it through the store.
  */
 export class Holdings<H> {
   private readonly here = new Map<string, Hold<H> | 'taking'>();

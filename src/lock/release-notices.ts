@@ -6,12 +6,8 @@ const SUBSCRIBE_WAIT_MS = 250;
 /** Channels nobody listened to in this long are unsubscribed. */
 const IDLE_UNSUBSCRIBE_MS = 10_000;
 
-interface Subscription {
-  readonly confirmed: Promise<void>;
-  /** One handler per listener (a lock client's waiting lines, its fair queue): the latest it gave. */
-  readonly handlers: Map<object, (message: string) => void>;
-  lastUsed: number;
-}
+/** `handlers`: one per listener (a lock client's waiting lines, its fair queue), the latest it gave. */
+type Subscription = { confirmed: Promise<void>; handlers: Map<object, (message: string) => void>; lastUsed: number };
 
 /**
  * The locks' notices on the service's Redis, whatever the backend: each lock's release notice and fair hand-off

@@ -15,10 +15,7 @@ export interface RedisLockOptions extends LockClientOptions {
   ownsConnection?: boolean;
   /** How long a queued fair waiter keeps its place without polling (default 3 s): a dead process's place lapses. */
   waiterLeaseMs?: number;
-  /**
-   * How many times in a row a release may pass the lock to a waiter of this client instead of freeing it (default 16):
-   * the bound on how long other processes' waiters can be kept out in non-fair mode.
-   */
+  /** How many times in a row a release may hand the lock to a waiter here instead of freeing it (default 16). */
   maxLocalHandoffs?: number;
 }
 
@@ -73,9 +70,8 @@ export class RedisLock extends LockClient<Tenure> {
     });
   }
 
-  /** Never overtakes a queued fair waiter: a free lock with a queue goes to the queue's head. */
+  /** Never overtakes a queued fair waiter. No tokens reserved: a single attempt has no waiters to hand the lock to. */
   protected async tryStore(key: string, owner: string, ttlMs: number): Promise<StoreGrant<Tenure> | null> {
-    // No tokens reserved: a single attempt has no waiters to hand the lock to.
     return (await this.startTenure(key, owner, ttlMs, 1)).grant;
   }
 
@@ -87,10 +83,7 @@ export class RedisLock extends LockClient<Tenure> {
     return grant && { ...grant, handle: newGrant(owner, ttlMs, grant.requestedAt, grant.fence, 0).handle };
   }
 
-  /**
-   * On one Redis server, every attempt in one script call. A Redis Cluster keeps each lock in a slot of its own, so
-   * there each is its own call, all of them in flight at once.
-   */
+  /** On one Redis server, every attempt in one script call; on a Cluster (a slot per lock), one call each, at once. */
   protected override async tryStoreMany(keys: readonly string[], owners: readonly string[], ttlMs: number) {
     if (this.redis.isCluster || keys.length < 2) return super.tryStoreMany(keys, owners, ttlMs);
     const requestedAt = Date.now();
@@ -136,10 +129,7 @@ export class RedisLock extends LockClient<Tenure> {
     return released(reply[0], reply.length === 2 && reply[1] === 1);
   }
 
-  /**
-   * On one Redis server, the holds with nothing to pass on (no waiter here to hand over to, no reserved tokens to give
-   * back) go in one script call; the rest, and every hold on a Redis Cluster, one call each.
-   */
+  /** On one Redis server, the holds with nothing to pass on go in one script call; the rest, and on a Cluster all, one each. */
   protected override async releaseStoreMany(
     releases: readonly { hold: Hold<Tenure>; final: boolean }[],
   ): Promise<PromiseSettledResult<StoreRelease>[]> {
@@ -176,9 +166,8 @@ export class RedisLock extends LockClient<Tenure> {
   }
 
   /**
-   * Every hold in one script call (on a Redis Cluster, where each lock has a slot of its own, one call per lock, all
-   * in flight at once), each for the lease of the first: the holds a caller takes again together were taken together.
-   * A hold with something to pass on here (a waiter, reserved tokens) is left as it is: its release does that.
+   * Every hold in one script call (on a Cluster, one per lock, at once), each for the lease of the first: holds taken
+   * again together were taken together. One with something to pass on here is left as it is: its release does that.
    */
   protected override async retakeStoreMany(holds: readonly Hold<Tenure>[]): Promise<Retake[]> {
     const asked = holds.flatMap((hold, i) => (this.passesOn(hold) || this.holdings.isWaitedFor(hold.key) ? [] : [i]));
