@@ -54,13 +54,10 @@ export class Holdings<H> {
     this.here.set(hold.key, hold);
   }
 
-  /**
-   * The hold is over here, released or lost (a later hold of the key by another owner stays); `freed`: the lock was
-   * let go, which counts as a release heard.
-   */
-  dropped(hold: Hold<H>, freed = false): void {
+  /** The hold is over here, released or lost, which counts as a release heard (another owner's later hold stays). */
+  dropped(hold: Hold<H>): void {
     if (this.here.get(hold.key) === hold) this.here.delete(hold.key);
-    if (freed) this.released(hold.key);
+    this.released(hold.key);
   }
 
   /** A caller of this client starts (+1) or stops (−1) waiting for the lock. */

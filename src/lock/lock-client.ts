@@ -34,8 +34,7 @@ type HoldRelease<H> = { hold: Hold<H>; final: boolean };
 
 /**
  * What every backend shares: owner scopes and reentrancy, what this client holds (`holdings`), leases, the watchdog,
- * and waiting in line (`lines`) with release notices. A backend supplies the store operations; Redis and Postgres
- * count re-entries in the store, the others here.
+ * waiting in line (`lines`). A backend supplies the store operations; Redis and Postgres count re-entries themselves.
  */
 export abstract class LockClient<H = unknown> implements DistributedLock {
   abstract readonly kind: LockBackendKind;
@@ -185,7 +184,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       if (answer === 'lost') this.lose(hold, 'it expired or was taken over before the release');
       else if (final) {
         // Released, or an unknown outcome (the store frees it at the latest on expiry): the next waiter asks.
-        this.holdings.dropped(hold, true);
+        this.holdings.dropped(hold);
         if (answer && !this.announcesReleases) this.notices?.publish(hold.key, this.clientId);
         this.lines.freed(hold.key, answer === 'contended' ? YIELD_TO_OTHERS_MS : 0);
       }
@@ -293,7 +292,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     if (hold.lost) return;
     hold.lost = true;
     hold.end();
-    this.holdings.dropped(hold, true);
+    this.holdings.dropped(hold);
     this.lines.freed(hold.key);
     hold.controller.abort(new LockLostError(hold.key, reason));
   }

@@ -10,11 +10,10 @@ const IDLE_UNSUBSCRIBE_MS = 10_000;
 type Subscription = { confirmed: Promise<void>; handlers: Map<object, (message: string) => void>; lastUsed: number };
 
 /**
- * The locks' notices on the service's Redis, whatever the backend: each lock's release notice and fair hand-off
- * notice come on shard channels of their own (keys.ts), subscribed to (SSUBSCRIBE) on one subscriber connection per
- * process while some waiter of this process listens. The Redis lock's scripts publish their own; the other backends'
- * clients publish theirs here after each release, so that a waiter in another process wakes on every backend. Notices
- * only shorten waits: every wait is bounded, so a lost notice or an unconfirmed subscription costs a recheck.
+ * The locks' notices on the service's Redis, whatever the backend: each lock's release and fair hand-off notices come
+ * on shard channels of their own (keys.ts), subscribed to on one connection per process while a waiter listens. The
+ * Redis lock's scripts publish their own; the other clients publish theirs here after each release, so a waiter in
+ * another process wakes on every backend. Notices only shorten waits: a lost one costs a recheck.
  */
 export class ReleaseNotices {
   private readonly subscriptions = new Map<string, Subscription>();

@@ -6,11 +6,9 @@ import { redisKeys } from './keys.js';
 const luaFolder = new URL('./lua/', import.meta.url);
 
 /**
- * The lock's outcomes, in the words every layer of it uses. An attempt is *taken* (a new hold, with its fencing token)
- * or *busy* (another owner holds the lock, or is in line for it first). A release, renewal or retake by a caller that no
- * longer holds the lock finds it *lost* (it expired or was taken over) and changes nothing. A write the data store
- * refuses because a newer token wrote first is *fenced* (FencedOutError). The scripts answer busy and lost with these
- * codes; every other number they answer is a token or a count.
+ * The lock's outcomes, in the words every layer uses: an attempt is *taken* (a new hold and token) or *busy*; a release,
+ * renewal or retake by a caller that no longer holds the lock finds it *lost* and changes nothing; a write the data
+ * store refuses because a newer token wrote first is *fenced out* (FencedOutError). Every other number is a token or a count.
  */
 export enum LockCode {
   Busy = -1,

@@ -16,10 +16,9 @@ type Waiter<H> = { readonly ticket: number; grant: StoreGrant<H> | undefined; wa
 type Line<H> = { readonly waiters: Waiter<H>[]; releases: number };
 
 /**
- * How a lock client waits for a lock, on every backend that has no queue of its own: its waiters line up per lock by
- * ticket (first come, first served) and only the first talks to the store, so one process never races itself for a
- * lock. The first sleeps until the lock's release is heard (this client's own release, or a release notice from
- * another process), at the latest until a recheck; a release here may also hand the lock to the next waiter directly.
+ * How a lock client waits, on every backend without a queue of its own: its waiters line up per lock by ticket and only
+ * the first talks to the store, so a process never races itself. The first sleeps until a release is heard (this
+ * client's, or a notice from another process) or a recheck; a release here may hand the lock to the next directly.
  */
 export class WaitingLines<H> {
   private readonly lines = new Map<string, Line<H>>();

@@ -43,13 +43,10 @@ update distributed_locks set expires_at = clock_timestamp() + $3::integer * inte
  where lock_key = $1 and owner = $2 and expires_at > clock_timestamp()`;
 
 /**
- * The database lock of the reference articles, done the Postgres way: a lock table with the lock name as primary
- * key, an owner, a hold count, an expiry and the fencing token, each operation one atomic statement (INSERT … ON
- * CONFLICT … WHERE expired). A lease expires like Redis's, so a holder that dies or hangs frees the lock without any
- * connection being pinned; waiters wait in line (LockClient), woken by the release notices this client publishes.
- *
- * Why not advisory locks: a session-level advisory lock lives on one connection, so every held lock would pin a pool
- * connection for its whole hold, it has no expiry (a hung process holds forever), and it has no token to fence with.
+ * The database lock of the reference articles, the Postgres way: a lock table (name, owner, hold count, expiry, token),
+ * each operation one atomic statement. A lease expires like Redis's, so a holder that dies or hangs frees the lock
+ * without pinning a connection. Not advisory locks: those pin a pool connection per held lock, never expire (a hung
+ * process holds forever), and have no token to fence with.
  */
 export class PostgresLock extends LockClient {
   readonly kind = 'postgres' as const;

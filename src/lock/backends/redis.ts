@@ -51,7 +51,6 @@ export class RedisLock extends LockClient<Tenure> {
   private readonly redis: RedisClient;
   /** The subscriber connection of the notices this lock made for itself (closed with it). */
   private readonly ownSubscriber: RedisClient | undefined;
-  private readonly maxLocalHandoffs: number;
   private readonly fairQueue: FairQueue;
 
   constructor(private readonly options: RedisLockOptions) {
@@ -61,7 +60,6 @@ export class RedisLock extends LockClient<Tenure> {
     this.ownSubscriber = ownSubscriber;
     this.redis = options.redis;
     defineLockCommands(this.redis);
-    this.maxLocalHandoffs = options.maxLocalHandoffs ?? 16;
     const waiterLeaseMs = options.waiterLeaseMs ?? 3_000;
     this.fairQueue = new FairQueue(this.notices!, waiterLeaseMs, {
       acquire: (key, owner, leaseMs, mode) => acquireLock(this.redis, key, owner, { leaseMs, mode, waiterLeaseMs }),
@@ -76,8 +74,8 @@ export class RedisLock extends LockClient<Tenure> {
   }
 
   protected override async waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget) {
-    if (!budget.fair)
-      return this.lines.wait(key, budget, () => this.startTenure(key, owner, ttlMs, this.maxLocalHandoffs + 1));
+    const reserve = (this.options.maxLocalHandoffs ?? 16) + 1;
+    if (!budget.fair) return this.lines.wait(key, budget, () => this.startTenure(key, owner, ttlMs, reserve));
     const grant = await this.fairQueue.wait(key, owner, ttlMs, budget);
     // Held under the waiter's own id, without reserved tokens.
     return grant && { ...grant, handle: newGrant(owner, ttlMs, grant.requestedAt, grant.fence, 0).handle };

@@ -30,16 +30,11 @@ type Attempt = StoreGrant | 'taken' | 'unavailable';
 type Votes<T> = { yes: { node: Redis; reply: T }[]; no: number; failed: number };
 
 /**
- * Redlock over N independent Redis nodes: the Redis lock's own scripts on every node, granted when a majority grants
- * within the lease (validity = TTL − time spent − drift), released everywhere, retried with jitter.
- *
- * A round is decided as soon as its outcome is certain: a majority said yes, or too many said no or failed for a
- * majority to be possible. A node that is down fails at once (no offline queue), and a slow node is not waited for
- * once the others have decided, so one bad node of three costs neither the wait budget nor the lease.
- *
- * Fencing: each granting node issues its own token (max(last + 1, its clock in µs)); the largest is chosen and, in a
- * second round, recorded on a majority. Any later majority shares a node with that one, so its token is larger.
- * Re-entries are counted here, not on the nodes: a node that missed the first round must not count a second hold.
+ * Redlock over N independent Redis nodes: the Redis lock's scripts on every node, granted when a majority grants within
+ * the lease (validity = TTL − time spent − drift), released everywhere. A round is decided as soon as its outcome is
+ * certain; a node that is down fails at once (no offline queue) and a slow one is not waited for, so one bad node of
+ * three costs neither the wait budget nor the lease. Fencing: the largest of the granting nodes' tokens, recorded on a
+ * majority in a second round (any later majority shares a node with it). Re-entries are counted here, not on nodes.
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;

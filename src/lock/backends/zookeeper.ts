@@ -34,14 +34,10 @@ const loadClientLibrary = () => createRequire(import.meta.url)('node-zookeeper-c
 const MAX_WATCH_MS = 1_000;
 
 /**
- * The ZooKeeper lock (Curator's recipe): each contender creates an ephemeral sequential node under the lock's node;
- * the lowest sequence holds the lock, every other contender watches only its predecessor, so waiting is FIFO and a
- * release wakes exactly one waiter. The lease is the session: the client's heartbeats keep it, and when the session
- * expires ZooKeeper deletes the node and the next in line proceeds. Re-entries are counted locally.
- *
- * Fencing: the lock's node stores the last token; the new holder writes max(last + 1, clock in µs) with a
- * compare-and-set on the node's version. The data survives ZooKeeper restarts (it is on disk), and the clock floor keeps
- * tokens above those of the other backends.
+ * The ZooKeeper lock (Curator's recipe): each contender creates an ephemeral sequential node under the lock's node; the
+ * lowest holds the lock, every other watches only its predecessor, so waiting is FIFO and a release wakes one waiter.
+ * The lease is the session: when it expires ZooKeeper deletes the node. Re-entries are counted locally. Fencing: the
+ * lock's node stores the last token (on disk); the new holder writes max(last + 1, clock in µs) by compare-and-set.
  */
 export class ZooKeeperLock extends LockClient<NodeHandle> {
   readonly kind = 'zookeeper' as const;
