@@ -7,35 +7,25 @@ import { sql } from 'kysely';
 import type { Config } from './config.js';
 import { createDatabase, type Db, openOrderPath } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
-import { AppError } from './errors.js';
 import { readAuditReport } from './audit/audit-report.js';
 import { BooksAudit } from './audit/books-audit.js';
 import { EventMetrics } from './events/event-metrics.js';
-import { EventStreams, eventRoutes } from './http/routes/events.routes.js';
 import { Outbox } from './events/outbox.js';
 import { EventRetention } from './events/retention.js';
 import { SaleEdgeAnnouncer } from './events/sale-edges.js';
 import { EventSequencer } from './events/sequencer.js';
 import { WebhookDelivery } from './events/webhook-delivery.js';
 import { DestinationGuard } from './events/webhook-destinations.js';
-import { webhookRoutes } from './http/routes/webhooks.routes.js';
 import { Access } from './http/auth/access.js';
 import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
-import { dashboardRoutes } from './http/dashboard/dashboard.routes.js';
-import { docsRoutes, openApiRoutes } from './http/docs/docs.routes.js';
 import { capConnectionsPerAddress } from './http/connection-cap.js';
-import { errorHandler, sendProblem } from './http/problem.js';
-import { liveness, readiness, type Unreadiness } from './http/routes/health.routes.js';
-import { auditRoutes } from './http/routes/audit.routes.js';
-import { metricsRoutes } from './http/routes/metrics.routes.js';
-import { orderRoutes } from './http/routes/order.routes.js';
-import { skuRoutes } from './http/routes/sku.routes.js';
-import { orderRateLimit, securityHeaders } from './http/security.js';
+import type { Unreadiness } from './http/routes/health.routes.js';
+import { EventStreams } from './http/routes/events.routes.js';
+import { buildHttpApp } from './http/http-app.js';
 import { OrderLifecycle } from './reservations/order-lifecycle.js';
 import { OrderPlacement } from './orders/order-placement.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
 import { SharedClock } from './inventory/shared-clock.js';
-import { listSkus } from './stock/sku-listing.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
 import { StockAdmin } from './stock/stock-admin.js';
 import { createLockBackend } from './lock/create-lock.js';
@@ -43,7 +33,6 @@ import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
 import { FleetSeries } from './metrics/fleet-series.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
-import { OrderService } from './orders/order.service.js';
 import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
 /**
@@ -189,63 +178,24 @@ export class StockService {
       readAudit: () => readAuditReport(this.db),
     });
     this.access = new Access(config);
-    this.app = this.buildApp(placement, admin);
-  }
-
-  private buildApp(placement: OrderPlacement, admin: StockAdmin): express.Express {
-    const app = express();
-    app.disable('x-powered-by');
-    app.set('etag', false);
-    if (this.config.trustProxyHops > 0) app.set('trust proxy', this.config.trustProxyHops);
-    app.use(securityHeaders());
-    // Every router is mounted at its own path, so a request enters only the one that serves it: express hands a
-    // request back from a router that had nothing for it only on the next turn of the event loop (setImmediate).
-    // Health first: liveness stays 200 while draining, readiness says why not.
-    const ready = readiness(() => this.unreadiness());
-    app.get('/healthz', liveness);
-    app.get('/readyz', ready);
-    app.use((_req, res, next) => {
-      if (this.stopping) {
-        res.set('Connection', 'close');
-        sendProblem(res, new AppError('shutting_down', 'this instance is shutting down; retry on another', {}, 1));
-        return;
-      }
-      next();
+    this.app = buildHttpApp({
+      config,
+      log,
+      db: this.db,
+      redis: this.redis,
+      clock: this.clock,
+      access: this.access,
+      placement,
+      lifecycle: this.lifecycle,
+      admin,
+      streams: this.streams,
+      destinations: this.destinations,
+      metrics: this.metrics,
+      dashboard: this.dashboard,
+      unreadiness: () => this.unreadiness(),
+      stopping: () => this.stopping,
+      extraRoutes: extraRoutes && (() => extraRoutes(this)),
     });
-    // Open whatever is configured: the API document describes how to call the rest.
-    app.use('/openapi.json', openApiRoutes());
-    app.use('/docs', docsRoutes());
-    const access = this.access;
-    const authenticate = access.authenticate();
-    if (authenticate) app.use(authenticate);
-    // The busiest routes first: every mount a request passes costs it a path match.
-    const limitOrders = orderRateLimit(this.config.rateLimitOrdersPerMinute, this.redis, this.log, (req, res) =>
-      access.rateLimitKey(req, res),
-    );
-    const orders = new OrderService(this.db);
-    app.use(
-      '/orders',
-      orderRoutes(placement, this.lifecycle, orders, access, {
-        maxOrderQuantity: this.config.maxOrderQuantity,
-        limitOrders,
-      }),
-    );
-    app.use(
-      '/skus',
-      skuRoutes(admin, (query) => listSkus(this.db, this.clock, query), access),
-    );
-    app.use('/events', eventRoutes(this.db, this.streams, access.require(['events:read'])));
-    app.use('/webhooks', webhookRoutes(this.db, this.destinations, access.require(['webhooks:manage'])));
-    app.use('/audit', auditRoutes(this.db, access.require(['stock:admin'])));
-    const requireMonitoring = access.require(['metrics:read']);
-    app.use('/metrics', metricsRoutes(this.metrics, requireMonitoring));
-    app.use('/dashboard', dashboardRoutes(this.dashboard, this.db, requireMonitoring));
-    if (this.extraRoutes) app.use(this.extraRoutes(this));
-    app.use((req) => {
-      throw new AppError('route_not_found', `no route for ${req.method} ${req.path}`);
-    });
-    app.use(errorHandler(this.log));
-    return app;
   }
 
   async start(port = this.config.port, host = this.config.host): Promise<number> {
