@@ -37,6 +37,16 @@ export const redisKeys = {
   skuChangedChannel: 'stock:sku-changed',
   /** The key whose node's clock is the shared clock (sale windows): every instance reads the same node's TIME. */
   clock: 'clock',
+  /**
+   * The fleet's per-second series (src/metrics/fleet-series.ts): one hash per scope (`all`, or `sku:<name>`) and block
+   * of seconds, the instances' heartbeats and the sorted set listing them. All in the `{fleet}` slot, so a flush or a
+   * read is one pipeline on a Cluster too. Monitoring, not stock: nothing on the order path reads them.
+   */
+  fleetPrefix: '{fleet}:',
+  fleetBlock: (scope: { sku: string } | 'all', block: number) =>
+    scope === 'all' ? `{fleet}:all:${block}` : `{fleet}:sku:${scope.sku}:${block}`,
+  fleetInstances: '{fleet}:instances',
+  fleetInstance: (id: string) => `{fleet}:instance:${id}`,
   /** Benchmarks only: the stock counter of the lock-free Redis baseline (one key per script call). */
   benchStock: (sku: string) => `bench:stock:{${sku}}`,
 } as const;

@@ -1,6 +1,7 @@
 import type { SkuTotals } from '../events/event-types.js';
 import type { Logger } from '../logger.js';
 import type { RedisClient } from '../redis/connections.js';
+import { redisKeys } from '../lock/keys.js';
 import {
   ANSWER_TIME_BUCKETS,
   FIELD,
@@ -29,9 +30,7 @@ const GONE_LISTED_MS = 60_000;
 const STOCK_READS_PER_SECOND = 5;
 
 const blockKey = (scope: string, block: number) =>
-  scope === FLEET_SCOPE ? `{fleet}:all:${block}` : `{fleet}:sku:${scope}:${block}`;
-const INSTANCES_KEY = '{fleet}:instances';
-const instanceKey = (id: string) => `{fleet}:instance:${id}`;
+  redisKeys.fleetBlock(scope === FLEET_SCOPE ? 'all' : { sku: scope }, block);
 
 export interface FleetSeriesOptions {
   redis: RedisClient;
@@ -155,11 +154,11 @@ export class FleetSeries {
     }
     for (const [key, block] of expiring) pipeline.expireat(key, (block + 1) * BLOCK_SECONDS + RETAIN_SECONDS);
     const beat: InstanceBeat = { instance, ready, seenAt: nowMs, alive: true };
-    if (last) pipeline.del(instanceKey(instance));
-    else pipeline.set(instanceKey(instance), JSON.stringify(beat), 'PX', HEARTBEAT_MS);
-    pipeline.zadd(INSTANCES_KEY, nowMs, instance);
-    pipeline.zremrangebyscore(INSTANCES_KEY, '-inf', nowMs - GONE_LISTED_MS);
-    pipeline.pexpire(INSTANCES_KEY, GONE_LISTED_MS);
+    if (last) pipeline.del(redisKeys.fleetInstance(instance));
+    else pipeline.set(redisKeys.fleetInstance(instance), JSON.stringify(beat), 'PX', HEARTBEAT_MS);
+    pipeline.zadd(redisKeys.fleetInstances, nowMs, instance);
+    pipeline.zremrangebyscore(redisKeys.fleetInstances, '-inf', nowMs - GONE_LISTED_MS);
+    pipeline.pexpire(redisKeys.fleetInstances, GONE_LISTED_MS);
     const results = await pipeline.exec();
     const failed = results?.find(([error]) => error);
     // Counts of a failed flush are dropped, not retried: the series is a picture, the books are in Postgres.
@@ -199,11 +198,11 @@ export class FleetSeries {
   /** The instances that beat within the last minute, by name. */
   async instances(): Promise<InstanceBeat[]> {
     const { redis, now } = this.options;
-    const names = await redis.zrangebyscore(INSTANCES_KEY, now() - GONE_LISTED_MS, '+inf', 'WITHSCORES');
+    const names = await redis.zrangebyscore(redisKeys.fleetInstances, now() - GONE_LISTED_MS, '+inf', 'WITHSCORES');
     const listed: { instance: string; seenAt: number }[] = [];
     for (let i = 0; i < names.length; i += 2) listed.push({ instance: names[i]!, seenAt: Number(names[i + 1]) });
     if (listed.length === 0) return [];
-    const beats = await redis.mget(listed.map(({ instance }) => instanceKey(instance)));
+    const beats = await redis.mget(listed.map(({ instance }) => redisKeys.fleetInstance(instance)));
     return listed
       .map(({ instance, seenAt }, i) => {
         const beat = beats[i] ? (JSON.parse(beats[i]) as InstanceBeat) : undefined;

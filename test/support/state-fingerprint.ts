@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
+import { redisKeys } from '../../src/lock/keys.js';
 import { scanKeys } from './fault-books.js';
 
 const TABLES = ['skus', 'stock_segments', 'stock_additions', 'orders', 'stock_deductions'] as const;
@@ -17,11 +18,15 @@ export async function databaseFingerprint(db: Db): Promise<Record<string, string
   return digests;
 }
 
-/** Every Redis key with its value (strings) or type (others). */
+/**
+ * Every Redis key with its value (strings) or type (others), but the fleet's series: they count every answer, refusals
+ * too, and beat every second, by design; they are monitoring, not the service's state.
+ */
 export async function redisFingerprint(redis: Redis): Promise<Map<string, string>> {
   const keys = await scanKeys(redis, '*');
   const result = new Map<string, string>();
   for (const key of keys) {
+    if (key.startsWith(redisKeys.fleetPrefix)) continue;
     const type = await redis.type(key);
     if (type === 'none') continue;
     result.set(key, type === 'string' ? `string:${await redis.get(key)}` : type);
