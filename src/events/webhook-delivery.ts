@@ -98,22 +98,22 @@ export class WebhookDelivery {
     const due = await dueWebhooks(this.db, ENDPOINTS_AT_ONCE);
     if (due.length === 0) return;
     const client = await this.locks();
-    await Promise.all(
-      due.map(async (id) => {
-        const { rows } = await client.query<{ locked: boolean }>(
-          'select pg_try_advisory_lock($1, hashtext($2)) as locked',
-          [LOCK_NAMESPACE, id],
-        );
-        if (!rows[0]!.locked) return;
-        try {
-          await this.serve(id, client);
-        } finally {
-          if (this.lockClient === client) {
-            await client.query('select pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, id]).catch(() => {});
-          }
-        }
-      }),
+    // One statement takes the tick's locks and one frees them: a pg client runs one query at a time.
+    const { rows } = await client.query<{ id: string }>(
+      'select id from unnest($2::text[]) as id where pg_try_advisory_lock($1, hashtext(id))',
+      [LOCK_NAMESPACE, due],
     );
+    const locked = rows.map((row) => row.id);
+    if (locked.length === 0) return;
+    try {
+      await Promise.all(locked.map((id) => this.serve(id, client)));
+    } finally {
+      if (this.lockClient === client) {
+        await client
+          .query('select pg_advisory_unlock($1, hashtext(id)) from unnest($2::text[]) as id', [LOCK_NAMESPACE, locked])
+          .catch(() => {});
+      }
+    }
   }
 
   /** The connection holding this instance's endpoint locks, opened on first need and again after it broke. */
