@@ -61,8 +61,9 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
       met: share >= 0.9 && reopened,
     };
   };
-  const events = (on: string) => {
-    const off = (c: SalesCase) => run.events.find((x) => x.events === 'off' && x.round === c.round);
+  // The rate with `on` against the rate with `base` in the same round: the median round's share.
+  const events = (on: string, base = 'off', bound = 0.9) => {
+    const off = (c: SalesCase) => run.events.find((x) => x.events === base && x.round === c.round);
     const share = (c: SalesCase) => c.perSecond / (off(c)?.perSecond ?? NaN);
     const rounds = run.events.filter((x) => x.events === on && off(x));
     const c = median(rounds, share);
@@ -73,7 +74,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
       share: pct(share(c)),
       rounds: list(rounds, (x) => pct(share(x))),
     };
-    return { ...figures, met: share(c) >= 0.9 };
+    return { ...figures, met: share(c) >= bound };
   };
   const { hot, hotOverEcho } = f;
   const echoOf = hotOverEcho && f.echoFor(hotOverEcho);
@@ -130,6 +131,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     'not-on-sale': refusals('not-on-sale'),
     'events-on': events('on'),
     'events-webhook': events('webhook'),
+    audit: events('on', 'audit-off', 0.97),
     hold: holds.length > 0 && {
       bound: ms(holdBound),
       holds: list(holds, (c) => `${c.label} ${ms(c.lock!.meanHoldMs)} ms`),

@@ -207,15 +207,17 @@ function plan(s: RunSettings): Row[] {
   };
   for (const [id, name, service, headers] of credentials())
     sales('auth', 'auth', service, { ...hot('auth', id, name), headers });
-  // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service; in
-  // rounds, as the comparisons above.
+  // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service, and the
+  // shipped service with its books audit off (what the audit costs an order); in rounds, as the comparisons above.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
+  const auditOff = { label: 'service with AUDIT_INTERVAL_MS=0', env: { AUDIT_INTERVAL_MS: '0' } };
   for (let round = 1; round <= s.comparisonRounds; round++) {
     const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
     const settings = [
       ['off', 'events off', eventsOff, measureSales],
       ['on', 'events on', REAL, measureSales],
       ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
+      ['audit-off', 'events on, books audit off', auditOff, measureSales],
     ] as const;
     for (const [id, name, service, measure] of round % 2 ? settings : [...settings].reverse()) {
       const spec = hot('events', id, name, of);
