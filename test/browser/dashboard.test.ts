@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { sql } from 'kysely';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, ServiceProcess, uniqueSku } from '../support/service.js';
 
-/** Debian's chromium (apt-get install -y chromium; .ci/run installs it), or CHROMIUM_PATH. */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ADMIN_TOKEN = `dash-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
@@ -25,14 +23,8 @@ describe('the dashboard in a real browser', () => {
   let service: ServiceProcess;
   let browser: Browser;
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium`);
     service = await ServiceProcess.spawn({ ADMIN_TOKEN });
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // Root in CI: Chromium's sandbox needs an unprivileged user.
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
@@ -198,11 +190,7 @@ describe("the dashboard's line on the books, in a real browser", () => {
     own = await createOwnDatabase('dashboard_books');
     expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
     service = await ServiceProcess.spawn({ ADMIN_TOKEN, DATABASE_URL: own.url, AUDIT_INTERVAL_MS: '500' });
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

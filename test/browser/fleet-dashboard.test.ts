@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrderLoad } from '../support/order-load.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
 import { ServiceFleet } from '../support/service-fleet.js';
 import { call, uniqueSku } from '../support/service.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ADMIN_TOKEN = `fleet-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 const REASONS = ['placed', 'out_of_stock', 'not_on_sale', 'purchase_limit', 'lock_busy'] as const;
@@ -37,13 +37,8 @@ describe('the dashboard of a fleet of two instances, in a real browser', () => {
   let fleet: ServiceFleet;
   let browser: Browser;
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium`);
     fleet = await ServiceFleet.start(2, { ADMIN_TOKEN });
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

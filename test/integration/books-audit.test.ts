@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CompiledQuery, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BooksAudit } from '../../src/audit/books-audit.js';
 import { booksStatement } from '../../src/audit/books.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
+import { explainScans } from '../support/query-plan.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
@@ -239,25 +240,10 @@ describe("a SKU's books read that SKU's rows only", () => {
     expect(await db.selectFrom('audit_findings').selectAll().execute()).toEqual([]);
 
     const statement = booksStatement(quietId).compile(db);
-    const { rows } = await db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      CompiledQuery.raw(`explain (analyze, format json) ${statement.sql}`, [...statement.parameters]),
-    );
-    const nodes = nodesOf(rows[0]!['QUERY PLAN'][0].Plan);
-    const rowsRead = (table: string) =>
-      nodes
-        .filter((n) => n['Relation Name'] === table)
-        .reduce((sum, n) => sum + (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'], 0);
+    const scansOf = await explainScans(db, statement);
+    const rowsRead = (table: string) => scansOf(table).rowsRead;
     // Its three orders and their three ledger rows, each looked at by the few subqueries that read them.
     expect(rowsRead('orders')).toBeLessThanOrEqual(3 * 2);
     expect(rowsRead('stock_deductions')).toBeLessThanOrEqual(3 * 2);
   });
 });
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
