@@ -24,8 +24,11 @@ export interface WaitBudget {
   ticket: number;
 }
 
-/** A store's answer to a release: dropped (`contended`: freed after another process tried to take it), or lost. */
-export type StoreRelease = 'released' | 'contended' | 'lost';
+/**
+ * A store's answer to a release: dropped (`contended`: freed after another process tried to take it), handed on to
+ * a waiter of this client without being freed, or lost.
+ */
+export type StoreRelease = 'released' | 'contended' | 'handed-on' | 'lost';
 
 /** One owner's hold of one key, shared by every lease of a reentrant acquisition. */
 export class Hold<H = unknown> {

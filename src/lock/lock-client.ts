@@ -29,6 +29,7 @@ const YIELD_TO_OTHERS_MS = 5;
 type TryOptions = Omit<AcquireOptions, 'waitMs' | 'signal' | 'ticket'>;
 type ManyOptions = Pick<AcquireOptions, 'ttlMs' | 'watchdog'>;
 type Settled<T> = Promise<PromiseSettledResult<T>[]>;
+type Keys = readonly string[];
 /** `final`: the owner's last hold, as this client counts. */
 type HoldRelease<H> = { hold: Hold<H>; final: boolean };
 
@@ -72,11 +73,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
   /** Drops one hold (`final`: the owner's last one, as this process counts). */
   protected abstract releaseStore(hold: Hold<H>, final: boolean): Promise<StoreRelease>;
   /** One attempt at each key (never fair); stores that can ask for several locks in one request override it. */
-  protected tryStoreMany(
-    keys: readonly string[],
-    owners: readonly string[],
-    ttlMs: number,
-  ): Settled<StoreGrant<H> | null> {
+  protected tryStoreMany(keys: Keys, owners: Keys, ttlMs: number): Settled<StoreGrant<H> | null> {
     return Promise.allSettled(keys.map((key, i) => this.tryStore(key, owners[i]!, ttlMs, false)));
   }
   /** Drops each hold; stores that can release several locks in one request override it. */
@@ -129,7 +126,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
     return grant && this.hold(key, owner, scoped, grant, options);
   }
 
-  async tryAcquireMany(keys: readonly string[], options: ManyOptions = {}): Promise<(LockLease | null)[]> {
+  async tryAcquireMany(keys: Keys, options: ManyOptions = {}): Promise<(LockLease | null)[]> {
     const ttlMs = options.ttlMs ?? this.defaults.ttlMs;
     const asked = keys.flatMap((key, i) => (this.holdings.isFree(key) && this.holdings.startTaking(key) ? [i] : []));
     const owners = asked.map(() => this.ownerFor({ reentrant: false }).owner);
@@ -183,12 +180,14 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
       const answer = outcome.status === 'fulfilled' ? outcome.value : undefined;
       if (answer === 'lost') this.lose(hold, 'it expired or was taken over before the release');
       else if (final) {
-        // Released, or an unknown outcome (the store frees it at the latest on expiry): the next waiter asks.
         this.holdings.dropped(hold);
+        // Handed on: still held here, by the waiter the lock went to, whose release wakes the next.
+        if (answer === 'handed-on') return true;
+        // Released, or an unknown outcome (the store frees it at the latest on expiry): the next waiter asks.
         if (answer && !this.announcesReleases) this.notices?.publish(hold.key, this.clientId);
         this.lines.freed(hold.key, answer === 'contended' ? YIELD_TO_OTHERS_MS : 0);
       }
-      return answer === 'released' || answer === 'contended';
+      return answer === 'released' || answer === 'contended' || answer === 'handed-on';
     });
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;

@@ -120,7 +120,7 @@ export class RedisLock extends LockClient<Tenure> {
   /** Redis counts re-entries; the last release hands the lock on within this client, or frees it in Redis. */
   protected async releaseStore(hold: Hold<Tenure>, final: boolean): Promise<StoreRelease> {
     const tenure = final ? tokensLeft(hold) : undefined;
-    if (tenure && !this.closed && this.lines.handOff(hold.key, () => nextGrant(tenure))) return 'released';
+    if (tenure && !this.closed && this.lines.handOff(hold.key, () => nextGrant(tenure))) return 'handed-on';
     // Reserved tokens left unused go back, so the next holder's `previous` names the token that last wrote.
     const lastUsed = tenure ? tenure.nextFence - 1 : 0;
     const reply = await this.callRelease(hold.key, hold.handle!.redisOwner, hold.leaseMs, false, lastUsed);
