@@ -93,7 +93,7 @@ export class StockService {
       log.warn({ err: err.message }, 'redis connection error'),
     );
     this.redis = this.connections.commands;
-    this.notices = new ReleaseNotices(this.connections.subscriber);
+    this.notices = new ReleaseNotices(this.connections.subscriber, this.redis);
     this.clock = new SharedClock(this.redis, config.processClockSkewMs);
     this.metrics = new ServiceMetrics({ db: this.db, clock: this.clock, unreadiness: () => this.unreadiness() });
     const backend = createLockBackend(config, {
@@ -103,13 +103,10 @@ export class StockService {
     });
     this.locks = new SegmentLocks(
       backend,
-      this.notices,
-      this.redis,
       { ttlMs: config.lockTtlMs, watchdog: config.lockWatchdog },
       this.metrics.segmentLockHooks,
     );
-    // Callers waiting on a layout that just went stale look again at once.
-    this.directory = new SkuDirectory(this.db, this.connections, (sku) => this.locks.wakeAll(sku));
+    this.directory = new SkuDirectory(this.db, this.connections);
     const placement = new OrderPlacement(
       this.db,
       this.locks,

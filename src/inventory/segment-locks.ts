@@ -1,7 +1,6 @@
 import type { DistributedLock, LockLease } from '../lock/distributed-lock.js';
+import { LockTimeoutError } from '../lock/errors.js';
 import { redisKeys } from '../lock/keys.js';
-import type { RedisClient } from '../redis/connections.js';
-import type { ReleaseNotices } from '../lock/release-notices.js';
 
 /** One segment of one layout of a SKU: what a segment lock guards. */
 export interface SegmentRef {
@@ -10,11 +9,7 @@ export interface SegmentRef {
   segment: number;
 }
 
-/**
- * The one order in which any caller holding several segment locks takes them: by SKU (code units), then segment. Every
- * multi-lock path (covers, carts, configuration changes, returns) takes its locks in this order, so none can deadlock
- * another.
- */
+/** The one order in which every caller holding several segment locks takes them, so none can deadlock another. */
 export function compareRefs(a: SegmentRef, b: SegmentRef): number {
   if (a.sku !== b.sku) return a.sku < b.sku ? -1 : 1;
   return a.segment - b.segment;
@@ -32,66 +27,43 @@ export interface SegmentLockHooks {
   onReleased?(heldMs: number): void;
 }
 
-export interface SegmentLockOptions {
-  ttlMs: number;
-  /** Renew held leases every TTL/3 (LOCK_WATCHDOG); off, a lease simply expires after `ttlMs`. */
-  watchdog: boolean;
-}
-
 /**
  * The segment locks the order flow and the stock admin take: one lock per (SKU, layout, segment) on the LOCK_BACKEND
- * lock, never re-entered (each acquisition is its own owner), and the waiting for their release, where the callers
- * of one SKU line up. Refusals are answers here: a lock that is busy is null, a release that found the lease gone is
- * false.
+ * lock, used through its public methods like any other caller's, each acquisition its own owner (never re-entered).
+ * Refusals are answers here: a lock that is busy is null, and a caller out of time holds none.
  */
 export class SegmentLocks {
-  /** Leases this process holds, with when each was granted (released on shutdown). */
-  private readonly held = new Map<LockLease, number>();
-
   constructor(
-    private readonly backend: DistributedLock,
-    private readonly notices: ReleaseNotices,
-    /** The service's Redis: release notices go out on it for backends that do not publish them. */
-    private readonly publisher: RedisClient,
-    private readonly options: SegmentLockOptions,
+    private readonly lock: DistributedLock,
+    /** `watchdog`: renew held leases every TTL/3 (LOCK_WATCHDOG); off, a lease simply expires after `ttlMs`. */
+    private readonly options: { ttlMs: number; watchdog: boolean },
     private readonly hooks: SegmentLockHooks = {},
   ) {}
 
-  /**
-   * True unless a caller of this process holds (or is taking) the lock, or another process was just found holding it.
-   * `key`: the segment's `segmentKey`.
-   */
+  /** As far as this process knows without asking: nobody here holds, takes or waits for it, nor just found it busy. */
   isFree(key: string): boolean {
-    return !this.notices.isHeldHere(key) && !this.notices.isHeldElsewhere(key);
+    return this.lock.isFree(key);
   }
 
-  /** True while a caller of this process holds (or is taking) the segment's lock. */
-  isHeldHere(ref: SegmentRef): boolean {
-    return this.notices.isHeldHere(redisKeys.segmentLock(ref));
+  /** A caller's place in line, taken when it arrives: waits for a lock serve this process's callers in this order. */
+  ticket(): number {
+    return this.lock.ticket();
   }
 
-  /**
-   * One attempt, no waiting; null when the lock is held, here or (as far as this process knows) elsewhere.
-   * `askStore`: ask the store even when another process was just found holding it. A caller that will wait for the
-   * release does: its attempt marks the lock contended, which is what makes the holder's release announce itself
-   * (an uncontended release publishes nothing).
-   */
-  async tryAcquire(ref: SegmentRef, askStore = false): Promise<LockLease | null> {
-    return (await this.attempt([ref], askStore))[0]!;
-  }
-  /**
-   * Waits for the lock until `deadline` (epoch ms), in turn with this process's other waiters; null when out of time.
-   * `ticket`: the caller's place in line, if it has been waiting already (an order covering from several segments
-   * keeps the place it took on arrival, rather than queueing anew behind everyone for each further segment).
-   */
-  async acquire(ref: SegmentRef, deadline: number, ticket = this.notices.ticket()): Promise<LockLease | null> {
-    await this.listen(ref.sku, [ref]);
-    for (;;) {
-      const mark = this.notices.mark();
-      const lease = await this.tryAcquire(ref, true);
-      if (lease) return lease;
-      if (Date.now() >= deadline) return null;
-      await this.waitForRelease([ref], { ticket, deadline, mark });
+  /** Waits for the lock until `deadline` (epoch ms), in line by `ticket`; null when out of time. */
+  async acquire(ref: SegmentRef, deadline: number, ticket = this.ticket()): Promise<LockLease | null> {
+    try {
+      const lease = await this.lock.acquire(segmentKey(ref), {
+        ...this.options,
+        waitMs: deadline - Date.now(),
+        ticket,
+        reentrant: false,
+      });
+      this.hooks.onAcquired?.();
+      return lease;
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null;
+      throw error;
     }
   }
 
@@ -105,7 +77,7 @@ export class SegmentLocks {
     const leases: LockLease[] = [];
     try {
       for (let rest = refs; rest.length > 0;) {
-        const tries = await this.tryAcquireAll(rest);
+        const tries = await this.tryAll(rest);
         const firstBusy = tries.indexOf(null);
         if (firstBusy < 0) {
           leases.push(...(tries as LockLease[]));
@@ -129,51 +101,36 @@ export class SegmentLocks {
   }
 
   /**
-   * `tryAcquire` on each at once: on one Redis server in one script call, on a Cluster one call per lock, all in flight
-   * together. If any attempt fails outright, lets go of the others and rethrows.
-   */
-  tryAcquireAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
-    return this.attempt(refs, false);
-  }
-
-  /**
-   * `tryAcquireAll` for a caller that still holds `held` (its last batch's leases, by segment key) and lets go of
-   * them now. A held lock it needs again is taken again in the request that lets it go, under a new fencing token,
-   * where the backend can and nobody else wants it (`retakeMany`); the rest of `held` is released, in the same round
-   * trip as the attempts at the other segments. A lock that could not be taken again is released and tried afresh
-   * once the release is through, unless a caller of this process waits for it: that caller gets it, this one not.
+   * One attempt at each of `refs` (null: busy) for a caller that lets go of `held` (its last batch's leases, by key)
+   * now, all in one round trip: a held lock it needs again is taken again in the request that lets it go (`retakeMany`,
+   * where the lock can and nobody else wants it), the rest released. One not taken again is released and then tried
+   * afresh, after any waiter of this process. If an attempt fails outright, lets go of everything and rethrows.
    */
   async tryAcquireAllHolding(
     refs: readonly SegmentRef[],
     held: ReadonlyMap<string, LockLease>,
   ): Promise<(LockLease | null)[]> {
-    // With combining, batches hand over nothing: the attempts alone, as tryAcquireAll.
-    if (held.size === 0) return this.attempt(refs, false);
-    const names = refs.map(redisKeys.segmentLock);
-    const waited = (i: number) => this.notices.isWaitedFor(names[i]!);
+    if (held.size === 0) return this.tryAll(refs);
+    const keys = refs.map(segmentKey);
     const indexes = refs.map((_, i) => i);
-    const [again, fresh] = [indexes.filter((i) => held.has(names[i]!)), indexes.filter((i) => !held.has(names[i]!))];
-    const retaking = this.backend.capabilities.retakes ? again.filter((i) => !waited(i)) : [];
-    const keep = new Set(retaking.map((i) => names[i]!));
+    const [again, fresh] = [indexes.filter((i) => held.has(keys[i]!)), indexes.filter((i) => !held.has(keys[i]!))];
+    const retaking = this.lock.capabilities.retakes ? again : [];
+    const kept = new Set(retaking.map((i) => keys[i]!));
     const answers: (LockLease | null)[] = refs.map(() => null);
     const settle = (at: number[], leases: (LockLease | null)[]) => at.forEach((i, j) => (answers[i] = leases[j]!));
-    const tryAt = (at: number[]) =>
-      this.attempt(
-        at.map((i) => refs[i]!),
-        false,
-      );
+    const tryAt = (at: number[]) => this.tryAll(at.map((i) => refs[i]!));
     try {
       const [retaken, tried] = await Promise.all([
-        this.retakeAll(retaking.map((i) => held.get(names[i]!)!)),
+        this.retakeAll(retaking.map((i) => held.get(keys[i]!)!)),
         tryAt(fresh).catch((error: unknown) => ({ error })),
-        this.releaseAll([...held].flatMap(([name, lease]) => (keep.has(name) ? [] : [lease]))),
+        this.releaseAll([...held].flatMap(([key, lease]) => (kept.has(key) ? [] : [lease]))),
       ]);
       settle(retaking, retaken);
-      // Not taken again (contended elsewhere, or the backend cannot): let go, then tried like any other.
-      await this.releaseAll(retaking.flatMap((i, j) => (retaken[j] ? [] : [held.get(names[i]!)!])));
+      // Not taken again (wanted elsewhere, or the lock cannot): let go, then tried like any other.
+      await this.releaseAll(retaking.flatMap((i, j) => (retaken[j] ? [] : [held.get(keys[i]!)!])));
       if (!Array.isArray(tried)) throw tried.error;
       settle(fresh, tried);
-      const retry = again.filter((i) => !answers[i] && !waited(i));
+      const retry = again.filter((i) => !answers[i]);
       if (retry.length > 0) settle(retry, await tryAt(retry));
       return answers;
     } catch (error) {
@@ -183,134 +140,39 @@ export class SegmentLocks {
     }
   }
 
-  /** `retakeMany`, with this process's bookkeeping: a lease taken again counts as a release and an acquisition. */
-  private async retakeAll(leases: LockLease[]): Promise<(LockLease | null)[]> {
-    if (leases.length === 0) return [];
-    const retaken = await this.backend.retakeMany(leases).catch(() => leases.map(() => null));
-    for (const [i, lease] of retaken.entries()) {
-      if (!lease) continue;
-      const grantedAt = this.held.get(leases[i]!);
-      this.held.delete(leases[i]!);
-      if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
-      this.held.set(lease, performance.now());
-      this.hooks.onAcquired?.();
-    }
-    return retaken;
-  }
-
-  private async attempt(refs: readonly SegmentRef[], askStore: boolean): Promise<(LockLease | null)[]> {
-    const names = refs.map(redisKeys.segmentLock);
-    const asked = names.flatMap((name, i) =>
-      (!askStore && this.notices.isHeldElsewhere(name)) || !this.notices.markHeldHere(name) ? [] : [i],
-    );
-    const mark = this.notices.mark();
-    let leases: (LockLease | null)[];
-    try {
-      leases = await this.backend.tryAcquireMany(
-        asked.map((i) => names[i]!),
-        { ttlMs: this.options.ttlMs, watchdog: this.options.watchdog },
-      );
-    } catch (error) {
-      for (const i of asked) this.notices.clearHeldHere(names[i]!);
-      throw error;
-    }
-    const answers: (LockLease | null)[] = refs.map(() => null);
-    for (const [j, i] of asked.entries()) {
-      const lease = leases[j]!;
-      if (!lease) {
-        this.notices.clearHeldHere(names[i]!);
-        this.notices.markHeldElsewhere(names[i]!, mark);
-        continue;
-      }
-      this.held.set(lease, performance.now());
-      this.hooks.onAcquired?.();
-      answers[i] = lease;
-    }
-    return answers;
-  }
-
-  /** False when the lease had already expired or been taken over: nothing was released then. */
-  async release(lease: LockLease): Promise<boolean> {
-    return (await this.releaseLeases([lease]))[0]!;
-  }
-
   /**
-   * Releases quietly: for paths that are already failing, where a second error would hide the first. A lease the
-   * backend refuses to release (not its own, released before) makes it release none of the batch: the rest then go one
-   * by one, so none is left to expire for another's sake.
+   * Releases quietly (for paths already failing, where a second error would hide the first). A lease the lock refuses
+   * makes it release none of the batch: the rest then go one by one, so none is left to expire for another's sake.
    */
   async releaseAll(leases: Iterable<LockLease>): Promise<void> {
     const list = [...leases];
-    await this.releaseLeases(list).catch(() =>
-      Promise.all(list.map((lease) => this.releaseLeases([lease]).catch(() => []))),
-    );
+    if (list.length === 0) return;
+    for (const lease of list) this.hooks.onReleased?.(performance.now() - lease.acquiredAt);
+    await this.lock
+      .tryReleaseMany(list)
+      .catch(() => Promise.all(list.map((lease) => this.lock.tryReleaseMany([lease]).catch(() => []))));
   }
 
-  /** Every lease in one request where the backend can; rejects if the store failed for any. */
-  private async releaseLeases(leases: LockLease[]): Promise<boolean[]> {
+  /** Releases what this process holds and closes the lock's own connections. */
+  close(): Promise<void> {
+    return this.lock.close();
+  }
+
+  private async tryAll(refs: readonly SegmentRef[]): Promise<(LockLease | null)[]> {
+    const leases = await this.lock.tryAcquireMany(refs.map(segmentKey), this.options);
+    for (const lease of leases) if (lease) this.hooks.onAcquired?.();
+    return leases;
+  }
+
+  /** `retakeMany`, counted as a release and an acquisition for the metrics. */
+  private async retakeAll(leases: LockLease[]): Promise<(LockLease | null)[]> {
     if (leases.length === 0) return [];
-    for (const lease of leases) {
-      const grantedAt = this.held.get(lease);
-      this.held.delete(lease);
-      if (grantedAt !== undefined) this.hooks.onReleased?.(performance.now() - grantedAt);
+    const retaken = await this.lock.retakeMany(leases).catch(() => leases.map(() => null));
+    for (const [i, lease] of retaken.entries()) {
+      if (!lease) continue;
+      this.hooks.onReleased?.(performance.now() - leases[i]!.acquiredAt);
+      this.hooks.onAcquired?.();
     }
-    const publishes = this.backend.capabilities.publishesReleaseNotices;
-    let released: boolean[] = leases.map(() => false);
-    try {
-      released = await this.backend.tryReleaseMany(leases);
-      if (!publishes) {
-        await Promise.all(
-          leases.map((lease, i) =>
-            released[i]
-              ? this.publisher.spublish(redisKeys.releasedChannel(lease.key), this.notices.instanceId).catch(() => 0)
-              : 0,
-          ),
-        );
-      }
-      return released;
-    } finally {
-      // Whatever the store said, this process no longer holds the locks: the next local waiter may try at once. A
-      // lock that publishes its notices told them already (and another caller may hold the lock again by now).
-      for (const [i, lease] of leases.entries()) if (!(released[i] && publishes)) this.notices.notify(lease.key);
-    }
-  }
-
-  /** Subscribes to the segments' release notices; call it before the attempt that may lead to a wait. */
-  listen(sku: string, refs: readonly SegmentRef[]): Promise<void> {
-    return this.notices.listen(sku, refs.map(redisKeys.segmentLock));
-  }
-
-  /** A caller's place in line for `waitForRelease`, taken when it arrives. */
-  ticket(): number {
-    return this.notices.ticket();
-  }
-
-  /** Taken before an attempt; passed to `waitForRelease` so that a release during the attempt is not slept through. */
-  mark(): number {
-    return this.notices.mark();
-  }
-
-  /**
-   * Waits, in line with this process's other callers for the SKU, until one of `refs` is released or `deadline`
-   * passes; resolves with the segment whose release woke the caller.
-   */
-  async waitForRelease(
-    refs: readonly SegmentRef[],
-    options: { ticket: number; deadline: number; mark: number; signal?: AbortSignal },
-  ): Promise<number | undefined> {
-    const segmentOf = new Map(refs.map((ref) => [redisKeys.segmentLock(ref), ref.segment]));
-    const name = await this.notices.wait(refs[0]!.sku, new Set(segmentOf.keys()), options);
-    return name === undefined ? undefined : segmentOf.get(name);
-  }
-
-  /** Wakes every caller waiting for `ref` (or for any segment of the SKU): news no release would bring them. */
-  wakeAll(sku: string, ref?: SegmentRef): void {
-    this.notices.wakeAll(sku, ref && redisKeys.segmentLock(ref));
-  }
-
-  /** Releases what this process holds and closes the backend's own connections. */
-  async close(): Promise<void> {
-    await this.releaseAll([...this.held.keys()]);
-    await this.backend.close();
+    return retaken;
   }
 }

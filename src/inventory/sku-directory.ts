@@ -54,8 +54,6 @@ export class SkuDirectory {
     private readonly db: Db,
     /** The service's connections; the subscriber is shared with the lock's release notices. */
     private readonly redis: Pick<RedisConnections, 'commands' | 'subscriber' | 'onResubscribed'>,
-    /** Told when a SKU's entry goes stale, so that callers waiting on its old layout look again. */
-    private readonly onStale: (sku: string) => void = () => {},
     /** Most SKUs kept at once (a test lowers it). */
     private readonly maxEntries = MAX_ENTRIES,
   ) {}
@@ -86,7 +84,6 @@ export class SkuDirectory {
   invalidate(entry: SkuEntry): void {
     entry.stale = true;
     if (this.entries.get(entry.sku) === entry) this.entries.delete(entry.sku);
-    this.onStale(entry.sku);
   }
 
   /** Remembers a segment read as 0 under its lock; false when it was known already. */

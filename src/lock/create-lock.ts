@@ -22,16 +22,21 @@ export interface LockStores {
   redis: RedisClient;
   /** The service's own database (the `postgres` backend opens a small pool of its own on it). */
   databaseUrl: string;
-  /** The process's release notices: the `redis` backend wakes their waiters on its releases. */
-  notices?: ReleaseNotices;
+  /** The process's release notices, where every backend's waiters hear of releases by other processes. */
+  notices: ReleaseNotices;
 }
 
 /** The backend LOCK_BACKEND selects. */
 export function createLockBackend(settings: LockSettings, stores: LockStores): DistributedLock {
-  const common = { ttlMs: settings.lockTtlMs, waitMs: settings.lockWaitMs, watchdog: settings.lockWatchdog };
+  const common = {
+    ttlMs: settings.lockTtlMs,
+    waitMs: settings.lockWaitMs,
+    watchdog: settings.lockWatchdog,
+    notices: stores.notices,
+  };
   switch (settings.lockBackend) {
     case 'redis':
-      return new RedisLock({ ...common, redis: stores.redis, notices: stores.notices });
+      return new RedisLock({ ...common, redis: stores.redis });
     case 'redlock':
       return new RedlockLock({ ...common, urls: [...settings.redisLockUrls] });
     case 'postgres':

@@ -1,9 +1,6 @@
 import type { LockLease } from './distributed-lock.js';
 
-/**
- * What a lock client and its backend's store say to each other: what a store grants and answers, the wait budget it
- * is given, the hold a grant becomes (and the leases handed out on it), and the timing helpers every backend shares.
- */
+// What a lock client and its store say to each other (grants, answers, budgets), the hold a grant becomes and its leases.
 
 /** What a store hands back for a granted lock. */
 export interface StoreGrant<H = unknown> {
@@ -21,43 +18,78 @@ export interface StoreGrant<H = unknown> {
 export interface WaitBudget {
   /** Epoch ms after which the wait gives up. */
   deadline: number;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   fair: boolean;
+  /** The waiter's place among this client's waiters for the lock (AcquireOptions.ticket). */
+  ticket: number;
 }
 
-/** A store's answer to a release: one hold dropped, or the lock was lost (expired, taken over) and nothing changed. */
-export type StoreRelease = 'released' | 'lost';
+/**
+ * A store's answer to a release: dropped (`contended`: freed after another process tried to take it), handed on to
+ * a waiter of this client without being freed, or lost.
+ */
+export type StoreRelease = 'released' | 'contended' | 'handed-on' | 'lost';
 
 /** One owner's hold of one key, shared by every lease of a reentrant acquisition. */
 export class Hold<H = unknown> {
   depth = 1;
-  released = false;
+  /** Released by its owner (its store release may still be on its way). */
+  ended = false;
   lost = false;
   validUntil: number;
+  readonly fence: number;
+  readonly previousFence: number | undefined;
+  leaseMs: number;
+  readonly handle: H | undefined;
+  readonly acquiredAt = performance.now();
   readonly controller = new AbortController();
-  expiryTimer: NodeJS.Timeout | undefined;
-  renewTimer: NodeJS.Timeout | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly key: string,
     readonly owner: string,
-    readonly fence: number,
-    readonly previousFence: number | undefined,
-    public leaseMs: number,
-    readonly handle: H | undefined,
+    grant: StoreGrant<H>,
     /** Taken inside an owner scope: only that scope may release it. */
     readonly scoped: boolean,
     readonly watchdog: boolean,
-    requestedAt: number,
-    /** Called once the last confirmed lease has run out (the store said nothing since). */
-    private readonly expired: () => void,
+    /** The store's renewal (true: renewed; false: the lock is gone; rejects: unknown), and what a loss sets off. */
+    private readonly store: { renew: () => Promise<boolean>; lose: (reason: string) => void },
   ) {
-    this.validUntil = requestedAt + leaseMs - clockDrift(leaseMs);
+    ({ fence: this.fence, previousFence: this.previousFence, leaseMs: this.leaseMs, handle: this.handle } = grant);
+    this.validUntil = grant.requestedAt + grant.leaseMs - clockDrift(grant.leaseMs);
     this.armExpiry();
+    if (watchdog) this.watch();
   }
 
   get done(): boolean {
-    return this.released || this.lost;
+    return this.ended || this.lost;
+  }
+
+  /** No longer this owner's: its timers stop. */
+  end(): void {
+    this.ended = true;
+    clearTimeout(this.expiryTimer);
+    clearTimeout(this.renewTimer);
+  }
+
+  /**
+   * The watchdog: renews the lease every third of it while the hold lasts. An unknown answer is tried again next
+   * round; the expiry timer fires if the store stays silent past the lease.
+   */
+  private watch(): void {
+    this.renewTimer = setTimeout(
+      async () => {
+        const requestedAt = Date.now();
+        const renewed = await this.store.renew().catch(() => undefined);
+        if (this.done) return;
+        if (renewed === false) return this.store.lose('the watchdog found it gone');
+        if (renewed) this.confirm(requestedAt);
+        this.watch();
+      },
+      Math.max(1, Math.floor(this.leaseMs / 3)),
+    );
+    this.renewTimer.unref();
   }
 
   /** The store confirmed the lease as of `requestedAt`: it now runs until then plus the lease. */
@@ -66,14 +98,11 @@ export class Hold<H = unknown> {
     this.armExpiry();
   }
 
-  stopTimers(): void {
-    clearTimeout(this.expiryTimer);
-    clearTimeout(this.renewTimer);
-  }
-
   private armExpiry(): void {
     clearTimeout(this.expiryTimer);
-    this.expiryTimer = setTimeout(this.expired, Math.max(0, this.validUntil - Date.now()));
+    // Past the last confirmed expiry nobody can say the lock is still ours: tell the holder.
+    const expired = () => this.store.lose(`no renewal was confirmed within its ${this.leaseMs} ms lease`);
+    this.expiryTimer = setTimeout(expired, Math.max(0, this.validUntil - Date.now()));
     this.expiryTimer.unref();
   }
 }
@@ -82,25 +111,22 @@ export class Hold<H = unknown> {
 export class Lease<H> implements LockLease {
   released = false;
 
+  readonly key: string;
+  readonly fence: number;
+  readonly previousFence: number | undefined;
+  readonly owner: string;
+  readonly acquiredAt: number;
+
   constructor(
     /** The client that handed it out: only that client releases it. */
     readonly client: object,
     readonly hold: Hold<H>,
     readonly depth: number,
-  ) {}
+  ) {
+    ({ key: this.key, fence: this.fence, previousFence: this.previousFence, owner: this.owner } = hold);
+    this.acquiredAt = hold.acquiredAt;
+  }
 
-  get key() {
-    return this.hold.key;
-  }
-  get fence() {
-    return this.hold.fence;
-  }
-  get previousFence() {
-    return this.hold.previousFence;
-  }
-  get owner() {
-    return this.hold.owner;
-  }
   get signal() {
     return this.hold.controller.signal;
   }

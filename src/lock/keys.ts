@@ -19,7 +19,7 @@ export const redisKeys = {
    */
   scriptKeys: (name: string) =>
     [`lock:{${name}}`, `lock:fence:{${name}}`, `lock:queue:{${name}}`, `lock:queue-deadlines:{${name}}`] as const,
-  /** Published when the lock is freed; the payload names the releasing process. */
+  /** Published when the lock is freed; the payload names the releasing lock client. */
   releasedChannel: (name: string) => `lock:released:{${name}}`,
   /** Published when a release hands the lock to the head of the fair queue; the payload names the new owner. */
   grantedChannel: (name: string) => `lock:granted:{${name}}`,

@@ -1,56 +1,29 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Result } from 'ioredis';
 import type { RedisClient } from '../redis/connections.js';
+import { redisKeys } from './keys.js';
 
 const luaFolder = new URL('./lua/', import.meta.url);
 
 /**
- * The lock's outcomes, in the words every layer of it uses. An attempt is *taken* (a new hold, with its fencing token)
- * or *busy* (another owner holds the lock, or is in line for it first). A release, renewal or retake by a caller that no
- * longer holds the lock finds it *lost* (it expired or was taken over) and changes nothing. A write the data store
- * refuses because a newer token wrote first is *fenced* (FencedOutError). The scripts answer busy and lost with these
- * codes; every other number they answer is a token or a count.
+ * The lock's outcomes, in the words every layer uses: an attempt is *taken* (a new hold and token) or *busy*; a release,
+ * renewal or retake by a caller that no longer holds the lock finds it *lost* and changes nothing; a write the data
+ * store refuses because a newer token wrote first is *fenced out* (FencedOutError). Every other number is a token or a count.
  */
 export enum LockCode {
   Busy = -1,
   Lost = -2,
 }
 
+// Each command's arguments are listed at the top of its script (lua/<name>-<keys>.lua); `-N` scripts take numkeys first.
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    lockAcquire(
-      lock: string,
-      fence: string,
-      queue: string,
-      queueDeadlines: string,
-      owner: string,
-      leaseMs: number,
-      mode: 'try' | 'queue' | 'poll',
-      waiterLeaseMs: number,
-      grantedChannel: string,
-      reserveTokens?: number,
-    ): Result<[number, number, number?, number?], Context>;
+    lockAcquire(...keysThenArgs: (string | number)[]): Result<[number, number, number?, number?], Context>;
     lockRelease(
-      lock: string,
-      fence: string,
-      queue: string,
-      queueDeadlines: string,
-      owner: string,
-      handOffLeaseMs: number,
-      releasedChannel: string,
-      releaseNotice: string,
-      grantedChannel: string,
-      dropAll: '0' | '1',
-      lastTokenUsed?: number,
+      ...keysThenArgs: (string | number)[]
     ): Result<[number] | [number, number] | [number, string, number], Context>;
-    /** `lockTryMany-N.lua`: numkeys first, then 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
     lockTryMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
-    /**
-     * `lockReleaseMany-N.lua`: numkeys first, then 4 keys per lock, an owner and two channels per lock, the hand-off
-     * lease, the notice. Three values per lock.
-     */
     lockReleaseMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<(number | string)[], Context>;
-    /** `lockRetakeMany-N.lua`: numkeys first, 3 keys per lock, an owner per lock, the lease. Two numbers per lock. */
     lockRetakeMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<number[], Context>;
     lockExtend(lock: string, owner: string, leaseMs: number): Result<number, Context>;
     lockRaiseFence(lock: string, fence: string, owner: string, token: string): Result<number, Context>;
@@ -71,15 +44,9 @@ function withIncludes(lua: string, included = new Set<string>()): string {
 
 // `-N`: the caller passes the number of keys first (a script over any number of locks).
 const scripts = readdirSync(luaFolder).flatMap((file) => {
-  const match = /^(\w+)-(\d+|N)\.lua$/.exec(file);
-  if (!match) return [];
-  return [
-    {
-      name: match[1]!,
-      numberOfKeys: match[2] === 'N' ? undefined : Number(match[2]),
-      lua: withIncludes(readFileSync(new URL(file, luaFolder), 'utf8')),
-    },
-  ];
+  const [, name, keys] = /^(\w+)-(\d+|N)\.lua$/.exec(file) ?? [];
+  const lua = name ? withIncludes(readFileSync(new URL(file, luaFolder), 'utf8')) : '';
+  return name ? [{ name, numberOfKeys: keys === 'N' ? undefined : Number(keys), lua }] : [];
 });
 
 /**
@@ -89,4 +56,29 @@ const scripts = readdirSync(luaFolder).flatMap((file) => {
 export function defineLockCommands(redis: RedisClient): void {
   if (typeof (redis as Partial<RedisClient>).lockAcquire === 'function') return;
   for (const { name, numberOfKeys, lua } of scripts) redis.defineCommand(name, { numberOfKeys, lua });
+}
+
+/** `lockAcquire` at the lock named `key`, with its keys and hand-off channel. */
+export function acquireLock(
+  redis: Pick<RedisClient, 'lockAcquire'>,
+  key: string,
+  owner: string,
+  options: { leaseMs: number; mode: 'try' | 'queue' | 'poll'; waiterLeaseMs?: number; reserve?: number },
+) {
+  const { leaseMs, mode, waiterLeaseMs = 0, reserve = 1 } = options;
+  const args = [owner, leaseMs, mode, waiterLeaseMs, redisKeys.grantedChannel(key), reserve];
+  return redis.lockAcquire(...redisKeys.scriptKeys(key), ...args);
+}
+
+/** `lockRelease` of the lock named `key`, with its keys and channels; `notice` is the release notice's payload. */
+export function releaseLock(
+  redis: Pick<RedisClient, 'lockRelease'>,
+  key: string,
+  owner: string,
+  options: { handOffLeaseMs: number; notice: string; dropAll: boolean; lastUsed?: number },
+) {
+  const { handOffLeaseMs, notice, dropAll, lastUsed = 0 } = options;
+  const channels = [redisKeys.releasedChannel(key), notice, redisKeys.grantedChannel(key)];
+  const args = [owner, handOffLeaseMs, ...channels, dropAll ? '1' : '0', lastUsed];
+  return redis.lockRelease(...redisKeys.scriptKeys(key), ...args);
 }

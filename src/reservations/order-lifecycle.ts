@@ -19,7 +19,7 @@ import {
   uncountConfirmation,
   type UnitsBack,
 } from './lifecycle.repository.js';
-import { FencedOutError } from '../inventory/fenced-out.js';
+import { FencedOutError } from '../lock/errors.js';
 import { lockBusy } from '../orders/outcome.js';
 import { compareRefs, type SegmentLocks, type SegmentRef } from '../inventory/segment-locks.js';
 import { splitEvenly } from '../inventory/segment-math.js';

@@ -15,7 +15,7 @@ import {
 } from './stock.repository.js';
 import { type AdminAnswer, type AdminRequest, answerOnce, insertAdminRequest } from './admin-requests.repository.js';
 import { recountHoldings } from '../inventory/customer-holdings.repository.js';
-import { FencedOutError } from '../inventory/fenced-out.js';
+import { FencedOutError } from '../lock/errors.js';
 import { lockBusy } from '../orders/outcome.js';
 import type { SegmentLocks } from '../inventory/segment-locks.js';
 import { splitEvenly } from '../inventory/segment-math.js';

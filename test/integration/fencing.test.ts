@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { readSegmentStates } from '../../src/orders/batch-statements.js';
 import { writeBatch } from '../../src/orders/order-writes.js';
-import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { auditSku } from '../support/invariants.js';
 import { scrapeCounter } from '../support/scrape-metric.js';
@@ -17,14 +16,14 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
   let db: Db;
   /** Two holders as two processes would be: each with its own lock client (a process never races itself). */
   let processes: ReturnType<typeof segmentLocksProcess>[];
-  let staleHolder: SegmentLocks;
-  let freshHolder: SegmentLocks;
+  let staleHolder: (typeof processes)[number];
+  let freshHolder: (typeof processes)[number];
   beforeAll(() => {
     const { redisUrl, databaseUrl } = testEndpoints();
     db = createDatabase(databaseUrl, 4);
     // The stale holder's lease (50 ms) runs out while it stalls; the fresh one's outlasts the test, however slow.
     processes = [segmentLocksProcess(redisUrl, { ttlMs: 50 }), segmentLocksProcess(redisUrl, { ttlMs: 10_000 })];
-    [staleHolder, freshHolder] = processes.map((p) => p.locks) as [SegmentLocks, SegmentLocks];
+    [staleHolder, freshHolder] = processes as [(typeof processes)[number], (typeof processes)[number]];
   });
   afterAll(async () => {
     await Promise.all(processes.map((p) => p.close()));

@@ -28,7 +28,7 @@ describe('SKU directory', () => {
   });
 
   it('keeps entries up to its bound, then drops them all, marked stale, and keeps what is loaded from then on', async () => {
-    const directory = new SkuDirectory(own.db, redis, undefined, 3);
+    const directory = new SkuDirectory(own.db, redis, 3);
     const first = await Promise.all(['sku-1', 'sku-2', 'sku-3'].map((sku) => directory.get(sku)));
     expect(first.map((entry) => entry.loadedAvailable)).toEqual([
       [5, 5],

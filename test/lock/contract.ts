@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DistributedLock, type LockLease, runAsLockOwner } from '../../src/lock/distributed-lock.js';
+import type { DistributedLock, LockLease } from '../../src/lock/distributed-lock.js';
+import { runAsLockOwner } from '../../src/lock/owner-context.js';
 import { LockLostError, LockTimeoutError, NotLockOwnerError } from '../../src/lock/errors.js';
 import type { LockClientOptions } from '../../src/lock/lock-client.js';
 import { type BackendRecipe, HolderProcess } from './support/holder-process.js';

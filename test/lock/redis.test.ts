@@ -147,6 +147,31 @@ describe('redis lock: fair queue and waiting across clients', () => {
     await Promise.all([local.close(), remote.close()]);
   });
 
+  it('asks Redis only to start and end each tenure while the waiters of one client pass the lock along', async () => {
+    const lock = name();
+    const local = new RedisLock({ redis: new Redis(server.url), ownsConnection: true, maxLocalHandoffs: 4 });
+    const scriptCalls = async () => {
+      const stats = await admin.info('commandstats');
+      return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+    };
+    const first = await local.acquire(lock);
+    const before = await scriptCalls();
+    let sections = 1;
+    const waiters = Array.from({ length: 20 }, () =>
+      local.using(lock, async () => void sections++, { waitMs: 10_000 }),
+    );
+    // Every waiter is in line before the holder lets go.
+    await sleep(50);
+    await local.release(first);
+    await Promise.all(waiters);
+    expect(sections).toBe(21);
+    // Tenures of five holds (one taken, four handed on): each costs one take and one release, and the first's take
+    // came before the count. A waiter that asked Redis while the lock was passed along here would add calls.
+    const tenures = Math.ceil(21 / 5);
+    expect((await scriptCalls()) - before).toBe(2 * tenures - 1);
+    await local.close();
+  });
+
   it('takes and releases many locks in one script call each, a contended or queued one among them', async () => {
     const admin = new Redis(server.url);
     const lock = new RedisLock({ redis: new Redis(server.url), ownsConnection: true });

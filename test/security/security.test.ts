@@ -252,12 +252,12 @@ describe('the failure log (there is no per-request log: a failure is logged wher
       const sku = uniqueSku('log-busy');
       expect((await call(service.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
       // Another process holds the SKU's only segment: every order waits out its 50 ms and is turned away.
-      const lease = (await holder.locks.tryAcquire({ sku, layoutVersion: 1, segment: 0 }))!;
+      const lease = (await holder.tryAcquire({ sku, layoutVersion: 1, segment: 0 }))!;
       const answers = await Promise.all(
         Array.from({ length: 5 }, () => call(service.url, 'POST', '/orders', { sku, quantity: 1 })),
       );
       expect(answers.map((a) => `${a.status} ${a.body.code}`)).toEqual(Array(5).fill('503 lock_busy'));
-      await holder.locks.release(lease);
+      await holder.release(lease);
       await holder.close();
       // Then a failure: Redis is gone, and the order cannot be placed.
       await redis.stop();

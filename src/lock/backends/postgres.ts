@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { createClient, createPool } from '../../db/listed-hosts.js';
+import { createPool } from '../../db/listed-hosts.js';
 import type { LockCapabilities } from '../distributed-lock.js';
-import { type Hold, sleepUntilWoken, type StoreGrant, type StoreRelease, type WaitBudget } from '../hold.js';
+import type { Hold, StoreGrant, StoreRelease } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
 
 export interface PostgresLockOptions extends LockClientOptions {
@@ -9,9 +9,6 @@ export interface PostgresLockOptions extends LockClientOptions {
   /** Connections for lock statements, apart from the service's pool so orders never queue behind them (default 5). */
   poolSize?: number;
 }
-
-const RELEASE_CHANNEL = 'distributed_lock_released';
-const MAX_SLEEP_MS = 250;
 
 /*
  * Fencing tokens: max(last + 1, the database clock in µs). The row is kept after release, so tokens only grow; the
@@ -33,39 +30,30 @@ update distributed_locks
  where lock_key = $1 and owner = $2 and expires_at > clock_timestamp()
 returning hold_count`;
 
-// The notice goes out on commit of this single statement, only when the last hold is dropped.
 const RELEASE = `
-with dropped as (
-  update distributed_locks
-     set hold_count = hold_count - 1,
-         owner = case when hold_count > 1 then owner end,
-         expires_at = case when hold_count > 1 then expires_at end
-   where lock_key = $1 and owner = $2 and expires_at > clock_timestamp()
-  returning hold_count
-)
-select hold_count, case when hold_count = 0 then pg_notify('${RELEASE_CHANNEL}', $1)::text end as notified from dropped`;
+update distributed_locks
+   set hold_count = hold_count - 1,
+       owner = case when hold_count > 1 then owner end,
+       expires_at = case when hold_count > 1 then expires_at end
+ where lock_key = $1 and owner = $2 and expires_at > clock_timestamp()
+returning hold_count`;
 
 const EXTEND = `
 update distributed_locks set expires_at = clock_timestamp() + $3::integer * interval '1 millisecond'
  where lock_key = $1 and owner = $2 and expires_at > clock_timestamp()`;
 
 /**
- * The database lock of the reference articles, done the Postgres way: a lock table with the lock name as primary
- * key, an owner, a hold count, an expiry and the fencing token, each operation one atomic statement (INSERT … ON
- * CONFLICT … WHERE expired). A lease expires like Redis's, so a holder that dies or hangs frees the lock without any
- * connection being pinned; waiters are woken by LISTEN/NOTIFY and poll with a short backoff between notices.
- *
- * Why not advisory locks: a session-level advisory lock lives on one connection, so every held lock would pin a pool
- * connection for its whole hold, it has no expiry (a hung process holds forever), and it has no token to fence with.
+ * The database lock of the reference articles, the Postgres way: a lock table (name, owner, hold count, expiry, token),
+ * each operation one atomic statement. A lease expires like Redis's, so a holder that dies or hangs frees the lock
+ * without pinning a connection. Not advisory locks: those pin a pool connection per held lock, never expire (a hung
+ * process holds forever), and have no token to fence with.
  */
 export class PostgresLock extends LockClient {
   readonly kind = 'postgres' as const;
-  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: false, retakes: false };
   private readonly pool: pg.Pool;
-  private listener: Promise<pg.Client> | undefined;
-  private readonly waiters = new Map<string, Array<() => void>>();
 
-  constructor(private readonly options: PostgresLockOptions) {
+  constructor(options: PostgresLockOptions) {
     super(options);
     this.pool = createPool(options.connectionString, {
       max: options.poolSize ?? 5,
@@ -79,29 +67,6 @@ export class PostgresLock extends LockClient {
     const requestedAt = Date.now();
     const { rows } = await this.pool.query<{ fence: string }>(ACQUIRE, [key, owner, ttlMs]);
     return rows[0] ? { fence: Number(rows[0].fence), leaseMs: ttlMs, requestedAt } : null;
-  }
-
-  protected async waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
-    // Notices only shorten waits; without them the backoff still bounds every one.
-    await this.listen().catch(() => {});
-    for (let attempt = 0; ; attempt++) {
-      budget.signal?.throwIfAborted();
-      const grant = await this.tryStore(key, owner, ttlMs);
-      if (grant) return grant;
-      const remaining = budget.deadline - Date.now();
-      if (remaining <= 0) return null;
-      const base = Math.min(MAX_SLEEP_MS, 5 * 2 ** attempt);
-      const sleep = sleepUntilWoken(Math.min(remaining, base / 2 + (Math.random() * base) / 2), budget.signal);
-      const queue = this.waiters.get(key) ?? [];
-      this.waiters.set(key, queue);
-      queue.push(sleep.wake);
-      try {
-        await sleep.promise;
-      } finally {
-        queue.splice(queue.indexOf(sleep.wake), 1);
-        if (queue.length === 0) this.waiters.delete(key);
-      }
-    }
   }
 
   protected async reenterStore(hold: Hold, ttlMs: number): Promise<boolean> {
@@ -120,30 +85,6 @@ export class PostgresLock extends LockClient {
   }
 
   protected async closeStore(): Promise<void> {
-    const listener = await this.listener?.catch(() => undefined);
-    this.listener = undefined;
-    await listener?.end().catch(() => {});
     await this.pool.end().catch(() => {});
-  }
-
-  /** One LISTEN connection per client; a notice wakes the longest waiter for that lock. */
-  private listen(): Promise<pg.Client> {
-    this.listener ??= (async () => {
-      const client = createClient(this.options.connectionString, { connectionTimeoutMillis: 2_000 });
-      client.on('notification', ({ payload }) => {
-        if (payload) this.waiters.get(payload)?.[0]?.();
-      });
-      client.on('error', () => {
-        this.listener = undefined;
-        client.end().catch(() => {});
-      });
-      await client.connect();
-      await client.query(`listen ${RELEASE_CHANNEL}`);
-      return client;
-    })();
-    this.listener.catch(() => {
-      this.listener = undefined;
-    });
-    return this.listener;
   }
 }

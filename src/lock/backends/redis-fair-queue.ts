@@ -4,7 +4,7 @@ import type { ReleaseNotices } from '../release-notices.js';
 
 /** A fair waiter's mailbox: the hand-off may arrive while the waiter is between two polls, so it is kept. */
 interface HandoffSlot {
-  grant: StoreGrant<string> | undefined;
+  grant: StoreGrant | undefined;
   wake: () => void;
 }
 
@@ -35,8 +35,8 @@ export class FairQueue {
   ) {}
 
   /** In line until the lock is this waiter's (its token and the previous one, if known), or the budget runs out. */
-  async wait(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant<string> | null> {
-    await this.notices.listenTo(redisKeys.grantedChannel(key), (message) => {
+  async wait(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
+    await this.notices.listen(this, redisKeys.grantedChannel(key), (message) => {
       const [waiter, fence, leaseMs] = message.split('\n');
       this.deliver(waiter!, Number(fence), Number(leaseMs));
     });
@@ -64,7 +64,7 @@ export class FairQueue {
           throw aborted;
         }
         // The hand-off may have come while asleep (TypeScript cannot see the notice set it).
-        const handed = slot.grant as StoreGrant<string> | undefined;
+        const handed = slot.grant as StoreGrant | undefined;
         if (handed) return handed;
       }
     } finally {

@@ -12,7 +12,7 @@ import {
   type WaitBudget,
 } from '../hold.js';
 import { LockClient, type LockClientOptions } from '../lock-client.js';
-import { defineLockCommands, LockCode } from '../scripts.js';
+import { acquireLock, defineLockCommands, LockCode, releaseLock } from '../scripts.js';
 
 export interface RedlockOptions extends LockClientOptions {
   /** Independent Redis nodes (not replicas of each other): an odd number, 3 or 5. */
@@ -27,27 +27,18 @@ export interface RedlockOptions extends LockClientOptions {
 type Attempt = StoreGrant | 'taken' | 'unavailable';
 
 /** How the nodes answered one round, as far as the round went. */
-interface Votes<T> {
-  yes: { node: Redis; reply: T }[];
-  no: number;
-  failed: number;
-}
+type Votes<T> = { yes: { node: Redis; reply: T }[]; no: number; failed: number };
 
 /**
- * Redlock over N independent Redis nodes: the Redis lock's own scripts on every node, granted when a majority grants
- * within the lease (validity = TTL − time spent − drift), released everywhere, retried with jitter.
- *
- * A round is decided as soon as its outcome is certain: a majority said yes, or too many said no or failed for a
- * majority to be possible. A node that is down fails at once (no offline queue), and a slow node is not waited for
- * once the others have decided, so one bad node of three costs neither the wait budget nor the lease.
- *
- * Fencing: each granting node issues its own token (max(last + 1, its clock in µs)); the largest is chosen and, in a
- * second round, recorded on a majority. Any later majority shares a node with that one, so its token is larger.
- * Re-entries are counted here, not on the nodes: a node that missed the first round must not count a second hold.
+ * Redlock over N independent Redis nodes: the Redis lock's scripts on every node, granted when a majority grants within
+ * the lease (validity = TTL − time spent − drift), released everywhere. A round is decided as soon as its outcome is
+ * certain; a node that is down fails at once (no offline queue) and a slow one is not waited for, so one bad node of
+ * three costs neither the wait budget nor the lease. Fencing: the largest of the granting nodes' tokens, recorded on a
+ * majority in a second round (any later majority shares a node with it). Re-entries are counted here, not on nodes.
  */
 export class RedlockLock extends LockClient {
   readonly kind = 'redlock' as const;
-  readonly capabilities: LockCapabilities = { fair: false, publishesReleaseNotices: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: false, retakes: false };
   readonly nodes: Redis[];
   readonly quorum: number;
   private readonly retryDelayMs: number;
@@ -88,19 +79,15 @@ export class RedlockLock extends LockClient {
     return attempt === 'taken' ? null : attempt;
   }
 
-  protected async waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget): Promise<StoreGrant | null> {
-    for (;;) {
-      budget.signal?.throwIfAborted();
+  /** In line with this client's other waiters; a round without a quorum is tried again until the budget is spent. */
+  protected override waitStore(key: string, owner: string, ttlMs: number, budget: WaitBudget) {
+    return this.lines.wait(key, budget, async () => {
       const attempt = await this.attempt(key, owner, ttlMs);
-      if (typeof attempt === 'object') return attempt;
-      const remaining = budget.deadline - Date.now();
-      if (remaining <= 0) {
-        if (attempt === 'unavailable') throw this.unavailable(key);
-        return null;
-      }
-      const pause = this.retryDelayMs + Math.random() * this.retryJitterMs;
-      await sleepUntilWoken(Math.min(remaining, pause), budget.signal).promise;
-    }
+      if (attempt === 'unavailable' && Date.now() >= budget.deadline) throw this.unavailable(key);
+      // Contenders of other processes retry at different moments, so a release notice lost does not line them up.
+      const retryMs = this.retryDelayMs + Math.random() * this.retryJitterMs;
+      return { grant: typeof attempt === 'object' ? attempt : null, retryMs };
+    });
   }
 
   private async attempt(key: string, owner: string, ttlMs: number): Promise<Attempt> {
@@ -108,8 +95,7 @@ export class RedlockLock extends LockClient {
     const requestedAt = Date.now();
     const validFor = () => ttlMs - (Date.now() - requestedAt) - clockDrift(ttlMs);
     const votes = await this.round(
-      (node) =>
-        node.lockAcquire(...redisKeys.scriptKeys(key), owner, ttlMs, 'try', 1_000, redisKeys.grantedChannel(key)),
+      (node) => acquireLock(node, key, owner, { leaseMs: ttlMs, mode: 'try' }),
       (reply) => reply[0] > 0,
     );
     if (votes.yes.length >= this.quorum && validFor() > 0) {
@@ -159,16 +145,7 @@ export class RedlockLock extends LockClient {
 
   private releaseEverywhere(key: string, owner: string, leaseMs: number) {
     return this.round(
-      (node) =>
-        node.lockRelease(
-          ...redisKeys.scriptKeys(key),
-          owner,
-          leaseMs,
-          redisKeys.releasedChannel(key),
-          '',
-          redisKeys.grantedChannel(key),
-          '1',
-        ),
+      (node) => releaseLock(node, key, owner, { handOffLeaseMs: leaseMs, notice: '', dropAll: true }),
       (reply) => reply[0] !== LockCode.Lost,
     );
   }
@@ -177,12 +154,8 @@ export class RedlockLock extends LockClient {
    * Sends one command to each node and settles as soon as the round is decided: `quorum` nodes said yes, or so many
    * said no or failed that a quorum is out of reach. Later answers are not waited for.
    */
-  private round<T>(
-    call: (node: Redis) => Promise<T>,
-    isYes: (reply: T) => boolean,
-    nodes = this.nodes,
-  ): Promise<Votes<T>> {
-    return new Promise((resolve) => {
+  private round<T>(call: (node: Redis) => Promise<T>, isYes: (reply: T) => boolean, nodes = this.nodes) {
+    return new Promise<Votes<T>>((resolve) => {
       const votes: Votes<T> = { yes: [], no: 0, failed: 0 };
       const decide = () => {
         const answered = votes.yes.length + votes.no + votes.failed;
@@ -193,15 +166,8 @@ export class RedlockLock extends LockClient {
       };
       for (const node of nodes) {
         call(node).then(
-          (reply) => {
-            if (isYes(reply)) votes.yes.push({ node, reply });
-            else votes.no++;
-            decide();
-          },
-          () => {
-            votes.failed++;
-            decide();
-          },
+          (reply) => (isYes(reply) ? votes.yes.push({ node, reply }) : votes.no++, decide()),
+          () => (votes.failed++, decide()),
         );
       }
     });
@@ -209,9 +175,7 @@ export class RedlockLock extends LockClient {
 
   private unavailable(key: string): LockUnavailableError {
     const reachable = this.nodes.filter((node) => node.status === 'ready').length;
-    return new LockUnavailableError(
-      key,
-      `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`,
-    );
+    const detail = `${reachable} of ${this.nodes.length} Redis nodes reachable, ${this.quorum} needed for a quorum`;
+    return new LockUnavailableError(key, detail);
   }
 }

@@ -17,9 +17,11 @@ export interface ZooKeeperLockOptions extends LockClientOptions {
   operationTimeoutMs?: number;
 }
 
+type Client = ZooKeeperClient.Client;
+
 interface NodeHandle {
   path: string;
-  client: ZooKeeperClient.Client;
+  client: Client;
 }
 
 /**
@@ -32,22 +34,20 @@ const loadClientLibrary = () => createRequire(import.meta.url)('node-zookeeper-c
 const MAX_WATCH_MS = 1_000;
 
 /**
- * The ZooKeeper lock (Curator's recipe): each contender creates an ephemeral sequential node under the lock's node;
- * the lowest sequence holds the lock, every other contender watches only its predecessor, so waiting is FIFO and a
- * release wakes exactly one waiter. The lease is the session: the client's heartbeats keep it, and when the session
- * expires ZooKeeper deletes the node and the next in line proceeds. Re-entries are counted locally.
- *
- * Fencing: the lock's node stores the last token; the new holder writes max(last + 1, clock in µs) with a
- * compare-and-set on the node's version. The data survives ZooKeeper restarts (it is on disk), and the clock floor keeps
- * tokens above those of the other backends.
+ * The ZooKeeper lock (Curator's recipe): each contender creates an ephemeral sequential node under the lock's node; the
+ * lowest holds the lock, every other watches only its predecessor, so waiting is FIFO and a release wakes one waiter.
+ * The lease is the session: when it expires ZooKeeper deletes the node. Re-entries are counted locally. Fencing: the
+ * lock's node stores the last token (on disk); the new holder writes max(last + 1, clock in µs) by compare-and-set.
  */
 export class ZooKeeperLock extends LockClient<NodeHandle> {
   readonly kind = 'zookeeper' as const;
-  readonly capabilities: LockCapabilities = { fair: true, publishesReleaseNotices: false, retakes: false };
+  readonly capabilities: LockCapabilities = { fair: true, retakes: false };
+  /** A release deletes the holder's node, which wakes the next in line through its watch. */
+  protected override readonly announcesReleases = true;
   private readonly rootPath: string;
   private readonly sessionTimeoutMs: number;
   private readonly operationTimeoutMs: number;
-  private session: Promise<ZooKeeperClient.Client> | undefined;
+  private session: Promise<Client> | undefined;
   private readonly knownDirs = new Set<string>();
   private closing = false;
   private readonly zookeeper = loadClientLibrary();
@@ -79,12 +79,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     }
   }
 
-  protected async waitStore(
-    key: string,
-    owner: string,
-    _ttlMs: number,
-    budget: WaitBudget,
-  ): Promise<StoreGrant<NodeHandle> | null> {
+  protected override async waitStore(key: string, owner: string, _ttlMs: number, budget: WaitBudget) {
     const { client, dir, path } = await this.enqueue(key, owner);
     try {
       for (;;) {
@@ -138,10 +133,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     client?.close();
   }
 
-  private async enqueue(
-    key: string,
-    owner: string,
-  ): Promise<{ client: ZooKeeperClient.Client; dir: string; path: string }> {
+  private async enqueue(key: string, owner: string): Promise<{ client: Client; dir: string; path: string }> {
     const client = await this.connected();
     const dir = this.dirOf(key);
     if (!this.knownDirs.has(dir)) {
@@ -164,17 +156,12 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     return posix.join(this.rootPath, encodeURIComponent(key));
   }
 
-  private async grant(
-    client: ZooKeeperClient.Client,
-    dir: string,
-    path: string,
-    requestedAt: number,
-  ): Promise<StoreGrant<NodeHandle>> {
+  private async grant(client: Client, dir: string, path: string, requestedAt: number): Promise<StoreGrant<NodeHandle>> {
     const fence = await this.issueFence(client, dir);
     return { fence, leaseMs: client.getSessionTimeout(), requestedAt, handle: { client, path } };
   }
 
-  private async issueFence(client: ZooKeeperClient.Client, dir: string): Promise<number> {
+  private async issueFence(client: Client, dir: string): Promise<number> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const [data, stat] = await this.call<[Buffer | null, ZooKeeperClient.Stat]>(client, (done) =>
         client.getData(dir, (error, value, stat) => done(error, [value, stat])),
@@ -192,19 +179,19 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
     throw new LockUnavailableError(dir, 'the fencing counter kept changing under a compare-and-set');
   }
 
-  private async sortedChildren(client: ZooKeeperClient.Client, dir: string): Promise<string[]> {
+  private async sortedChildren(client: Client, dir: string): Promise<string[]> {
     const children = await this.call<string[]>(client, (done) =>
       client.getChildren(dir, (error, names) => done(error, names)),
     );
     return children.filter((name) => /-lock-\d{10}$/.test(name)).sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 
-  private async ownsNode(client: ZooKeeperClient.Client, path: string): Promise<boolean> {
+  private async ownsNode(client: Client, path: string): Promise<boolean> {
     const stat = await this.call<ZooKeeperClient.Stat | null>(client, (done) => client.exists(path, done));
     return stat?.ephemeralOwner.equals(client.getSessionId()) ?? false;
   }
 
-  private async removeNode(client: ZooKeeperClient.Client, path: string): Promise<void> {
+  private async removeNode(client: Client, path: string): Promise<void> {
     try {
       await this.call(client, (done) => client.remove(path, -1, done));
     } catch (error) {
@@ -213,7 +200,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
   }
 
   /** The current session; a new one after the last expired (its holds are reported lost). */
-  private connected(): Promise<ZooKeeperClient.Client> {
+  private connected(): Promise<Client> {
     if (this.closing) return Promise.reject(new LockUnavailableError('*', 'the ZooKeeper lock client is closed'));
     if (!this.session) {
       const client = this.zookeeper.createClient(this.options.connect, {
@@ -221,15 +208,11 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
         spinDelay: 100,
         retries: 0,
       });
-      const session = new Promise<ZooKeeperClient.Client>((resolve, reject) => {
+      const session = new Promise<Client>((resolve, reject) => {
+        const detail = `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`;
         const timer = setTimeout(() => {
           client.close();
-          reject(
-            new LockUnavailableError(
-              '*',
-              `no ZooKeeper session at ${this.options.connect} within ${this.operationTimeoutMs} ms`,
-            ),
-          );
+          reject(new LockUnavailableError('*', detail));
         }, this.operationTimeoutMs);
         client.once('connected', () => {
           clearTimeout(timer);
@@ -269,7 +252,7 @@ export class ZooKeeperLock extends LockClient<NodeHandle> {
    * reconnect once requests are queued on a dropped connection.
    */
   private call<T = unknown>(
-    client: ZooKeeperClient.Client,
+    client: Client,
     start: (done: (error: Error | ZooKeeperClient.Exception | null, value?: T) => void) => void,
   ): Promise<T> {
     if (client.getState() !== this.zookeeper.State.SYNC_CONNECTED) {

@@ -1,7 +1,6 @@
 --[[
-  Takes a reentrant lock, or lines up for it. The lock is a hash {owner, count, fence}: its owner may take it again
-  (count + 1, same token); anyone else is refused. A FIFO queue of waiters may sit beside it (fair mode): while the
-  queue is non-empty nobody overtakes its head, and a free lock goes to the head.
+  Takes a reentrant lock (its owner again: count + 1, same token), or lines up for it. While a fair queue of waiters
+  sits beside it, nobody overtakes its head, and a free lock goes to the head.
 
   Input:
     KEYS[1] lock hash
@@ -14,15 +13,12 @@
             lock if it was handed over, else keep the place in line)
     ARGV[4] waiter lease in milliseconds
     ARGV[5] channel for hand-off notices ("owner\nfence\nleaseMs")
-    ARGV[6] tokens to reserve with a new hold (default 1): the holder may pass the lock to waiters of its own process
-            with the next ones; every token issued afterwards is larger than all of them
+    ARGV[6] tokens to reserve with a new hold (default 1), for hand-offs within the holder's process
 
   Output:
-    {fence, count, previous, last}  held: a new hold (count 1), a re-entry (count > 1) or a claimed hand-off;
-                                    `previous` is the token issued just before `fence` (0 when unknown or not a new
-                                    hold), `last` the last token reserved for the holder (= fence unless ARGV[6] > 1)
-    {-1, pttl}                      busy: held by another owner, or just handed to the head of the queue; pttl: the
-                                    lease left
+    {fence, count, previous, last}  held: a new hold (count 1), a re-entry or a claimed hand-off; `previous`: the
+                                    token issued just before (0: unknown), `last`: the last token reserved
+    {-1, pttl}                      busy: held by another owner, or handed to the queue's head; pttl: the lease left
 ]]
 --@include take
 --@include fair-queue

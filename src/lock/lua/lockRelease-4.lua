@@ -2,10 +2,7 @@
   Drops a hold of a reentrant lock (release.lua says how, and what it answers).
 
   Input:
-    KEYS[1] lock hash
-    KEYS[2] fencing counter
-    KEYS[3] queue: sorted set, waiter -> arrival order
-    KEYS[4] queue deadlines: sorted set, waiter -> epoch ms by which it must poll again
+    KEYS[1..4] lock hash, fencing counter, fair queue and queue deadlines (as lockAcquire's)
     ARGV[1] owner
     ARGV[2] lease in milliseconds for the waiter it is handed to
     ARGV[3] channel for the release notice

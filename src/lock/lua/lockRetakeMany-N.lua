@@ -1,9 +1,7 @@
 --[[
-  Takes several held locks again, each by its own holder, in one call: for a holder that needs the lock again at once
-  (the order flow's next batch on the same segment), the release and the next acquisition as one step. Only a single
-  hold that nobody else tried to take while it was held, with nobody queued, is taken again; it gets a new fencing
-  token and a fresh lease, as a release followed by lockTryMany would give it, with no moment in between when another
-  caller could have taken it. Any other hold is left as it is, for the caller to release.
+  Takes several held locks again, each by its own holder, in one call: a release and the next acquisition as one step,
+  with no moment in between for another caller. Only a single hold nobody else tried to take, with nobody queued, is
+  taken again (a new token, a fresh lease); any other is left as it is, for the caller to release.
 
   Input (numkeys = 3 × locks):
     KEYS[3i-2], KEYS[3i-1], KEYS[3i]  lock i's hash, fencing counter and fair queue

@@ -1,10 +1,10 @@
 --@include take
 --@include fair-queue
 --[[
-  Drops a hold of `owner`'s, or every hold with `all` (a waiter giving up, a shutdown, which also leaves the queue).
-  At count 0 the lock goes to the first live waiter of the fair queue or, with nobody queued, is deleted and a release
-  notice published. `lastUsed`: the last token the holder handed out of those it reserved (0: none reserved); the
-  counter goes back to it, the rest were never used, so the next holder's `previous` names the token that last wrote.
+  Drops a hold of `owner`'s, or every hold with `all` (a waiter giving up, a shutdown; it also leaves the queue). At
+  count 0 the lock goes to the fair queue's first live waiter or, with nobody queued, is deleted and a release notice
+  published. `lastUsed`: the last of its reserved tokens the holder handed out (0: none reserved); the counter goes
+  back to it, so the next holder's `previous` names the token that last wrote.
 
   Answers:
     {-2}                  lost: the caller does not hold the lock (expired, taken over, never held); nothing changed
