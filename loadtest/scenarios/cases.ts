@@ -145,9 +145,8 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const skuRead = await ctx.round(service, { ...round, ...view, method: 'GET' }, 200);
     const orders = await ctx.round(service, { ...round, title: `${label} · POST /orders`, body: { sku, quantity: 1 } });
     await ctx.settle(service);
-    const after = await api.sku(sku);
-    const booksOk =
-      after.sold === rows + (orders.statusCounts[201] ?? 0) && after.available + after.sold === after.stock;
+    const answeredUnits = orders.statusCounts[201] ?? 0;
+    const { ok: booksOk } = await checkBooks(api, null, { sku, answeredUnits, soldBefore: rows });
     cases.push({ id: `growth-${rows}`, label, ledgerRows: rows, seedSeconds, skuRead, orders, booksOk });
   }
   return cases;

@@ -129,15 +129,20 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   if (!spec.traffic) return { skus: [await create(tag)] };
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
-  const spread: string[] = [];
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  // Sixteen at a time: enough to be quick, few enough not to flood the service.
-  for (let i = 0; i < count; i += 16) {
-    const batch = Array.from({ length: Math.min(16, count - i) }, (_, j) => create(`${tag}-${i + j}`));
-    spread.push(...(await Promise.all(batch)));
-  }
+  const spread = await sixteenAtATime(
+    Array.from({ length: count }, (_, i) => `${tag}-${i}`),
+    create,
+  );
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
+}
+
+/** Sixteen requests to the service at a time: enough to be quick, few enough not to flood it. */
+async function sixteenAtATime<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
+  const done: R[] = [];
+  for (let i = 0; i < items.length; i += 16) done.push(...(await Promise.all(items.slice(i, i + 16).map(each))));
+  return done;
 }
 
 type Sold = Record<string, number>;
@@ -154,8 +159,7 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
     const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
     return checkBooks(ctx.api(spec.service), audits, question);
   };
-  const all: Books[] = [];
-  for (let i = 0; i < set.skus.length; i += 16) all.push(...(await Promise.all(set.skus.slice(i, i + 16).map(check))));
+  const all = await sixteenAtATime(set.skus, check);
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
   const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
