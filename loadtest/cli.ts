@@ -157,16 +157,14 @@ async function main(): Promise<void> {
 
 /** Cases whose books do not add up, the oversell demonstration's guarded ones included. */
 function bookFailures(run: RunResults): string[] {
-  const failed = (books: Books) => books.checks.filter((k) => !k.ok).map((k) => `${k.name}: ${k.detail}`);
-  const round = (label: string, books: Books, name: string) => failed(books).map((f) => `${label} (${name}): ${f}`);
+  const failed = (label: string, books: Books) =>
+    books.checks.filter((k) => !k.ok).map((k) => `${label}: ${k.name}: ${k.detail}`);
   return [
     ...plan
       .casesWithBooks(run)
-      .flatMap((c) => [...round(c.label, c.books, 'measured'), ...round(c.label, c.warmupBooks, 'warm-up')]),
+      .flatMap((c) => [...failed(`${c.label} (measured)`, c.books), ...failed(`${c.label} (warm-up)`, c.warmupBooks)]),
     ...run.growth.filter((c) => !c.booksOk).map((c) => `${c.label}: the books do not add up after its rounds`),
-    ...run.oversell
-      .filter((c) => expectedSafe(c) && !c.books.ok)
-      .map((c) => `${c.label}: ${failed(c.books).join('; ')}`),
+    ...run.oversell.filter(expectedSafe).flatMap((c) => failed(c.label, c.books)),
   ];
 }
 

@@ -18,27 +18,21 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
   const { run } = f;
   const rate = (c: Answers) => int(c.perSecond);
   const list = <T>(rounds: T[], show: (c: T) => string) => rounds.map(show).join(', ');
-  const hotRounds = f.roundsOn();
-  const againstAlternative = (c: SalesCase | undefined, factor: number) => {
+  // Issue 17's ratios: the product against the alternative on the same traffic, in the same round, every round's too.
+  const againstAlternative = (c: SalesCase | undefined, factor: number, rounds = c ? f.roundsOn(c.traffic) : []) => {
     const alternative = c && f.alternativeFor(c);
     if (!c || !alternative) return undefined;
-    const rounds = hotRounds.includes(c) ? hotRounds : [c];
     const ratio = f.overAlternative(c);
-    const all = list(rounds, (x) => times(f.overAlternative(x)));
+    const all = list(rounds.includes(c) ? rounds : [c], (x) => times(f.overAlternative(x)));
     return { ours: rate(c), theirs: rate(alternative), ratio: times(ratio), rounds: all, met: ratio >= factor };
   };
-  // Issue 17's ratios: spread and mixed traffic against the alternative on the same traffic, in the same round.
   const onTraffic = (traffic: 'spread' | 'mixed', factor: number) => {
     const c = f.traffic(traffic);
-    const alt = c && f.alternativeFor(c);
-    if (!c || !alt) return undefined;
-    const [p99, p99Alternative] = [c.measured.latencyMs.p99, alt.measured.latencyMs.p99];
-    const ratio = f.overAlternative(c);
-    return {
-      ...{ ours: rate(c), theirs: rate(alt), ratio: times(ratio), p99: ms(p99), p99Alternative: ms(p99Alternative) },
-      rounds: list(f.roundsOn(traffic), (x) => times(f.overAlternative(x))),
-      met: ratio >= factor && (traffic === 'mixed' || p99 <= p99Alternative),
-    };
+    const against = againstAlternative(c, factor);
+    if (!c || !against) return undefined;
+    const [p99, p99Alternative] = [c.measured.latencyMs.p99, f.alternativeFor(c)!.measured.latencyMs.p99];
+    const met = against.met && (traffic === 'mixed' || p99 <= p99Alternative);
+    return { ...against, p99: ms(p99), p99Alternative: ms(p99Alternative), met };
   };
   // The fairness bound for a single lock: 1.5 × concurrent waiters × mean hold time.
   const fairness = (c: SalesCase | undefined) => {
@@ -100,7 +94,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     echo: hotOverEcho &&
       echoOf && {
         ...{ ours: rate(hotOverEcho), echo: rate(echoOf), ratio: times(f.overEcho(hotOverEcho)) },
-        rounds: list(hotRounds, (x) => times(f.overEcho(x))),
+        rounds: list(f.roundsOn(), (x) => times(f.overEcho(x))),
         met: f.overEcho(hotOverEcho) >= 0.55,
       },
     step: stepSingle &&

@@ -1,5 +1,4 @@
 import autocannon from 'autocannon';
-import cliProgress from 'cli-progress';
 import { statusCounts } from '../../test/support/order-load.js';
 import { int, ms } from '../report/figures.js';
 
@@ -38,9 +37,8 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const placed = (status: number, text: string, context: Context) => {
     context.orderId = status === 201 ? (JSON.parse(text) as { orderId: string }).orderId : undefined;
   };
-  const toConfirm = (request: autocannon.Request, { orderId = 'none' }: Context) => {
-    return { ...request, path: `/orders/${orderId}/confirm`, body: undefined };
-  };
+  const toConfirm = (request: autocannon.Request, { orderId = 'none' }: Context) =>
+    ({ ...request, path: `/orders/${orderId}/confirm`, body: undefined }) as autocannon.Request;
   const confirm = [
     { method, path, body, onResponse: placed },
     { method, setupRequest: toConfirm },
@@ -65,13 +63,11 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     timeout: spec.timeoutSeconds,
     ...(amount !== undefined ? { amount } : { duration: durationSeconds }),
   };
-  const timed = amount === undefined;
-  const bar = progress.round(spec.title, amount ?? durationSeconds, timed);
+  progress.note(`${spec.title}: ${amount === undefined ? `${durationSeconds} s` : `${int(amount)} requests`}…`);
   const answers: { ms: number; status: number; at: number }[] = [];
   const perClient = new Map<unknown, number>();
   let firstIdleAt = Infinity;
   const started = performance.now();
-  const ticker = timed ? setInterval(() => bar.update((performance.now() - started) / 1000), 200) : undefined;
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(options, (error, done) => (error ? reject(error) : resolve(done)));
     instance.on('response', (client: autocannon.Client & { responseMax?: number }, status: number, _b, ms: number) => {
@@ -81,10 +77,8 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
       const answered = (perClient.get(client) ?? 0) + 1;
       perClient.set(client, answered);
       if (client.responseMax && answered >= client.responseMax) firstIdleAt = Math.min(firstIdleAt, at);
-      if (!timed) bar.update(answers.length);
     });
   });
-  clearInterval(ticker);
   const elapsedMs = performance.now() - started;
   // Only a window that covers most of the round is trusted; otherwise the whole round is used.
   const steadyMs = firstIdleAt >= 0.5 * elapsedMs && firstIdleAt < Infinity ? firstIdleAt : elapsedMs;
@@ -104,7 +98,9 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
   const errors = result.errors ? `, ${int(result.errors)} connection errors` : '';
-  bar.done(`${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`);
+  progress.note(
+    `${spec.title}: ${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`,
+  );
   return round;
 }
 
@@ -154,7 +150,7 @@ function flagsOf(options: autocannon.Options, spec: RoundSpec): string {
   return `autocannon ${parts.join(' ')} ${String(options.url)}`;
 }
 
-/** Progress while the run goes: a bar per round on a terminal, one line per round elsewhere (CI logs, files). */
+/** Progress while the run goes: a line when a round starts and one with its figures when it ends. */
 export class RunProgress {
   private readonly started = Date.now();
 
@@ -162,24 +158,5 @@ export class RunProgress {
     const seconds = Math.round((Date.now() - this.started) / 1000);
     const clock = `${String(Math.floor(seconds / 60)).padStart(2, '0')}:${String(seconds % 60).padStart(2, '0')}`;
     process.stderr.write(`[${clock}] ${message}\n`);
-  }
-
-  /** A round of `total` requests, or (timed) of `total` seconds. */
-  round(title: string, total: number, timed: boolean) {
-    const unit = timed ? 's' : 'requests';
-    // cli-progress draws nothing where stderr is no terminal: there the round's start gets a line of its own.
-    if (!process.stderr.isTTY) this.note(`${title}: ${total} ${unit}…`);
-    const format = `  {title} |{bar}| {value}/{total} ${unit} | {status}`;
-    const options = { format, hideCursor: true, clearOnComplete: true, stream: process.stderr };
-    const bar = new cliProgress.SingleBar(options, cliProgress.Presets.shades_classic);
-    bar.start(total, 0, { title, status: '' });
-    return {
-      update: (value: number, status = '') =>
-        bar.update(Math.min(timed ? Math.round(value * 10) / 10 : Math.round(value), total), { status }),
-      done: (summary: string) => {
-        bar.stop();
-        this.note(`${title}: ${summary}`);
-      },
-    };
   }
 }

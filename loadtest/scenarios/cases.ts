@@ -14,7 +14,8 @@ type Echo = { id: string; label: string; service: ServiceTarget; path?: string; 
  */
 export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number; round?: number }) {
   const { id, label, service, instances = 1, path, status = 200, round } = spec;
-  return { id, instances, round, ...(await ctx.warmThenMeasure(service, echoRequest(ctx, label, path), status)) };
+  const [echo] = await ctx.measureInTurns([{ service, spec: echoRequest(ctx, label, path), status }]);
+  return { id, instances, round, ...echo! };
 }
 
 /** A request of the ceiling: an order's body, sent to an echo (the product's own POST /bench/echo by default). */
@@ -69,8 +70,11 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
   const refused = { title: label, body: { sku, quantity: 1 } };
-  const sides = [await ctx.warmedUp(service, refused, 409), await ctx.warmedUp(service, echo, 200)];
-  const [result, beside] = await ctx.measureInTurns(sides, ctx.turns);
+  const sides = [
+    { service, spec: refused, status: 409 },
+    { service, spec: echo, status: 200 },
+  ];
+  const [result, beside] = await ctx.measureInTurns(sides);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result!.measured.responses + result!.warmup.responses;
@@ -88,7 +92,8 @@ export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segm
   const measure = async (kind: string, title: string, confirmEach: boolean, status: number) => {
     const sku = await ctx.createSku(service, `lifecycle-${kind}-${segments}`, WARMUP_STOCK, segments);
     const body = { sku, quantity: 1, ...(confirmEach && { holdSeconds: 600 }) };
-    return ctx.warmThenMeasure(service, { confirmEach, body, title: `${title} · ${segments} segments` }, status);
+    const spec = { confirmEach, body, title: `${title} · ${segments} segments` };
+    return (await ctx.measureInTurns([{ service, spec, status }]))[0]!;
   };
   const direct = await measure('direct', 'place directly', false, 201);
   const reserveThenConfirm = await measure('reserve', 'reserve then confirm', true, 200);
@@ -99,11 +104,11 @@ export async function runLifecycle(ctx: RunContext, service: ServiceTarget, segm
 export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, segments: number, watchers: number) {
   const sku = await ctx.createSku(service, 'dashboard', WARMUP_STOCK, segments);
   const body = { sku, quantity: ctx.settings.quantity };
-  const first = await ctx.warmThenMeasure(service, { title: 'dashboard cost · no dashboard', body }, 201);
+  const [first] = await ctx.measureInTurns([{ service, spec: { title: 'dashboard cost · no dashboard', body } }]);
   const round = async (label: string) => {
     await ctx.settle(service);
     const title = `dashboard cost · ${label}`;
-    return { label, measured: await ctx.round(service, { title, body, amount: first.measured.responses }) };
+    return { label, measured: await ctx.round(service, { title, body, amount: first!.measured.responses }) };
   };
   const events = Array.from({ length: watchers }, () => 0);
   const url = `${service.url}/dashboard/events?sku=${sku}`;
@@ -119,7 +124,7 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
   await Promise.all(events.map(open));
   const watched = await round(`${watchers} dashboards watching`);
   streams.abort();
-  const rounds = [{ label: 'no dashboard', measured: first.measured }, watched, await round('no dashboard again')];
+  const rounds = [{ label: 'no dashboard', measured: first!.measured }, watched, await round('no dashboard again')];
   return { watchers, rounds, minEventsPerWatcher: Math.min(...events) };
 }
 
@@ -140,9 +145,8 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
     const skuRead = await ctx.round(service, { ...round, ...view, method: 'GET' }, 200);
     const orders = await ctx.round(service, { ...round, title: `${label} · POST /orders`, body: { sku, quantity: 1 } });
     await ctx.settle(service);
-    const after = await api.sku(sku);
-    const booksOk =
-      after.sold === rows + (orders.statusCounts[201] ?? 0) && after.available + after.sold === after.stock;
+    const answeredUnits = orders.statusCounts[201] ?? 0;
+    const { ok: booksOk } = await checkBooks(api, null, { sku, answeredUnits, soldBefore: rows });
     cases.push({ id: `growth-${rows}`, label, ledgerRows: rows, seedSeconds, skuRead, orders, booksOk });
   }
   return cases;

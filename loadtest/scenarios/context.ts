@@ -112,58 +112,41 @@ export class RunContext {
     return runRound({ ...base, ...spec }, status, this.progress);
   }
 
-  /** A timed warm-up, then the measured round. */
-  async warmThenMeasure(service: ServiceTarget, spec: Titled, status: number) {
-    return (await this.measureInTurns([await this.warmedUp(service, spec, status)], 1))[0]!;
-  }
-
-  /** A side for `measureInTurns`: the request, warmed up on its service. */
-  async warmedUp(service: ServiceTarget, spec: Titled, status: number) {
-    return { service, spec, status, warmup: await this.warmUp(service, spec, status) };
-  }
-
   /**
-   * Warmed-up sides measured together: each sends as many requests as its warm-up's rate fills the measuring time
-   * with, in `turns` rounds, the sides taking turns (A B, B A, A B…), each side's rounds summed (one turn: its
-   * measured round), its CPU metered. On a machine whose speed drifts and stalls for moments, sides measured one after
-   * the other for ten seconds each compare those moments as much as the code; in turns, both see the same machine.
+   * Sides measured together, each warmed up first unless it was: each sends as many requests as its warm-up's rate
+   * fills the measuring time with, the sides taking turns (A B, B A, A B…) when there are several, each side's turns
+   * summed, its CPU metered. On a machine whose speed drifts and stalls for moments, sides measured one after the other
+   * for ten seconds each compare those moments as much as the code; in turns, both see the same machine. A turn lasts
+   * at least 1.5 s: a shorter one measures mostly its own start.
    */
-  async measureInTurns(
-    sides: { service: ServiceTarget; spec: Titled; warmup: RoundResult; status?: number }[],
-    turns: number,
-  ) {
-    const measured = sides.map(() => ({
-      slices: [] as RoundResult[],
-      cpu: [] as CpuUsage[],
-      latencies: [] as number[],
-    }));
+  async measureInTurns(sides: { service: ServiceTarget; spec: Titled; status?: number; warmup?: RoundResult }[]) {
+    const turns = sides.length > 1 ? Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5))) : 1;
+    const measured = [];
+    for (const { service, spec, status = 201, warmup } of sides) {
+      const warm = warmup ?? (await this.warmUp(service, spec, status));
+      measured.push({ service, spec, status, warmup: warm, slices: [] as RoundResult[], cpu: [] as CpuUsage[] });
+    }
+    // Merging turns needs every answer's latency; one turn is reported as it is.
+    const latencies = measured.map(() => (turns > 1 ? ([] as number[]) : undefined));
     for (let turn = 0; turn < turns; turn++) {
       const order = turn % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
       for (const i of order) {
-        const [{ service, spec, warmup, status = 201 }, into] = [sides[i]!, measured[i]!];
+        const { service, spec, status, warmup, slices, cpu } = measured[i]!;
         const connections = spec.connections ?? this.settings.connections;
         const share = Math.max(2 * connections, Math.round(this.measuredAmount(warmup, connections, status) / turns));
         // A reservation round sends two requests per order: a reservation and its confirmation.
         const amount = share * (spec.confirmEach ? 2 : 1);
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
         const endCpu = this.cpuMeter(service)?.();
-        // Merging turns needs every answer's latency; one turn is reported as it is.
-        const latencies = turns > 1 ? into.latencies : undefined;
-        into.slices.push(await this.round(service, { ...spec, title, amount, latencies }, status));
-        if (endCpu) into.cpu.push(endCpu());
+        slices.push(await this.round(service, { ...spec, title, amount, latencies: latencies[i] }, status));
+        if (endCpu) cpu.push(endCpu());
       }
     }
-    return sides.map(({ spec, warmup, status = 201 }, i) => {
-      const { slices, cpu, latencies } = measured[i]!;
-      const round = slices.length > 1 ? mergeSlices(spec.title, slices, latencies) : slices[0]!;
+    return measured.map(({ spec, status, warmup, slices, cpu }, i) => {
+      const round = slices.length > 1 ? mergeSlices(spec.title, slices, latencies[i]!) : slices[0]!;
       const usage: CpuUsage | null = cpu.length ? sumCpu(cpu) : null;
       return { label: spec.title, warmup, measured: round, perSecond: round.ratePerSecond[status] ?? 0, cpu: usage };
     });
-  }
-
-  /** How many turns sides compared in turns take: each at least 1.5 s, a shorter one measures mostly its own start. */
-  get turns(): number {
-    return Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5)));
   }
 
   /** Runs the timed warm-up round, and lets the service finish what it left in flight. */

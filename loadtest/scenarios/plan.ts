@@ -10,14 +10,8 @@ import { type LocalServiceOptions, type ServiceTarget, startService } from '../i
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { type LockCell, runCell } from './locks.js';
-import {
-  compareSales,
-  measureSales,
-  measureWithWebhook,
-  type SalesCase,
-  type SalesSpec,
-  WARMUP_STOCK,
-} from './sales.js';
+import { compareSales, measureSales, measureWithWebhook, WARMUP_STOCK } from './sales.js';
+import type { SalesCase, SalesSpec } from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
@@ -157,7 +151,7 @@ function plan(s: RunSettings): Row[] {
       ] as const;
       const [first, second] = round % 2 ? sides : ([sides[1], sides[0]] as const);
       const specs = (on: ServiceTarget[]) => [first, second].map(([, , spec], i) => ({ ...spec, service: on[i]! }));
-      const measure = (c: RunContext, ...on: ServiceTarget[]) => compareSales(c, specs(on), c.turns);
+      const measure = (c: RunContext, ...on: ServiceTarget[]) => compareSales(c, specs(on));
       rows.push([traffic ? 'spread' : 'alternative', [first[0], second[0]], [first[1], second[1]], measure]);
     }
     // Refusals against the product's own echo, measured in turns with each of them.
@@ -250,10 +244,10 @@ function plan(s: RunSettings): Row[] {
       const label = `order flow · ${backend} · ${holdMs} ms step`;
       const flow = { id: `order-flow-${kind}-${holdMs}`, label, segments: n, connections: s.lockWorkers };
       const measure = async (c: RunContext, target: ServiceTarget) => {
-        const node = await c.backing!.redlockNodes[0]!();
-        if (dead) await node.stop();
+        const node = dead ? await c.backing!.redlockNodes[0]!() : undefined;
+        await node?.stop();
         const spec = { ...flow, service: target, tags: { lockBackend: backend, holdMs } };
-        return measureSales(c, spec).finally(() => dead && node.resume());
+        return measureSales(c, spec).finally(() => node?.resume());
       };
       add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
     }

@@ -47,24 +47,25 @@ export interface SalesSpec {
 
 /** A timed warm-up on fresh SKUs, then a measured round sized by its rate on a fresh SKU, with the books after each. */
 export async function measureSales(ctx: RunContext, spec: SalesSpec) {
-  const [result] = await compareSales(ctx, [spec], 1);
+  const [result] = await compareSales(ctx, [spec]);
   return result!;
 }
 
 /**
- * Cases compared with each other: each warmed up on fresh SKUs, then all measured in `turns` turns
+ * Cases compared with each other: each warmed up on fresh SKUs, then all measured in turns
  * (`RunContext.measureInTurns`) on SKUs sized by each one's warm-up rate, the books checked after the warm-up and
  * after the turns. Server costs (`serverStats`) count everything the servers did meanwhile: a case measured alone.
  */
-export async function compareSales(ctx: RunContext, specs: SalesSpec[], turns: number) {
+export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   const { quantity } = ctx.settings;
   const cases = [];
   for (const spec of specs) {
     const { service, path = '/orders' } = spec;
     const connections = spec.connections ?? ctx.settings.connections;
     const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
-    const base = { title: spec.label, path, headers, connections };
-    const round = (set: SkuSet) => ({ ...base, body: { sku: set.skus[0], quantity }, pickSku: set.pick });
+    const round = (set: SkuSet) => {
+      return { title: spec.label, path, headers, connections, body: { sku: set.skus[0], quantity }, pickSku: set.pick };
+    };
     const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
     const warmup = await ctx.warmUp(service, round(warm));
     // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
@@ -82,15 +83,13 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[], turns: n
       side: { service, spec: round(set), warmup },
     });
   }
+  // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
   for (const { spec, lockMetrics } of cases) {
     const before = lockMetrics ? await ctx.scrape(spec.service) : null;
     meters.push({ memory: sampleMemory(spec.service.pids), before, endServerStats: await spec.serverStats?.start() });
   }
-  const rounds = await ctx.measureInTurns(
-    cases.map((c) => c.side),
-    turns,
-  );
+  const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
   for (const [i, { spec, connections, lockMetrics, warmupBooks, soldBySku, set }] of cases.entries()) {
     const { memory, before, endServerStats } = meters[i]!;
@@ -130,15 +129,20 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   if (!spec.traffic) return { skus: [await create(tag)] };
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
-  const spread: string[] = [];
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  // Sixteen at a time: enough to be quick, few enough not to flood the service.
-  for (let i = 0; i < count; i += 16) {
-    const batch = Array.from({ length: Math.min(16, count - i) }, (_, j) => create(`${tag}-${i + j}`));
-    spread.push(...(await Promise.all(batch)));
-  }
+  const spread = await sixteenAtATime(
+    Array.from({ length: count }, (_, i) => `${tag}-${i}`),
+    create,
+  );
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
+}
+
+/** Sixteen requests to the service at a time: enough to be quick, few enough not to flood it. */
+async function sixteenAtATime<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
+  const done: R[] = [];
+  for (let i = 0; i < items.length; i += 16) done.push(...(await Promise.all(items.slice(i, i + 16).map(each))));
+  return done;
 }
 
 type Sold = Record<string, number>;
@@ -155,8 +159,7 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
     const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
     return checkBooks(ctx.api(spec.service), audits, question);
   };
-  const all: Books[] = [];
-  for (let i = 0; i < set.skus.length; i += 16) all.push(...(await Promise.all(set.skus.slice(i, i + 16).map(check))));
+  const all = await sixteenAtATime(set.skus, check);
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
   const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
