@@ -62,6 +62,9 @@ export class WaitingLines<H> {
         me.wake = sleep.wake;
         try {
           await sleep.promise;
+        } catch (aborted) {
+          // A release handed this waiter the lock before the abort reached it: keep it, or nobody holds it until expiry.
+          if (!me.grant) throw aborted;
         } finally {
           me.wake = () => {};
         }

@@ -172,6 +172,27 @@ describe('redis lock: fair queue and waiting across clients', () => {
     await local.close();
   });
 
+  it('keeps a lock handed to a waiter whose wait was aborted in the same moment: the next waiter gets it', async () => {
+    const lock = name();
+    const local = new RedisLock({ redis: new Redis(server.url), ownsConnection: true, ttlMs: 10_000 });
+    const first = await local.acquire(lock);
+    const stop = new AbortController();
+    const aborted = local.acquire(lock, { waitMs: 10_000, signal: stop.signal });
+    const next = local.acquire(lock, { waitMs: 2_000 });
+    await sleep(50);
+    // The abort rejects the first waiter's sleep; the release, in the same tick, hands it the lock before it wakes.
+    stop.abort(new Error('caller gave up'));
+    const released = local.release(first);
+    const handedTo = await aborted.catch(() => null);
+    // Either it took the lock after all, or the lock went on: it is never left held by nobody until its lease ends.
+    if (handedTo) await local.release(handedTo);
+    await released;
+    const lease = await next;
+    expect(lease.fence).toBeGreaterThan(first.fence);
+    await local.release(lease);
+    await local.close();
+  });
+
   it('takes and releases many locks in one script call each, a contended or queued one among them', async () => {
     const admin = new Redis(server.url);
     const lock = new RedisLock({ redis: new Redis(server.url), ownsConnection: true });
