@@ -187,7 +187,7 @@ export abstract class LockClient<H = unknown> implements DistributedLock {
         if (answer && !this.announcesReleases) this.notices?.publish(hold.key, this.clientId);
         this.lines.freed(hold.key, answer === 'contended' ? YIELD_TO_OTHERS_MS : 0);
       }
-      return answer === 'released' || answer === 'contended' || answer === 'handed-on';
+      return answer !== undefined && answer !== 'lost';
     });
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
