@@ -21,7 +21,9 @@ import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { capConnectionsPerAddress } from './http/connection-cap.js';
 import type { Unreadiness } from './http/routes/health.routes.js';
 import { EventStreams } from './http/routes/events.routes.js';
+import { TicketStreams } from './http/routes/line.routes.js';
 import { buildHttpApp } from './http/http-app.js';
+import { Lines } from './lines/lines.js';
 import { OrderLifecycle } from './reservations/order-lifecycle.js';
 import { OrderPlacement } from './orders/order-placement.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
@@ -67,6 +69,8 @@ export class StockService {
   /** Sale windows open and close by this clock, the same on every instance. */
   readonly clock: SharedClock;
   private readonly lifecycle: OrderLifecycle;
+  private readonly lines: Lines;
+  private readonly ticketStreams: TicketStreams;
   private readonly dashboard: DashboardFeed;
   private readonly fleetSeries: FleetSeries;
   readonly sequencer: EventSequencer;
@@ -138,6 +142,8 @@ export class StockService {
       outbox,
       log,
     );
+    this.lines = new Lines(this.db, this.directory, placement, this.clock, log);
+    this.ticketStreams = new TicketStreams(this.lines);
     const eventMetrics = new EventMetrics(this.metrics.registry, (n) => this.metrics.fleetTally.events(n));
     this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
       eventMetrics.sequenced(type, n),
@@ -187,6 +193,8 @@ export class StockService {
       access: this.access,
       placement,
       lifecycle: this.lifecycle,
+      lines: this.lines,
+      ticketStreams: this.ticketStreams,
       admin,
       streams: this.streams,
       destinations: this.destinations,
@@ -204,6 +212,7 @@ export class StockService {
     await this.clock.start();
     await this.directory.start();
     this.lifecycle.start();
+    this.lines.start();
     this.sequencer.start();
     this.retention.start();
     this.audit.start();
@@ -239,6 +248,7 @@ export class StockService {
     // Event streams never end by themselves: end them, or closing the server waits out the grace period.
     this.dashboard.close();
     this.streams.close();
+    this.ticketStreams.close();
     const server = this.server;
     if (server) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -247,6 +257,7 @@ export class StockService {
       await closed;
       clearTimeout(grace);
     }
+    await this.lines.stop();
     await this.lifecycle.stop();
     await this.audit.stop();
     await Promise.all([this.sequencer.stop(), this.retention.stop(), this.deliveries.stop(), this.saleEdges?.stop()]);

@@ -9,6 +9,7 @@ import type { ServiceMetrics } from '../metrics/service-metrics.js';
 import { OrderService } from '../orders/order.service.js';
 import type { OrderPlacement } from '../orders/order-placement.js';
 import type { RedisClient } from '../redis/connections.js';
+import type { Lines } from '../lines/lines.js';
 import type { OrderLifecycle } from '../reservations/order-lifecycle.js';
 import { listSkus } from '../stock/sku-listing.js';
 import type { StockAdmin } from '../stock/stock-admin.js';
@@ -20,6 +21,7 @@ import { errorHandler, sendProblem } from './problem.js';
 import { auditRoutes } from './routes/audit.routes.js';
 import { EventStreams, eventRoutes } from './routes/events.routes.js';
 import { liveness, readiness, type Unreadiness } from './routes/health.routes.js';
+import { lineRoutes, type TicketStreams, ticketRoutes } from './routes/line.routes.js';
 import { metricsRoutes } from './routes/metrics.routes.js';
 import { orderRoutes } from './routes/order.routes.js';
 import { skuRoutes } from './routes/sku.routes.js';
@@ -36,6 +38,8 @@ export interface HttpParts {
   access: Access;
   placement: OrderPlacement;
   lifecycle: OrderLifecycle;
+  lines: Lines;
+  ticketStreams: TicketStreams;
   admin: StockAdmin;
   streams: EventStreams;
   destinations: DestinationGuard;
@@ -91,6 +95,12 @@ export function buildHttpApp(parts: HttpParts): express.Express {
       limitOrders,
     }),
   );
+  // Before /skus, whose router would otherwise look at every line request first.
+  app.use(
+    '/skus/:sku/line',
+    lineRoutes(parts.lines, access, { maxOrderQuantity: config.maxOrderQuantity, limitOrders }),
+  );
+  app.use('/line-tickets', ticketRoutes(parts.lines, parts.ticketStreams, access));
   app.use(
     '/skus',
     skuRoutes(parts.admin, (query) => listSkus(db, parts.clock, query), access),

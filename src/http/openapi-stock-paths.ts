@@ -171,6 +171,7 @@ export function stockPaths(): Record<string, unknown> {
             'out_of_stock',
             'not_on_sale',
             'purchase_limit',
+            'line_required',
             'rate_limited',
             'lock_busy',
             'dependency_unavailable',

@@ -136,3 +136,18 @@ export const skuListQuery = z.strictObject({
 export const idempotencyKey = z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1–128 visible ASCII characters');
 
 export const orderId = z.uuid();
+
+/** A waiting line's settings (PUT /skus/:sku/line): the most tickets it holds, and how long an admission is held. */
+export const lineSettingsBody = z.strictObject({
+  capacity: wholeNumber(1, 10_000_000),
+  holdSeconds: wholeNumber(1, 86_400).default(120),
+});
+
+/** Joining a line: the customer (a customer token's own when not named) and the units wanted. */
+export const joinLineBody = (maxQuantity: number) =>
+  z.strictObject({
+    customerId: customerId.optional(),
+    quantity: wholeNumber(1, maxQuantity).default(1),
+  });
+
+export const ticketId = z.uuid();

@@ -22,6 +22,8 @@ export interface SkuEntry extends SaleWindow {
   readonly layoutVersion: number;
   /** The per-customer limit; null when there is none. A change announces itself like a layout change, as does a window's. */
   readonly maxPerCustomer: number | null;
+  /** Sold through a waiting line (src/lines): its units go to the line's tickets only. Turning one on announces it. */
+  readonly lined: boolean;
   /**
    * Segments read as 0 under their lock. Stock only grows through restock, re-segmentation and returned units
    * (cancelled or expired orders), which announce themselves and drop this entry, so an empty mark stays true until
@@ -120,6 +122,7 @@ export class SkuDirectory {
       segmentCount: row.segment_count,
       layoutVersion: row.layout_version,
       maxPerCustomer: row.max_per_customer,
+      lined: row.lined,
       saleStartsAt: row.sale_starts_at?.getTime() ?? null,
       saleEndsAt: row.sale_ends_at?.getTime() ?? null,
       emptySegments: new Set(),
@@ -143,7 +146,7 @@ export class SkuDirectory {
 function findSkuWithSegments(
   db: Db,
   sku: string,
-): Promise<(SkuRow & { segments: [number, number, number][] }) | undefined> {
+): Promise<(SkuRow & { segments: [number, number, number][]; lined: boolean }) | undefined> {
   return db
     .selectFrom('skus as k')
     .selectAll('k')
@@ -152,6 +155,7 @@ function findSkuWithSegments(
               order by s.segment), '[]') from stock_segments s
         where s.sku_id = k.id and s.layout_version = k.layout_version)`.as('segments'),
     )
+    .select(sql<boolean>`exists (select 1 from sku_lines l where l.sku_id = k.id)`.as('lined'))
     .where('k.sku', '=', sku)
     .executeTakeFirst();
 }

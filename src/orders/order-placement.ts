@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import { findOrder } from './order.repository.js';
 import type { BatchHooks, OrderTrace } from './batch-steps.js';
 import { OrderBatcher } from './order-batcher.js';
-import { type Ending, type PlacedOrder, refusalBeforeLocks } from './outcome.js';
+import { type Ending, lineRequired, type PlacedOrder, refusalBeforeLocks } from './outcome.js';
 import type { SegmentLocks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
@@ -22,6 +22,8 @@ export interface OrderRequest {
   /** Reserve the units for this long instead of confirming the order at once. */
   holdSeconds?: number;
   idempotencyKey?: string;
+  /** An admission from the SKU's waiting line (src/lines): the only orders a SKU with a line takes. */
+  fromLine?: boolean;
 }
 
 export interface OrderPlacementOptions {
@@ -89,6 +91,8 @@ export class OrderPlacement {
     for (;;) {
       const entries = await Promise.all(request.lines.map((line) => this.directory.get(line.sku)));
       const lines = request.lines.map((line, i) => ({ entry: entries[i]!, quantity: line.quantity }));
+      const lined = request.fromLine ? undefined : entries.find((entry) => entry.lined);
+      if (lined) throw lineRequired(lined.sku);
       const refusal = refusalBeforeLocks(lines, request.customerId ?? null, this.clock.now());
       if (refusal) throw refusal;
 

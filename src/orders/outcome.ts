@@ -11,9 +11,12 @@ import type { OrderRecord } from './order.repository.js';
  *   its lock: `refusalBeforeLocks`, on arrival and again before each batch, with no lock and no query;
  * - `out_of_stock` from the stock read under the segment locks: `decideBatch` (./batch-plan.ts);
  * - `purchase_limit`: by the customer's holdings, claimed in the order's own transaction (./order-writes.ts);
- * - `lock_busy`: when the order's wait budget runs out in line (`OrderBatcher.reviewPending`).
+ * - `lock_busy`: when the order's wait budget runs out in line (`OrderBatcher.reviewPending`);
+ * - `line_required`: an order for a SKU sold through its waiting line, unless it is the line's own admission
+ *   (`OrderPlacement.placeOnce`).
  */
-export type Refusal = 'not_on_sale' | 'customer_required' | 'out_of_stock' | 'purchase_limit' | 'lock_busy';
+export type Refusal =
+  'not_on_sale' | 'customer_required' | 'out_of_stock' | 'purchase_limit' | 'lock_busy' | 'line_required';
 export type OrderOutcome = 'placed' | 'replayed' | Refusal;
 
 /** A refusal as the client receives it: a problem document with one of the refusal codes. */
@@ -62,6 +65,13 @@ export function refusalBeforeLocks(
   if (limited && customerId === null) return customerRequired(limited.entry.sku);
   const soldOut = lines.find(({ entry }) => !entry.stale && openSegments(entry).length === 0);
   return soldOut && outOfStock(soldOut.entry.sku, soldOut.quantity, 0);
+}
+
+/** The SKU's units go to its line's tickets, in line order, and to nobody else. */
+export function lineRequired(sku: string): Refused {
+  return refusal('line_required', `SKU '${sku}' is sold through its line: join it with POST /skus/${sku}/line`, {
+    sku,
+  });
 }
 
 /** Every segment the request needed stayed locked for its whole wait budget (503, retryable). */

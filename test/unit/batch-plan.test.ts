@@ -16,6 +16,7 @@ const sku = (segmentCount: number, name = `sku-${nextId}`): SkuEntry => ({
   segmentCount,
   layoutVersion: 1,
   maxPerCustomer: null,
+  lined: false,
   saleStartsAt: null,
   saleEndsAt: null,
   emptySegments: new Set(),

@@ -21,6 +21,7 @@ function entryOf(sku: string, window: SaleWindow, fields: Partial<SkuEntry> = {}
     segmentCount: 4,
     layoutVersion: 1,
     maxPerCustomer: null,
+    lined: false,
     emptySegments: new Set(),
     loadedAvailable: [],
     loadedFences: [],

@@ -1,0 +1,161 @@
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
+import type { Logger } from '../logger.js';
+import type { OrderPlacement } from '../orders/order-placement.js';
+import { readSkuStock } from '../stock/stock.repository.js';
+import {
+  drawPreLine,
+  letThrough,
+  lockLine,
+  type LineRow,
+  markSoldOut,
+  readAdmitting,
+  readHead,
+  readOpenLines,
+  recordAdmissions,
+  recordRefusal,
+  type TicketRow,
+  unitsAdmitting,
+} from './line.repository.js';
+import { opened } from './line-joins.js';
+import { saleEnded } from './ticket-view.js';
+
+/** How often each instance looks at its lines: returned units reach the next ticket, and a sold-out line is marked, well within a second. */
+const PASS_INTERVAL_MS = 200;
+/** Tickets one pass considers from the head of a line. */
+const HEAD_BATCH = 1_000;
+/** Refusals that waiting cannot cure: the ticket is never admitted, and the line moves on. */
+const FINAL_REFUSALS = new Set(['purchase_limit', 'customer_required', 'idempotency_key_reused']);
+
+/** Observers of admissions (metrics, the live page); every hook is optional and must not throw. */
+export interface LineHooks {
+  admitted?(sku: string, tickets: number): void;
+  soldOut?(sku: string): void;
+}
+
+/**
+ * Admits each line's tickets in line order as stock allows. Every instance runs a pass every 200 ms; a pass over a line
+ * happens under the line's lock (another instance's pass, or a join, holding it makes this one skip the line until
+ * the next), in two steps:
+ *
+ * 1. **Let through**, in one transaction: draw the pre-line once the sale opens; then take tickets from the head of
+ *    the line, in order, while the units they ask for are available and not already promised to tickets let through
+ *    before; stop at the first that does not fit, so nobody passes a ticket that waits for units it could still get.
+ *    A ticket asking for more than can ever come back (available plus reserved) is sold out and passed. With nothing
+ *    available, nothing reserved and nothing promised, the line is sold out.
+ * 2. **Reserve** each ticket let through with an order through the order path, held for the line's `holdSeconds`,
+ *    under an Idempotency-Key of the ticket's own: an instance that dies between placing and recording leaves the
+ *    ticket let through, and the next pass, on any instance, gets the same order back instead of a second one.
+ *
+ * Units of an admission that expires or is cancelled go back to stock like any order's, and the next pass lets the
+ * next ticket through.
+ */
+export class LineAdmissions {
+  private timer: NodeJS.Timeout | undefined;
+  private passing: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly placement: OrderPlacement,
+    private readonly clock: SharedClock,
+    private readonly log: Logger,
+    private readonly hooks: LineHooks = {},
+  ) {}
+
+  start(): void {
+    const pass = () => {
+      this.passing ??= this.pass().finally(() => (this.passing = undefined));
+    };
+    this.timer = setInterval(pass, PASS_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.passing;
+  }
+
+  /** One pass over every line still selling. */
+  async pass(): Promise<void> {
+    let lines: { skuId: number; sku: string }[];
+    try {
+      lines = await readOpenLines(this.db, new Date(this.clock.now()));
+    } catch (error) {
+      this.log.warn({ err: (error as Error).message }, 'line pass could not read the lines');
+      return;
+    }
+    for (const { skuId, sku } of lines) {
+      try {
+        const { line, soldOut } = await this.letThrough(skuId);
+        if (soldOut) this.hooks.soldOut?.(sku);
+        if (line) await this.reserve(line);
+      } catch (error) {
+        this.log.warn({ err: (error as Error).message, sku }, 'line pass failed; retried on the next');
+      }
+    }
+  }
+
+  /** Step 1: the line, unless it was not this pass's to serve, and whether it sold out now. */
+  private letThrough(skuId: number): Promise<{ line?: LineRow; soldOut?: boolean }> {
+    const now = this.clock.now();
+    return this.db.transaction().execute(async (trx) => {
+      let line = await lockLine(trx, skuId, true);
+      if (!line || line.soldOutAt !== null || saleEnded(line, now)) return {};
+      if (line.drawnAt === null) {
+        if (!opened(line.saleStartsAt, now)) return {};
+        line = await drawPreLine(trx, line, new Date(now));
+      }
+      const stock = await readSkuStock(trx, line.sku);
+      if (!stock) return {};
+      const available = stock.segments.reduce((total, s) => total + s.available, 0);
+      const promised = await unitsAdmitting(trx, skuId);
+      if (available === 0 && stock.reserved === 0 && promised === 0) {
+        return { line, soldOut: await markSoldOut(trx, skuId, new Date(now)) };
+      }
+      const reachable = available + stock.reserved;
+      let free = available - promised;
+      const passed: TicketRow[] = [];
+      const soldOut: TicketRow[] = [];
+      for (const ticket of await readHead(trx, line, HEAD_BATCH)) {
+        if (ticket.quantity > reachable) soldOut.push(ticket);
+        else if (ticket.quantity <= free) {
+          free -= ticket.quantity;
+          passed.push(ticket);
+        } else break;
+      }
+      if (passed.length + soldOut.length > 0) await letThrough(trx, skuId, passed, soldOut);
+      return { line };
+    });
+  }
+
+  /** Step 2: a reservation for every ticket let through and not recorded yet. */
+  private async reserve(line: LineRow): Promise<void> {
+    const tickets = await readAdmitting(this.db, line.skuId, HEAD_BATCH);
+    const admissions: { ticketId: string; orderId: string }[] = [];
+    await Promise.all(
+      tickets.map(async (ticket) => {
+        try {
+          const { order } = await this.placement.place({
+            lines: [{ sku: line.sku, quantity: ticket.quantity }],
+            customerId: ticket.customerId,
+            holdSeconds: line.holdSeconds,
+            idempotencyKey: `line ${ticket.id}`,
+            fromLine: true,
+          });
+          admissions.push({ ticketId: ticket.id, orderId: order.id });
+        } catch (error) {
+          if (error instanceof AppError && FINAL_REFUSALS.has(error.code)) {
+            await recordRefusal(this.db, ticket.id, error.code);
+          } else {
+            // Out of stock for a moment, a busy segment, a dependency away: the ticket keeps its turn.
+            this.log.debug({ err: (error as Error).message, ticketId: ticket.id }, 'admission not placed yet');
+          }
+        }
+      }),
+    );
+    if (admissions.length === 0) return;
+    await recordAdmissions(this.db, admissions);
+    this.hooks.admitted?.(line.sku, admissions.length);
+  }
+}

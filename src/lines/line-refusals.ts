@@ -1,0 +1,21 @@
+import { AppError } from '../errors.js';
+
+/** The refusals of the line's routes, each decided in one place (codes in src/errors.ts). */
+
+export function lineNotFound(sku: string): AppError {
+  return new AppError('line_not_found', `SKU '${sku}' is not sold through a line`, { sku });
+}
+
+export function ticketNotFound(ticketId: string): AppError {
+  return new AppError('ticket_not_found', `ticket '${ticketId}' does not exist`);
+}
+
+/** The line holds as many tickets as it may: nobody joins any more. */
+export function lineFull(sku: string, capacity: number): AppError {
+  return new AppError('line_full', `the line for SKU '${sku}' is full (${capacity} tickets)`, { sku, capacity });
+}
+
+/** Sold out, or its sale window over: the line takes no more joins. */
+export function lineClosed(sku: string): AppError {
+  return new AppError('line_closed', `the line for SKU '${sku}' is closed: sold out or past its sale window`, { sku });
+}

@@ -1,0 +1,272 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../db/database.js';
+import type { Database, OrderStatus } from '../db/schema.js';
+
+type Trx = Transaction<Database>;
+
+/** A line's row with its SKU's name and sale window: what every decision about the line starts from. */
+export interface LineRow {
+  skuId: number;
+  sku: string;
+  capacity: number;
+  holdSeconds: number;
+  /** Tickets given, pre-line and after. */
+  tickets: number;
+  preLineTickets: number;
+  drawnAt: Date | null;
+  drawSeed: string | null;
+  /** Numbers given so far: the last ticket's number. */
+  numbersGiven: number;
+  /** Units the numbered tickets asked for, in all. */
+  unitsGiven: number;
+  /** Every ticket numbered up to this one was let through (admitted, or being admitted). */
+  admittedThrough: number;
+  /** Units those tickets asked for. */
+  unitsAdmitted: number;
+  soldOutAt: Date | null;
+  saleStartsAt: Date | null;
+  saleEndsAt: Date | null;
+}
+
+const lineColumns = sql`l.sku_id as "skuId", k.sku, l.capacity, l.hold_seconds as "holdSeconds", l.tickets,
+  l.pre_line_tickets as "preLineTickets", l.drawn_at as "drawnAt", l.draw_seed as "drawSeed",
+  l.numbers_given as "numbersGiven", l.units_given as "unitsGiven", l.admitted_through as "admittedThrough",
+  l.units_admitted as "unitsAdmitted", l.sold_out_at as "soldOutAt", k.sale_starts_at as "saleStartsAt",
+  k.sale_ends_at as "saleEndsAt"`;
+
+export type TicketStatus = 'waiting' | 'admitting' | 'admitted' | 'refused';
+
+export interface TicketRow {
+  id: string;
+  skuId: number;
+  customerId: string;
+  quantity: number;
+  preLine: boolean;
+  number: number | null;
+  unitsBefore: number | null;
+  status: TicketStatus;
+  orderId: string | null;
+  refusal: string | null;
+  joinedAt: Date;
+  admittedAt: Date | null;
+}
+
+const ticketColumns = sql`t.id, t.sku_id as "skuId", t.customer_id as "customerId", t.quantity,
+  t.pre_line as "preLine", t.number, t.units_before as "unitsBefore", t.status, t.order_id as "orderId", t.refusal,
+  t.joined_at as "joinedAt", t.admitted_at as "admittedAt"`;
+
+/** Turns a SKU's line on, or changes its settings; answers the line. */
+export async function upsertLine(
+  db: Db,
+  skuId: number,
+  settings: { capacity: number; holdSeconds: number },
+): Promise<void> {
+  await sql`
+    insert into sku_lines (sku_id, capacity, hold_seconds) values (${skuId}, ${settings.capacity}, ${settings.holdSeconds})
+    on conflict (sku_id) do update
+      set capacity = excluded.capacity, hold_seconds = excluded.hold_seconds, updated_at = now()`.execute(db);
+}
+
+/** The SKU's line, or undefined when the SKU is not sold through one. */
+export async function readLine(db: Db | Trx, sku: string): Promise<LineRow | undefined> {
+  const { rows } = await sql<LineRow>`
+    select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id where k.sku = ${sku}`.execute(db);
+  return rows[0];
+}
+
+/**
+ * The line, locked for the rest of the transaction: every join and every admission pass takes this lock, so the
+ * numbers and the admissions it records are committed in the order they were made. `skipLocked`: undefined when
+ * someone else holds it (another instance's admission pass is under way, or a join).
+ */
+export async function lockLine(trx: Trx, skuId: number, skipLocked = false): Promise<LineRow | undefined> {
+  const { rows } = await sql<LineRow>`
+    select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id
+     where l.sku_id = ${skuId} for update of l ${sql.raw(skipLocked ? 'skip locked' : '')}`.execute(trx);
+  return rows[0];
+}
+
+/** Every line still selling: not sold out and, by `now`, not past its sale window. */
+export async function readOpenLines(db: Db, now: Date): Promise<{ skuId: number; sku: string }[]> {
+  const { rows } = await sql<{ skuId: number; sku: string }>`
+    select l.sku_id as "skuId", k.sku from sku_lines l join skus k on k.id = l.sku_id
+     where l.sold_out_at is null and (k.sale_ends_at is null or k.sale_ends_at > ${now})`.execute(db);
+  return rows;
+}
+
+/** The customers' tickets in the line, among `customerIds`. */
+export async function findTickets(trx: Trx, skuId: number, customerIds: readonly string[]): Promise<TicketRow[]> {
+  const { rows } = await sql<TicketRow>`
+    select ${ticketColumns} from line_tickets t
+     where t.sku_id = ${skuId} and t.customer_id = any(${customerIds}::text[])`.execute(trx);
+  return rows;
+}
+
+/**
+ * New tickets, under the line's lock. Before the draw they join the pre-line, unnumbered; after it, each is numbered
+ * on from the line's last number, in the order given, with the units asked before it.
+ */
+export async function insertTickets(
+  trx: Trx,
+  line: LineRow,
+  joins: readonly { customerId: string; quantity: number }[],
+): Promise<TicketRow[]> {
+  const drawn = line.drawnAt !== null;
+  let units = line.unitsGiven;
+  const numbered = joins.map((join, i) => {
+    const before = units;
+    units += join.quantity;
+    return {
+      ...join,
+      id: randomUUID(),
+      number: drawn ? line.numbersGiven + i + 1 : null,
+      before: drawn ? before : null,
+    };
+  });
+  const { rows } = await sql<TicketRow>`
+    insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
+    select u.id, ${line.skuId}, u.customer_id, u.quantity, ${!drawn}, u.number, u.units_before
+      from unnest(${numbered.map((n) => n.id)}::uuid[], ${numbered.map((n) => n.customerId)}::text[],
+                  ${numbered.map((n) => n.quantity)}::int[], ${numbered.map((n) => n.number)}::bigint[],
+                  ${numbered.map((n) => n.before)}::bigint[]) as u(id, customer_id, quantity, number, units_before)
+    returning ${ticketColumns}`.execute(trx);
+  const added = joins.reduce((total, join) => total + join.quantity, 0);
+  await sql`
+    update sku_lines set tickets = tickets + ${joins.length},
+           pre_line_tickets = pre_line_tickets + ${drawn ? 0 : joins.length},
+           pre_line_units = pre_line_units + ${drawn ? 0 : added},
+           numbers_given = numbers_given + ${drawn ? joins.length : 0},
+           units_given = units_given + ${drawn ? added : 0}
+     where sku_id = ${line.skuId}`.execute(trx);
+  return rows;
+}
+
+/**
+ * The draw, at the opening, under the line's lock: the pre-line's tickets are numbered 1…n in the order of the SHA-256
+ * of a fresh random seed followed by the ticket's id. The seed is kept with the line, so anyone with the tickets' ids
+ * can repeat the draw and check every number. Answers the line as it is after the draw.
+ */
+export async function drawPreLine(trx: Trx, line: LineRow, at: Date): Promise<LineRow> {
+  const seed = randomBytes(32).toString('hex');
+  const order = sql`sha256(convert_to(${seed} || t.id::text, 'UTF8'))`;
+  await sql`
+    update line_tickets t set number = r.number, units_before = r.units_before
+      from (select t.id, row_number() over w as number,
+                   coalesce(sum(t.quantity) over (w rows between unbounded preceding and 1 preceding), 0) as units_before
+              from line_tickets t where t.sku_id = ${line.skuId} and t.number is null
+            window w as (order by ${order})) r
+     where t.id = r.id`.execute(trx);
+  const { rows } = await sql<{ numbersGiven: number; unitsGiven: number }>`
+    update sku_lines set drawn_at = ${at}, draw_seed = ${seed}, numbers_given = pre_line_tickets,
+           units_given = pre_line_units
+     where sku_id = ${line.skuId}
+    returning numbers_given as "numbersGiven", units_given as "unitsGiven"`.execute(trx);
+  return { ...line, drawnAt: at, drawSeed: seed, ...rows[0]! };
+}
+
+/** The numbered tickets after the last one let through, in line order: the head of the line. */
+export async function readHead(trx: Trx, line: LineRow, limit: number): Promise<TicketRow[]> {
+  const { rows } = await sql<TicketRow>`
+    select ${ticketColumns} from line_tickets t
+     where t.sku_id = ${line.skuId} and t.number > ${line.admittedThrough}
+     order by t.number limit ${limit}`.execute(trx);
+  return rows;
+}
+
+/** Tickets let through whose reservation is not placed yet (or not recorded yet), in line order. */
+export async function readAdmitting(db: Db, skuId: number, limit: number): Promise<TicketRow[]> {
+  const { rows } = await sql<TicketRow>`
+    select ${ticketColumns} from line_tickets t
+     where t.sku_id = ${skuId} and t.status = 'admitting' order by t.number limit ${limit}`.execute(db);
+  return rows;
+}
+
+/** Units of the tickets let through whose reservation is not recorded yet. */
+export async function unitsAdmitting(trx: Trx, skuId: number): Promise<number> {
+  const { rows } = await sql<{ units: number }>`
+    select coalesce(sum(quantity), 0)::bigint as units from line_tickets
+     where sku_id = ${skuId} and status = 'admitting'`.execute(trx);
+  return rows[0]!.units;
+}
+
+/**
+ * Lets the head's first tickets through, in line order: `admitted` are reserved next (`readAdmitting`), `soldOut` ask
+ * for more than can ever come back. The line's head moves past the last of them.
+ */
+export async function letThrough(
+  trx: Trx,
+  skuId: number,
+  admitted: readonly TicketRow[],
+  soldOut: readonly TicketRow[],
+): Promise<void> {
+  const last = [...admitted, ...soldOut].reduce((a, b) => (b.number! > a.number! ? b : a));
+  await sql`
+    update line_tickets set status = 'admitting'
+     where sku_id = ${skuId} and id = any(${admitted.map((t) => t.id)}::uuid[])`.execute(trx);
+  await sql`
+    update line_tickets set status = 'refused', refusal = 'out_of_stock'
+     where sku_id = ${skuId} and id = any(${soldOut.map((t) => t.id)}::uuid[])`.execute(trx);
+  await sql`
+    update sku_lines set admitted_through = ${last.number}, units_admitted = ${last.unitsBefore! + last.quantity}
+     where sku_id = ${skuId}`.execute(trx);
+}
+
+/** Records each ticket's reservation; a ticket recorded already (by another instance) keeps its own. */
+export async function recordAdmissions(db: Db, admissions: readonly { ticketId: string; orderId: string }[]) {
+  await sql`
+    update line_tickets t set status = 'admitted', order_id = a.order_id, admitted_at = now()
+      from unnest(${admissions.map((a) => a.ticketId)}::uuid[], ${admissions.map((a) => a.orderId)}::uuid[])
+           as a(ticket_id, order_id)
+     where t.id = a.ticket_id and t.status = 'admitting'`.execute(db);
+}
+
+/** A ticket that can never be admitted (its reservation was refused for a reason waiting cannot cure). */
+export async function recordRefusal(db: Db, ticketId: string, refusal: string): Promise<void> {
+  await sql`
+    update line_tickets set status = 'refused', refusal = ${refusal}
+     where id = ${ticketId} and status = 'admitting'`.execute(db);
+}
+
+/** Marks the line sold out, once: true when this call did. */
+export async function markSoldOut(trx: Trx, skuId: number, at: Date): Promise<boolean> {
+  const { numAffectedRows } = await sql`
+    update sku_lines set sold_out_at = ${at} where sku_id = ${skuId} and sold_out_at is null`.execute(trx);
+  return numAffectedRows === 1n;
+}
+
+/** A ticket with its line and its reservation's state: all a status answer needs, in one statement. */
+export interface TicketState {
+  ticket: TicketRow;
+  line: LineRow;
+  order: { status: OrderStatus; expiresAt: Date | null; due: boolean } | null;
+}
+
+export async function readTicketStates(db: Db, ticketIds: readonly string[]): Promise<TicketState[]> {
+  const { rows } = await sql<TicketRow & { line: LineRow; order: TicketState['order'] }>`
+    select ${ticketColumns}, to_jsonb(line) as line,
+           case when o.id is null then null
+                else jsonb_build_object('status', o.status, 'expiresAt', o.expires_at,
+                                        'due', coalesce(o.expires_at <= now(), false)) end as order
+      from line_tickets t
+      join lateral (select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id
+                     where l.sku_id = t.sku_id) line on true
+      left join orders o on o.id = t.order_id
+     where t.id = any(${ticketIds}::uuid[])`.execute(db);
+  return rows.map(({ line, order, ...ticket }) => ({
+    ticket,
+    line: { ...line, ...datesOf(line) },
+    order: order && { ...order, expiresAt: order.expiresAt === null ? null : new Date(order.expiresAt) },
+  }));
+}
+
+/** A line read back from JSON carries its instants as text. */
+function datesOf(line: LineRow): Pick<LineRow, 'drawnAt' | 'soldOutAt' | 'saleStartsAt' | 'saleEndsAt'> {
+  const date = (value: Date | string | null) => (value === null ? null : new Date(value));
+  return {
+    drawnAt: date(line.drawnAt),
+    soldOutAt: date(line.soldOutAt),
+    saleStartsAt: date(line.saleStartsAt),
+    saleEndsAt: date(line.saleEndsAt),
+  };
+}

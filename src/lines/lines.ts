@@ -1,0 +1,76 @@
+import type { Db } from '../db/database.js';
+import type { SharedClock } from '../inventory/shared-clock.js';
+import type { SkuDirectory } from '../inventory/sku-directory.js';
+import type { Logger } from '../logger.js';
+import type { OrderPlacement } from '../orders/order-placement.js';
+import { LineAdmissions, type LineHooks } from './line-admissions.js';
+import { LineJoins } from './line-joins.js';
+import { readLine, readTicketStates, upsertLine } from './line.repository.js';
+import { lineNotFound, ticketNotFound } from './line-refusals.js';
+import { type LineView, lineView, type TicketView, ticketView } from './ticket-view.js';
+
+/**
+ * Waiting lines in front of hot SKUs: what the routes call. A SKU given a line (`configure`) is sold only through it:
+ * customers join (`join`) and get a ticket, and `LineAdmissions` reserves units for the tickets in line order.
+ */
+export class Lines {
+  private readonly joins: LineJoins;
+  private readonly admissions: LineAdmissions;
+
+  constructor(
+    private readonly db: Db,
+    private readonly directory: SkuDirectory,
+    placement: OrderPlacement,
+    private readonly clock: SharedClock,
+    log: Logger,
+    hooks: LineHooks = {},
+  ) {
+    this.joins = new LineJoins(db, directory, clock);
+    this.admissions = new LineAdmissions(db, placement, clock, log, hooks);
+  }
+
+  start(): void {
+    this.admissions.start();
+  }
+
+  stop(): Promise<void> {
+    return this.admissions.stop();
+  }
+
+  /** Gives the SKU a line, or changes its settings; every instance refuses the SKU's direct orders from then on. */
+  async configure(sku: string, settings: { capacity: number; holdSeconds: number }): Promise<LineView> {
+    const entry = await this.directory.get(sku);
+    await upsertLine(this.db, entry.id, settings);
+    await this.directory.announceChange(sku);
+    return this.line(sku);
+  }
+
+  async line(sku: string): Promise<LineView> {
+    const line = await readLine(this.db, sku);
+    if (!line) {
+      await this.directory.get(sku); // sku_not_found for a SKU that does not exist
+      throw lineNotFound(sku);
+    }
+    return lineView(line, this.clock.now());
+  }
+
+  /** The customer's ticket; `created` when this join made it (joining again answers the same ticket). */
+  async join(sku: string, customerId: string, quantity: number): Promise<{ ticket: TicketView; created: boolean }> {
+    const { ticket, created } = await this.joins.join(sku, customerId, quantity);
+    return { ticket: await this.ticket(ticket.id), created };
+  }
+
+  /** The ticket; for a caller bound to `customerId`, only that customer's (another's answers as unknown). */
+  async ticket(ticketId: string, customerId?: string): Promise<TicketView> {
+    const view = (await this.tickets([ticketId])).get(ticketId);
+    if (!view || (customerId !== undefined && view.customerId !== customerId)) throw ticketNotFound(ticketId);
+    return view;
+  }
+
+  /** Several tickets in one statement, by id; unknown ids are left out. */
+  async tickets(ticketIds: readonly string[]): Promise<Map<string, TicketView>> {
+    const now = this.clock.now();
+    const states = await readTicketStates(this.db, ticketIds);
+    return new Map(states.map((state) => [state.ticket.id, ticketView(state, now)]));
+  }
+}
