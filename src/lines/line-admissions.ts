@@ -36,8 +36,8 @@ export interface LineHooks {
 
 /**
  * Admits each line's tickets in line order as stock allows. Every instance runs a pass every 200 ms; a pass over a line
- * happens under the line's lock (another instance's pass, or a join, holding it makes this one skip the line until
- * the next), in two steps:
+ * happens under the line's lock (the instances' passes over one line take turns, and joins wait for a pass's few
+ * statements), in two steps:
  *
  * 1. **Let through**, in one transaction: draw the pre-line once the sale opens; then take tickets from the head of
  *    the line, in order, while the units they ask for are available and not already promised to tickets let through
@@ -100,7 +100,7 @@ export class LineAdmissions {
   private letThrough(skuId: number): Promise<{ line?: LineRow; soldOut?: boolean }> {
     const now = this.clock.now();
     return this.db.transaction().execute(async (trx) => {
-      let line = await lockLine(trx, skuId, true);
+      let line = await lockLine(trx, skuId);
       if (!line || line.soldOutAt !== null || saleEnded(line, now)) return {};
       if (line.drawnAt === null) {
         if (!opened(line.saleStartsAt, now)) return {};

@@ -77,13 +77,12 @@ export async function readLine(db: Db | Trx, sku: string): Promise<LineRow | und
 
 /**
  * The line, locked for the rest of the transaction: every join and every admission pass takes this lock, so the
- * numbers and the admissions it records are committed in the order they were made. `skipLocked`: undefined when
- * someone else holds it (another instance's admission pass is under way, or a join).
+ * numbers and the admissions it records are committed in the order they were made.
  */
-export async function lockLine(trx: Trx, skuId: number, skipLocked = false): Promise<LineRow | undefined> {
+export async function lockLine(trx: Trx, skuId: number): Promise<LineRow | undefined> {
   const { rows } = await sql<LineRow>`
     select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id
-     where l.sku_id = ${skuId} for update of l ${sql.raw(skipLocked ? 'skip locked' : '')}`.execute(trx);
+     where l.sku_id = ${skuId} for update of l`.execute(trx);
   return rows[0];
 }
 
