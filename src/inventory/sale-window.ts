@@ -8,8 +8,15 @@ export interface SaleWindow {
 
 /** Whether the SKU is on sale at `now` (shared clock). */
 export function isOnSale(window: SaleWindow, now: number): boolean {
-  return (
-    (window.saleStartsAt === null || now >= window.saleStartsAt) &&
-    (window.saleEndsAt === null || now < window.saleEndsAt)
-  );
+  return hasOpened(window, now) && !hasEnded(window, now);
+}
+
+/** Whether the window has opened by `now`: a waiting line draws its pre-line then. */
+export function hasOpened(window: SaleWindow, now: number): boolean {
+  return window.saleStartsAt === null || now >= window.saleStartsAt;
+}
+
+/** Whether the window has closed by `now`. */
+export function hasEnded(window: SaleWindow, now: number): boolean {
+  return window.saleEndsAt !== null && now >= window.saleEndsAt;
 }

@@ -18,8 +18,7 @@ import {
   type TicketRow,
   unitsAdmitting,
 } from './line.repository.js';
-import { opened } from './line-joins.js';
-import { saleEnded } from './ticket-view.js';
+import { hasEnded, hasOpened } from '../inventory/sale-window.js';
 
 /** How often each instance looks at its lines: returned units reach the next ticket, and a sold-out line is marked, well within a second. */
 const PASS_INTERVAL_MS = 200;
@@ -101,9 +100,9 @@ export class LineAdmissions {
     const now = this.clock.now();
     return this.db.transaction().execute(async (trx) => {
       let line = await lockLine(trx, skuId);
-      if (!line || line.soldOutAt !== null || saleEnded(line, now)) return {};
+      if (!line || line.soldOutAt !== null || hasEnded(line, now)) return {};
       if (line.drawnAt === null) {
-        if (!opened(line.saleStartsAt, now)) return {};
+        if (!hasOpened(line, now)) return {};
         line = await drawPreLine(trx, line, new Date(now));
       }
       const stock = await readSkuStock(trx, line.sku);

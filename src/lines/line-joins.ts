@@ -5,7 +5,7 @@ import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
 import { drawPreLine, findTickets, insertTickets, lockLine, type TicketRow } from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
-import { saleEnded } from './ticket-view.js';
+import { hasEnded, hasOpened } from '../inventory/sale-window.js';
 
 /** Most joins one statement serves. */
 const MAX_JOIN_BATCH = 500;
@@ -75,9 +75,9 @@ export class LineJoins {
         (await findTickets(trx, skuId, [...new Set(joins.map((j) => j.customerId))])).map(byCustomer),
       );
       const fresh = [...new Map(joins.filter((j) => !held.has(j.customerId)).map((j) => [j.customerId, j])).values()];
-      const closed = line.soldOutAt !== null || saleEnded(line, now);
+      const closed = line.soldOutAt !== null || hasEnded(line, now);
       const room = closed ? 0 : Math.max(0, line.capacity - line.tickets);
-      if (!closed && fresh.length > 0 && line.drawnAt === null && opened(line.saleStartsAt, now)) {
+      if (!closed && fresh.length > 0 && line.drawnAt === null && hasOpened(line, now)) {
         line = await drawPreLine(trx, line, new Date(now));
       }
       const given = fresh.length > 0 && room > 0 ? await insertTickets(trx, line, fresh.slice(0, room)) : [];
@@ -99,7 +99,3 @@ export class LineJoins {
 }
 
 const byCustomer = (ticket: TicketRow): [string, TicketRow] => [ticket.customerId, ticket];
-
-export function opened(saleStartsAt: Date | null, now: number): boolean {
-  return saleStartsAt === null || now >= saleStartsAt.getTime();
-}

@@ -2,11 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
+import type { SaleWindow } from '../inventory/sale-window.js';
 
 type Trx = Transaction<Database>;
 
 /** A line's row with its SKU's name and sale window: what every decision about the line starts from. */
-export interface LineRow {
+export interface LineRow extends SaleWindow {
   skuId: number;
   sku: string;
   capacity: number;
@@ -25,15 +26,14 @@ export interface LineRow {
   /** Units those tickets asked for. */
   unitsAdmitted: number;
   soldOutAt: Date | null;
-  saleStartsAt: Date | null;
-  saleEndsAt: Date | null;
 }
 
 const lineColumns = sql`l.sku_id as "skuId", k.sku, l.capacity, l.hold_seconds as "holdSeconds", l.tickets,
   l.pre_line_tickets as "preLineTickets", l.drawn_at as "drawnAt", l.draw_seed as "drawSeed",
   l.numbers_given as "numbersGiven", l.units_given as "unitsGiven", l.admitted_through as "admittedThrough",
-  l.units_admitted as "unitsAdmitted", l.sold_out_at as "soldOutAt", k.sale_starts_at as "saleStartsAt",
-  k.sale_ends_at as "saleEndsAt"`;
+  l.units_admitted as "unitsAdmitted", l.sold_out_at as "soldOutAt",
+  (extract(epoch from k.sale_starts_at) * 1000)::float8 as "saleStartsAt",
+  (extract(epoch from k.sale_ends_at) * 1000)::float8 as "saleEndsAt"`;
 
 export type TicketStatus = 'waiting' | 'admitting' | 'admitted' | 'refused';
 
@@ -260,12 +260,7 @@ export async function readTicketStates(db: Db, ticketIds: readonly string[]): Pr
 }
 
 /** A line read back from JSON carries its instants as text. */
-function datesOf(line: LineRow): Pick<LineRow, 'drawnAt' | 'soldOutAt' | 'saleStartsAt' | 'saleEndsAt'> {
+function datesOf(line: LineRow): Pick<LineRow, 'drawnAt' | 'soldOutAt'> {
   const date = (value: Date | string | null) => (value === null ? null : new Date(value));
-  return {
-    drawnAt: date(line.drawnAt),
-    soldOutAt: date(line.soldOutAt),
-    saleStartsAt: date(line.saleStartsAt),
-    saleEndsAt: date(line.saleEndsAt),
-  };
+  return { drawnAt: date(line.drawnAt), soldOutAt: date(line.soldOutAt) };
 }

@@ -1,3 +1,4 @@
+import { hasEnded } from '../inventory/sale-window.js';
 import type { LineRow, TicketState } from './line.repository.js';
 
 /**
@@ -78,12 +79,8 @@ function statusOf({ ticket, line, order }: TicketState, now: number): TicketStat
       return 'waiting';
     case 'waiting':
       if (line.soldOutAt !== null) return 'sold_out';
-      return saleEnded(line, now) ? 'closed' : 'waiting';
+      return hasEnded(line, now) ? 'closed' : 'waiting';
   }
-}
-
-export function saleEnded(line: Pick<LineRow, 'saleEndsAt'>, now: number): boolean {
-  return line.saleEndsAt !== null && now >= line.saleEndsAt.getTime();
 }
 
 /** The line as GET /skus/:sku/line answers it. */
@@ -107,7 +104,7 @@ export function lineView(line: LineRow, now: number): LineView {
   const drawn = line.drawnAt !== null;
   return {
     sku: line.sku,
-    status: line.soldOutAt !== null ? 'sold_out' : saleEnded(line, now) ? 'closed' : drawn ? 'open' : 'forming',
+    status: line.soldOutAt !== null ? 'sold_out' : hasEnded(line, now) ? 'closed' : drawn ? 'open' : 'forming',
     capacity: line.capacity,
     holdSeconds: line.holdSeconds,
     tickets: line.tickets,
