@@ -3,7 +3,7 @@ import { WriteCombiner } from '../db/write-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
-import { drawPreLine, findTickets, insertTickets, lockLine, type TicketRow } from './line.repository.js';
+import { drawPreLine, findTickets, insertTickets, type LineRow, lockLine, type TicketRow } from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
 import { hasEnded, hasOpened } from '../inventory/sale-window.js';
 
@@ -17,8 +17,11 @@ interface Join {
   quantity: number;
 }
 
-/** A join's answer: the customer's ticket, new or the one it already had, or why it was refused. */
-type Joined = { ticket: TicketRow; created: boolean } | { refused: AppError };
+/**
+ * A join's answer: the customer's ticket, new or the one it already had, with the line as the join found it; or why
+ * it was refused.
+ */
+type Joined = { ticket: TicketRow; line: LineRow; created: boolean } | { refused: AppError };
 
 /**
  * Joining a SKU's line. One ticket per customer per line: joining again answers the ticket the customer has. Joins
@@ -36,7 +39,11 @@ export class LineJoins {
   ) {}
 
   /** The customer's ticket for the SKU's line; `created` when this join made it. */
-  async join(sku: string, customerId: string, quantity: number): Promise<{ ticket: TicketRow; created: boolean }> {
+  async join(
+    sku: string,
+    customerId: string,
+    quantity: number,
+  ): Promise<{ ticket: TicketRow; line: LineRow; created: boolean }> {
     const entry = await this.directory.get(sku);
     if (!entry.lined) throw lineNotFound(sku);
     if (entry.maxPerCustomer !== null && quantity > entry.maxPerCustomer) {
@@ -89,7 +96,7 @@ export class LineJoins {
           if (ticket) {
             // The first join of a customer in this batch made the ticket; a second one finds it.
             const made = created.delete(ticket.id);
-            return [join, { ticket, created: made }];
+            return [join, { ticket, line, created: made }];
           }
           return [join, { refused: closed ? lineClosed(join.sku) : lineFull(join.sku, line.capacity) }];
         }),

@@ -54,10 +54,14 @@ export class Lines {
     return lineView(line, this.clock.now());
   }
 
-  /** The customer's ticket; `created` when this join made it (joining again answers the same ticket). */
+  /**
+   * The customer's ticket; `created` when this join made it (joining again answers the same ticket, read again: it may
+   * have been admitted since).
+   */
   async join(sku: string, customerId: string, quantity: number): Promise<{ ticket: TicketView; created: boolean }> {
-    const { ticket, created } = await this.joins.join(sku, customerId, quantity);
-    return { ticket: await this.ticket(ticket.id), created };
+    const { ticket, line, created } = await this.joins.join(sku, customerId, quantity);
+    if (!created) return { ticket: await this.ticket(ticket.id), created };
+    return { ticket: ticketView({ ticket, line, order: null }, this.clock.now()), created };
   }
 
   /** The ticket; for a caller bound to `customerId`, only that customer's (another's answers as unknown). */
