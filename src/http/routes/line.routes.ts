@@ -4,7 +4,7 @@ import { AppError } from '../../errors.js';
 import type { Lines } from '../../lines/lines.js';
 import { FINAL_STATUSES, type TicketView } from '../../lines/ticket-view.js';
 import type { Access } from '../auth/access.js';
-import { boundCustomer } from '../auth/principal.js';
+import { actingFor, boundCustomer } from '../auth/principal.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { joinLineBody, lineSettingsBody, skuName, ticketId } from '../schemas.js';
@@ -40,14 +40,10 @@ export function lineRoutes(
     .post(access.require(['orders:place'], { openUntilKeys: true }), ...jsonBody, ...limitOrders, async (req, res) => {
       const sku = skuOf(req);
       const { customerId: named, quantity } = parseOr400(join, req.body ?? {}, 'body');
-      const bound = boundCustomer(access.principalOf(res));
-      if (bound !== undefined && named !== undefined && named !== bound) {
-        const detail = `joining for another customer needs a service key with orders:place; this token acts for '${bound}' only`;
-        throw new AppError('forbidden', detail, { scope: 'orders:place' });
-      }
-      const customerId = bound ?? named;
-      if (customerId === undefined)
+      const customerId = actingFor(access.principalOf(res), named, 'orders:place');
+      if (customerId === undefined) {
         throw new AppError('customer_required', 'a line holds one ticket per customer: name the customerId');
+      }
       const { ticket, created } = await lines.join(sku, customerId, quantity);
       res.location(`/line-tickets/${ticket.ticketId}`);
       res.status(created ? 201 : 200).json(ticket);

@@ -1,5 +1,4 @@
 import { type RequestHandler, Router } from 'express';
-import type { Scope } from '../../api-keys-file.js';
 import { AppError } from '../../errors.js';
 import type { OrderLifecycle } from '../../reservations/order-lifecycle.js';
 import type { OrderPlacement, OrderRequest } from '../../orders/order-placement.js';
@@ -7,7 +6,7 @@ import type { PlacedOrder } from '../../orders/outcome.js';
 import type { OrderRecord } from '../../orders/order.repository.js';
 import type { OrderService } from '../../orders/order.service.js';
 import type { Access } from '../auth/access.js';
-import { boundCustomer, type Principal } from '../auth/principal.js';
+import { actingFor, boundCustomer, type Principal } from '../auth/principal.js';
 import { idempotencyKeyOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
@@ -124,20 +123,6 @@ export function orderRoutes(
       ...(idempotencyKey !== undefined && { idempotencyKey }),
     };
   }
-}
-
-/**
- * The customer a request acts for: the one named, which a customer token may only name as its own (a service key
- * with the scope acts for any), or the token's own when none is named.
- */
-function actingFor(principal: Principal, named: string | undefined, scope: Scope): string | undefined {
-  const bound = boundCustomer(principal);
-  if (bound === undefined) return named;
-  if (named !== undefined && named !== bound) {
-    const detail = `acting for another customer needs a service key with ${scope}; this token acts for '${bound}' only`;
-    throw new AppError('forbidden', detail, { scope });
-  }
-  return bound;
 }
 
 /**
