@@ -15,8 +15,9 @@ const TEMPLATE = new URL(
   import.meta.url,
 );
 const NOT_MEASURED = '_Not measured in this run._';
-/** A row of the template's Targets table: its wording, its figure, the target it judges. */
-const TARGET_ROW = /^\| (.*) \| (.*) \| \{\{([\w:.-]+)\.result\}\} \|$/;
+/** A row of the template's Targets table, by the target it judges; and such a row rendered: wording, figure, result. */
+const TARGET_ROW = /^\| .* \| \{\{([\w:.-]+)\.result\}\} \|$/;
+const JUDGED_ROW = /^\| (.*?) \| (.*) \| \*\*(met|not met)\*\* \|$/gm;
 
 // The template's helpers: the number formats, and a table's rows or, when it has none, that it was not measured.
 const handlebars = Handlebars.create();
@@ -31,6 +32,7 @@ handlebars.registerHelper({
     Object.entries(counts)
       .map(([code, n]) => `${code}: ${int(n)}`)
       .join(', '),
+  list: (format: keyof typeof formats, values?: number[]) => values?.map((v) => formats[format](v)).join(', ') ?? '–',
   cell: (text: string) => text.replace(/\|/g, '\\|'),
   locked: (cases: SalesCase[]) => cases.filter((c) => c.lock),
   table: (rows: unknown[], options: Handlebars.HelperOptions) =>
@@ -56,18 +58,16 @@ export function renderReport(run: RunResults, resultsPath: string, more: Record<
   }
   const kept = readFileSync(TEMPLATE, 'utf8')
     .split('\n')
-    .filter((line) => !TARGET_ROW.test(line) || targets[TARGET_ROW.exec(line)![3]!]);
-  const rows = kept.flatMap((line) => {
-    const [, wording, figure, name] = TARGET_ROW.exec(line) ?? [];
-    const fill = (text: string) => compile(text)(data);
-    return name && judged(name) ? [{ wording: fill(wording!), figure: fill(figure!), met: targets[name]!.met }] : [];
-  });
-  const notMet = rows.filter((row) => !row.met);
+    .filter((line) => !TARGET_ROW.test(line) || targets[TARGET_ROW.exec(line)![1]!]);
+  const template = compile(kept.join('\n'));
+  // The verdict counts the Targets table's judged rows as the template words them: a first rendering finds them.
+  const rows = [...template(data).matchAll(JUDGED_ROW)];
+  const notMet = rows.filter(([, , , result]) => result === 'not met');
   data.judgedCount = String(rows.length);
   data.metCount = String(rows.length - notMet.length);
-  data.notMet = notMet.map((row) => `- ${row.wording}: ${row.figure}`).join('\n');
+  data.notMet = notMet.map(([, wording, figure]) => `- ${wording}: ${figure}`).join('\n');
   // A slot that filled a line of its own with nothing leaves no blank line behind.
-  return compile(kept.join('\n'))(data).replace(/\n{3,}/g, '\n\n');
+  return template(data).replace(/\n{3,}/g, '\n\n');
 }
 
 /**
