@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Mutex } from 'async-mutex';
 import { type RawBuilder, sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { AppError } from '../../src/errors.js';
@@ -30,8 +31,8 @@ const segmentOf = (ref: SegmentRef) =>
 export class UnguardedSales {
   /** Benchmark SKUs are never re-segmented, so a layout read once stays true. */
   private readonly skus = new Map<string, Promise<{ id: number; sku: string; segments: number; version: number }>>();
-  /** A process-local mutex per SKU, first come first served: a chain of the holders' promises. */
-  private readonly mutexTails = new Map<string, Promise<void>>();
+  /** The lock a single-instance service might use: a process-local mutex per SKU, first come first served. */
+  private readonly mutexes = new Map<string, Mutex>();
   private readonly takeStock: (key: string, quantity: number) => Promise<number>;
 
   constructor(
@@ -54,8 +55,11 @@ export class UnguardedSales {
     const segment = { skuId: sku.id, layoutVersion: sku.version, segment: 0 };
     let fence: number | null = null;
     let release: () => unknown = () => {};
-    if (mode === 'local-mutex') release = await this.lockLocally(sku.sku);
-    else if (mode === 'redis-lock') {
+    if (mode === 'local-mutex') {
+      const mutex = this.mutexes.get(sku.sku) ?? new Mutex();
+      this.mutexes.set(sku.sku, mutex);
+      release = await mutex.acquire();
+    } else if (mode === 'redis-lock') {
       const lease = await this.locks.acquire({ sku: sku.sku, ...segment }, Date.now() + this.options.lockWaitMs);
       if (!lease) throw new AppError('lock_busy', `the segment stayed locked for ${this.options.lockWaitMs} ms`, {}, 1);
       fence = lease.fence;
@@ -155,18 +159,5 @@ export class UnguardedSales {
       entry.catch(() => this.skus.delete(name));
     }
     return entry;
-  }
-
-  /** The lock a single-instance service might use: it serialises callers inside one process, nothing across. */
-  private async lockLocally(key: string): Promise<() => void> {
-    const previous = this.mutexTails.get(key) ?? Promise.resolve();
-    let release!: () => void;
-    const tail = previous.then(() => new Promise<void>((resolve) => (release = resolve)));
-    this.mutexTails.set(key, tail);
-    await previous;
-    return () => {
-      release();
-      if (this.mutexTails.get(key) === tail) this.mutexTails.delete(key);
-    };
   }
 }

@@ -1,4 +1,4 @@
-/** What the report's tables, targets and charts share: number formats, markdown tables, and a run's key figures. */
+/** What the report's tables, targets and charts share: number formats and a run's key figures. */
 import type { CpuUsage } from '../infra/process-usage.js';
 import type { RunResults } from '../run-results.js';
 import type { RoundResult } from '../runner/round.js';
@@ -23,18 +23,6 @@ export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T)
 type InRound = { round?: number };
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
 export type Answers = InRound & { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
-export type Column<T> = [header: string, cell: (row: T) => string | number];
-
-/** A markdown table from rows and one `[header, cell]` per column; undefined (not measured) when there are no rows. */
-export function table<T>(rows: T[], columns: Column<T>[], align = 'lr'): string | undefined {
-  if (!rows.length) return undefined;
-  const line = (cells: (string | number)[]) => `| ${cells.map((c) => String(c).replace(/\|/g, '\\|')).join(' | ')} |`;
-  const rule = columns.map((_, i) => ((align[i] ?? align.at(-1)) === 'r' ? '---:' : ':---'));
-  return [line(columns.map(([header]) => header)), `|${rule.join('|')}|`]
-    .concat(rows.map((r) => line(columns.map(([, cell]) => cell(r)))))
-    .join('\n');
-}
-
 /** CPU ms a process group spent per answer. */
 export const msPerAnswer = (c: Answers, group: keyof CpuUsage['cores'] = 'service') =>
   c.cpu && c.perSecond > 0 ? (c.cpu.cores[group] / c.perSecond) * 1000 : NaN;

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
+import pMap from 'p-map';
 import { EVENT_TYPES } from '../../src/events/event-types.js';
 import { auditStocks, booksViolations, type StockAudit } from '../../test/support/invariants.js';
 import { histogramDelta, type MetricsSnapshot } from '../../test/support/scrape-metric.js';
@@ -17,6 +18,8 @@ import type { RunContext } from './context.js';
 export const WARMUP_STOCK = 1_000_000_000;
 /** A measured SKU holds this many times the units its round can sell at most, so it never runs out. */
 const STOCK_HEADROOM = 4;
+/** Requests to the service at a time when creating or checking many SKUs: enough to be quick, few enough not to flood it. */
+const SIXTEEN_AT_A_TIME = { concurrency: 16 };
 
 export type Profile = 'real' | 'business-step';
 export type SalesCase = Awaited<ReturnType<typeof measureSales>> & { delivered?: number; outboxAfter?: number };
@@ -130,19 +133,13 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  const spread = await sixteenAtATime(
+  const spread = await pMap(
     Array.from({ length: count }, (_, i) => `${tag}-${i}`),
     create,
+    SIXTEEN_AT_A_TIME,
   );
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
-}
-
-/** Sixteen requests to the service at a time: enough to be quick, few enough not to flood it. */
-async function sixteenAtATime<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
-  const done: R[] = [];
-  for (let i = 0; i < items.length; i += 16) done.push(...(await Promise.all(items.slice(i, i + 16).map(each))));
-  return done;
 }
 
 type Sold = Record<string, number>;
@@ -159,7 +156,7 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
     const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
     return checkBooks(ctx.api(spec.service), audits, question);
   };
-  const all = await sixteenAtATime(set.skus, check);
+  const all = await pMap(set.skus, check, SIXTEEN_AT_A_TIME);
   const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
   if (all.length === 1) return { ...all[0]!, soldBySku };
   const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
