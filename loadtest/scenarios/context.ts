@@ -163,10 +163,16 @@ export class RunContext {
     return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
   }
 
-  /** Waits until the service has no order in flight, so orders a timed round left parked do not run into the next. */
+  /**
+   * Waits until the service has no order or benchmark sale in flight, so what a timed round left parked neither runs
+   * into the next round nor commits after the round's books were read.
+   */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
-    const idle = async () => (await this.scrape(service)).sum('stock_orders_in_progress') === 0;
+    const idle = async () => {
+      const metrics = await this.scrape(service);
+      return metrics.sum('stock_orders_in_progress') + metrics.sum('bench_sales_in_progress') === 0;
+    };
     await waitFor(idle, this.settings.timeoutSeconds * 1000);
   }
 
