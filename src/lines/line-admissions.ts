@@ -18,6 +18,7 @@ import {
   type TicketRow,
   unitsAdmitting,
 } from './line.repository.js';
+import type { LineEvents } from './line-events.js';
 import { opened } from './line-joins.js';
 import { saleEnded } from './ticket-view.js';
 
@@ -60,6 +61,7 @@ export class LineAdmissions {
     private readonly placement: OrderPlacement,
     private readonly clock: SharedClock,
     private readonly log: Logger,
+    private readonly events: LineEvents,
     private readonly hooks: LineHooks = {},
   ) {}
 
@@ -105,13 +107,16 @@ export class LineAdmissions {
       if (line.drawnAt === null) {
         if (!opened(line.saleStartsAt, now)) return {};
         line = await drawPreLine(trx, line, new Date(now));
+        await this.events.opened(trx, line);
       }
       const stock = await readSkuStock(trx, line.sku);
       if (!stock) return {};
       const available = stock.segments.reduce((total, s) => total + s.available, 0);
       const promised = await unitsAdmitting(trx, skuId);
       if (available === 0 && stock.reserved === 0 && promised === 0) {
-        return { line, soldOut: await markSoldOut(trx, skuId, new Date(now)) };
+        const soldOut = await markSoldOut(trx, skuId, new Date(now));
+        if (soldOut) await this.events.soldOut(trx, line, new Date(now));
+        return { line, soldOut };
       }
       const reachable = available + stock.reserved;
       let free = available - promised;
@@ -155,7 +160,12 @@ export class LineAdmissions {
       }),
     );
     if (admissions.length === 0) return;
-    await recordAdmissions(this.db, admissions);
-    this.hooks.admitted?.(line.sku, admissions.length);
+    // With their events, and counted once: a ticket another instance recorded first is not recorded again.
+    const recorded = await this.db.transaction().execute(async (trx) => {
+      const tickets = await recordAdmissions(trx, admissions);
+      await this.events.admitted(trx, line.skuId, tickets);
+      return tickets.length;
+    });
+    if (recorded > 0) this.hooks.admitted?.(line.sku, recorded);
   }
 }
