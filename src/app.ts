@@ -181,6 +181,7 @@ export class StockService {
     });
     this.dashboard = new DashboardFeed({
       readView: (sku) => admin.view(sku),
+      readLine: (sku) => this.lines.line(sku),
       series: this.fleetSeries,
       db: this.db,
       readAudit: () => readAuditReport(this.db),
