@@ -172,6 +172,18 @@ describe('events', () => {
     expect(view).toMatchObject({ available: 0, reserved: 0, sold: 2 });
   });
 
+  it('announces the draw made by the first join after the opening, once, with an empty pre-line', async () => {
+    const sku = await createSku(5, 1);
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/line`, { capacity: 10 }, admin)).status).toBe(200);
+    await Promise.all(['j1', 'j2', 'j3'].map((customerId) => post(`/skus/${sku}/line`, { customerId })));
+    const line = (await get(`/skus/${sku}/line`)).body;
+    const events = await eventsOf(sku, 2);
+    const opened = events.filter((e) => e.type === 'line.opened');
+    expect(opened.map((e) => e.data.draw)).toEqual([
+      { preLineTickets: 0, seed: line.draw.seed, drawnAt: line.draw.drawnAt },
+    ]);
+  });
+
   it('makes one event of each order a batch placed on a SKU, in arrival order, with the totals after each', async () => {
     const sku = await createSku(10, 1, { lowStockThreshold: 5 });
     const { skuId, seg } = await firstSegment(sku);
