@@ -34,6 +34,7 @@ import { createLockBackend } from './lock/create-lock.js';
 import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
 import { FleetSeries } from './metrics/fleet-series.js';
+import { LineMetrics } from './metrics/line-metrics.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
@@ -142,7 +143,8 @@ export class StockService {
       outbox,
       log,
     );
-    this.lines = new Lines(this.db, this.directory, placement, this.clock, log);
+    const lineMetrics = new LineMetrics(this.metrics.registry, { db: this.db, clock: this.clock });
+    this.lines = new Lines(this.db, this.directory, placement, this.clock, log, outbox, lineMetrics.hooks);
     this.ticketStreams = new TicketStreams(this.lines);
     const eventMetrics = new EventMetrics(this.metrics.registry, (n) => this.metrics.fleetTally.events(n));
     this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
@@ -179,6 +181,7 @@ export class StockService {
     });
     this.dashboard = new DashboardFeed({
       readView: (sku) => admin.view(sku),
+      readLine: (sku) => this.lines.line(sku),
       series: this.fleetSeries,
       db: this.db,
       readAudit: () => readAuditReport(this.db),

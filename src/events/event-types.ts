@@ -1,8 +1,9 @@
 /**
- * Every event type the service announces (docs/events.md). The changes write the first eight (and
- * `sku.threshold_changed`) with themselves; the sale window's edges are written when the shared clock passes them
- * (./sale-edges.ts); the sequencer derives the last three from the SKU's available after each event, in the SKU's own
- * order.
+ * Every event type the service announces (docs/events.md). The changes write the order and `sku.*` changes with
+ * themselves; the sale window's edges are written when the shared clock passes them (./sale-edges.ts); a waiting line
+ * (src/lines) writes its draw, its admissions and its sold-out moment with them, changing no stock; the sequencer
+ * derives `sku.low_stock`, `sku.sold_out` and `sku.back_in_stock` from the SKU's available after each event, in the
+ * SKU's own order.
  */
 export const EVENT_TYPES = [
   'order.placed',
@@ -19,6 +20,9 @@ export const EVENT_TYPES = [
   'sku.low_stock',
   'sku.sold_out',
   'sku.back_in_stock',
+  'line.opened',
+  'line.admitted',
+  'line.sold_out',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

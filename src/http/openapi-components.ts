@@ -94,7 +94,9 @@ const stockEvent = z.object({
   occurredAt: z.iso.datetime(),
   data: z
     .looseObject({ available: z.number().int(), reserved: z.number().int(), sold: z.number().int() })
-    .describe("The change (`order`, `sku`, `restock`, …) and the SKU's totals after it."),
+    .describe(
+      "The change (`order`, `sku`, `restock`, a line's `draw`, `admission` or `line`, …) and the SKU's totals after it.",
+    ),
 });
 
 const perSecond = z.array(z.number());

@@ -140,14 +140,14 @@ export const orderId = z.uuid();
 /** A waiting line's settings (PUT /skus/:sku/line): the most tickets it holds, and how long an admission is held. */
 export const lineSettingsBody = z.strictObject({
   capacity: wholeNumber(1, 10_000_000),
-  holdSeconds: wholeNumber(1, 86_400).default(120),
+  holdSeconds: wholeNumber(1, 86_400).optional().describe('Default 120.'),
 });
 
 /** Joining a line: the customer (a customer token's own when not named) and the units wanted. */
 export const joinLineBody = (maxQuantity: number) =>
   z.strictObject({
     customerId: customerId.optional(),
-    quantity: wholeNumber(1, maxQuantity).default(1),
+    quantity: wholeNumber(1, maxQuantity).optional().describe('Default 1.'),
   });
 
 export const ticketId = z.uuid();

@@ -19,6 +19,7 @@ import {
   unitsAdmitting,
 } from './line.repository.js';
 import { hasEnded, hasOpened } from '../inventory/sale-window.js';
+import type { LineEvents } from './line-events.js';
 
 /** How often each instance looks at its lines: returned units reach the next ticket, and a sold-out line is marked, well within a second. */
 const PASS_INTERVAL_MS = 200;
@@ -59,6 +60,7 @@ export class LineAdmissions {
     private readonly placement: OrderPlacement,
     private readonly clock: SharedClock,
     private readonly log: Logger,
+    private readonly events: LineEvents,
     private readonly hooks: LineHooks = {},
   ) {}
 
@@ -104,13 +106,16 @@ export class LineAdmissions {
       if (line.drawnAt === null) {
         if (!hasOpened(line, now)) return {};
         line = await drawPreLine(trx, line, new Date(now));
+        await this.events.opened(trx, line);
       }
       const stock = await readSkuStock(trx, line.sku);
       if (!stock) return {};
       const available = stock.segments.reduce((total, s) => total + s.available, 0);
       const promised = await unitsAdmitting(trx, skuId);
       if (available === 0 && stock.reserved === 0 && promised === 0) {
-        return { line, soldOut: await markSoldOut(trx, skuId, new Date(now)) };
+        const soldOut = await markSoldOut(trx, skuId, new Date(now));
+        if (soldOut) await this.events.soldOut(trx, line, new Date(now));
+        return { line, soldOut };
       }
       const reachable = available + stock.reserved;
       let free = available - promised;
@@ -154,7 +159,12 @@ export class LineAdmissions {
       }),
     );
     if (admissions.length === 0) return;
-    await recordAdmissions(this.db, admissions);
-    this.hooks.admitted?.(line.sku, admissions.length);
+    // With their events, and counted once: a ticket another instance recorded first is not recorded again.
+    const recorded = await this.db.transaction().execute(async (trx) => {
+      const tickets = await recordAdmissions(trx, admissions);
+      await this.events.admitted(trx, line.skuId, tickets);
+      return tickets.length;
+    });
+    if (recorded > 0) this.hooks.admitted?.(line.sku, recorded);
   }
 }

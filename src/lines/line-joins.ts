@@ -3,6 +3,7 @@ import { WriteCombiner } from '../db/write-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
+import type { LineEvents } from './line-events.js';
 import { drawPreLine, findTickets, insertTickets, type LineRow, lockLine, type TicketRow } from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
 import { hasEnded, hasOpened } from '../inventory/sale-window.js';
@@ -36,6 +37,7 @@ export class LineJoins {
     private readonly db: Db,
     private readonly directory: SkuDirectory,
     private readonly clock: SharedClock,
+    private readonly events: LineEvents,
   ) {}
 
   /** The customer's ticket for the SKU's line; `created` when this join made it. */
@@ -86,6 +88,7 @@ export class LineJoins {
       const room = closed ? 0 : Math.max(0, line.capacity - line.tickets);
       if (!closed && fresh.length > 0 && line.drawnAt === null && hasOpened(line, now)) {
         line = await drawPreLine(trx, line, new Date(now));
+        await this.events.opened(trx, line);
       }
       const given = fresh.length > 0 && room > 0 ? await insertTickets(trx, line, fresh.slice(0, room)) : [];
       const created = new Set(given.map((ticket) => ticket.id));

@@ -211,13 +211,21 @@ export async function letThrough(
      where sku_id = ${skuId}`.execute(trx);
 }
 
-/** Records each ticket's reservation; a ticket recorded already (by another instance) keeps its own. */
-export async function recordAdmissions(db: Db, admissions: readonly { ticketId: string; orderId: string }[]) {
-  await sql`
+/**
+ * Records each ticket's reservation; a ticket recorded already (by another instance) keeps its own. Answers the
+ * tickets this call recorded.
+ */
+export async function recordAdmissions(
+  trx: Trx,
+  admissions: readonly { ticketId: string; orderId: string }[],
+): Promise<TicketRow[]> {
+  const { rows } = await sql<TicketRow>`
     update line_tickets t set status = 'admitted', order_id = a.order_id, admitted_at = now()
       from unnest(${admissions.map((a) => a.ticketId)}::uuid[], ${admissions.map((a) => a.orderId)}::uuid[])
            as a(ticket_id, order_id)
-     where t.id = a.ticket_id and t.status = 'admitting'`.execute(db);
+     where t.id = a.ticket_id and t.status = 'admitting'
+    returning ${ticketColumns}`.execute(trx);
+  return rows;
 }
 
 /** A ticket that can never be admitted (its reservation was refused for a reason waiting cannot cure). */

@@ -1,9 +1,11 @@
 import type { Db } from '../db/database.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
+import type { Outbox } from '../events/outbox.js';
 import type { Logger } from '../logger.js';
 import type { OrderPlacement } from '../orders/order-placement.js';
 import { LineAdmissions, type LineHooks } from './line-admissions.js';
+import { LineEvents } from './line-events.js';
 import { LineJoins } from './line-joins.js';
 import { readLine, readTicketStates, upsertLine } from './line.repository.js';
 import { lineNotFound, ticketNotFound } from './line-refusals.js';
@@ -23,10 +25,12 @@ export class Lines {
     placement: OrderPlacement,
     private readonly clock: SharedClock,
     log: Logger,
+    outbox: Outbox,
     hooks: LineHooks = {},
   ) {
-    this.joins = new LineJoins(db, directory, clock);
-    this.admissions = new LineAdmissions(db, placement, clock, log, hooks);
+    const events = new LineEvents(outbox);
+    this.joins = new LineJoins(db, directory, clock, events);
+    this.admissions = new LineAdmissions(db, placement, clock, log, events, hooks);
   }
 
   start(): void {

@@ -52,3 +52,35 @@ export async function readOutboxBacklog(db: Db): Promise<OutboxBacklog> {
   const row = rows[0]!;
   return { rows: row.rows, oldestAgeSeconds: Math.max(0, row.age ?? 0) };
 }
+
+/** Lines shown at most: the gauges' series stay bounded whatever the number of lines ever made. */
+const LINES_SHOWN = 1000;
+/** How long a finished line (sold out, or its sale window over) stays on the gauges, so its end is on the graphs. */
+const FINISHED_LINE_SHOWN_MS = 3_600_000;
+
+/** A line's figures as the gauges show them: `waiting` counts as GET /skus/:sku/line does. */
+export interface LineFigures {
+  sku: string;
+  tickets: number;
+  waiting: number;
+  soldOutAt: Date | null;
+}
+
+/**
+ * The lines still selling, and those finished within the last hour, by the shared clock's `now`; newest 1,000.
+ * `waiting`: the pre-line before the draw, then the tickets numbered and not let through (after the sold-out moment,
+ * those told sold out).
+ */
+export async function readLineFigures(db: Db, now: Date): Promise<LineFigures[]> {
+  const recent = new Date(now.getTime() - FINISHED_LINE_SHOWN_MS);
+  const { rows } = await sql<LineFigures>`
+    select k.sku, l.tickets,
+           (case when l.drawn_at is null then l.pre_line_tickets else l.numbers_given - l.admitted_through end)::int
+             as waiting,
+           l.sold_out_at as "soldOutAt"
+      from sku_lines l join skus k on k.id = l.sku_id
+     where (l.sold_out_at is null or l.sold_out_at > ${recent}) and (k.sale_ends_at is null or k.sale_ends_at > ${recent})
+     order by l.sku_id desc
+     limit ${LINES_SHOWN}`.execute(db);
+  return rows;
+}

@@ -21,7 +21,7 @@ export interface ServiceMetricsOptions {
 }
 
 /** `read`, shared by the callers of the next second (the gauges of one scrape) instead of read again by each. */
-function readOncePerScrape<T>(read: () => Promise<T>): () => Promise<T> {
+export function readOncePerScrape<T>(read: () => Promise<T>): () => Promise<T> {
   let last: { at: number; value: Promise<T> } | undefined;
   return () => {
     if (!last || performance.now() - last.at > 1_000) {

@@ -5,6 +5,7 @@ import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, ServiceProcess, uniqueSku } from '../support/service.js';
+import { waitFor } from '../support/wait-for.js';
 
 const ADMIN_TOKEN = `dash-${randomBytes(12).toString('hex')}`;
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
@@ -47,6 +48,8 @@ describe('the dashboard in a real browser', () => {
     await waitForText(page, '#sold', '0');
     expect(await page.$eval('#stock', (el) => el.textContent)).toBe('100');
     expect(await page.$$eval('#segments .segment', (rows) => rows.length)).toBe(4);
+    // Sold without a waiting line: the line's figures are not shown.
+    expect(await page.$eval('#line', (el) => (el as HTMLElement).hidden)).toBe(true);
     expect(await page.$eval('#instance', (el) => el.textContent)).toContain(`pid ${service.pid}`);
     // The token left the address bar (and the history) at once.
     expect(page.url()).not.toContain(ADMIN_TOKEN);
@@ -133,6 +136,46 @@ describe('the dashboard in a real browser', () => {
         since,
       );
       expect(await page.$eval('#sale-window', (el) => el.getAttribute('data-on-sale'))).toBe('true');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it("shows a SKU's waiting line: open, its tickets and who was let through, then the moment it sold out", async () => {
+    const sku = uniqueSku('dash-line');
+    expect((await call(service.url, 'POST', '/skus', { sku, stock: 1, segments: 1 }, admin)).status).toBe(201);
+    const settings = { capacity: 10, holdSeconds: 60 };
+    expect((await call(service.url, 'PUT', `/skus/${sku}/line`, settings, admin)).status).toBe(200);
+    const tickets: string[] = [];
+    for (const customerId of ['d1', 'd2', 'd3']) {
+      tickets.push((await call(service.url, 'POST', `/skus/${sku}/line`, { customerId })).body.ticketId as string);
+    }
+    const page = await browser.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    try {
+      await page.goto(`${service.url}/dashboard?sku=${sku}#token=${ADMIN_TOKEN}`);
+      await waitForText(page, '#line-state', 'open');
+      await waitForText(page, '#line-tickets', '3');
+      // The first ticket holds the one unit; the other two wait behind it.
+      await waitForText(page, '#line-admitted', '1');
+      await waitForText(page, '#line-waiting', '2');
+      expect(await page.$eval('#line-sold-out', (el) => el.textContent)).toBe('–');
+
+      let orderId: string | undefined;
+      const admitted = async () => {
+        const first = (await call(service.url, 'GET', `/line-tickets/${tickets[0]}`)).body;
+        orderId = first.reservation?.orderId;
+        return first.status === 'admitted';
+      };
+      expect(await waitFor(admitted, 10_000)).toBeLessThan(Infinity);
+      expect((await call(service.url, 'POST', `/orders/${orderId}/confirm`)).status).toBe(200);
+      await waitForText(page, '#line-state', 'sold out');
+      const { soldOutAt } = (await call(service.url, 'GET', `/skus/${sku}/line`)).body;
+      const shown = await page.evaluate((ms) => new Date(ms).toLocaleTimeString(), Date.parse(soldOutAt));
+      await waitForText(page, '#line-sold-out', shown);
+      expect(await page.$eval('#line', (el) => el.getAttribute('data-state'))).toBe('sold_out');
+      expect(pageErrors).toEqual([]);
     } finally {
       await page.close();
     }

@@ -111,6 +111,79 @@ describe('events', () => {
     expect(view).toMatchObject({ available: 5, reserved: 0, sold: 10, lowStockThreshold: 1, maxPerCustomer: 2 });
   });
 
+  it("announces a line's draw, each admission and its sold-out moment, in order and without moving stock", async () => {
+    const sku = await createSku(2, 2, { saleStartsAt: new Date(Date.now() + 1_500).toISOString() });
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/line`, { capacity: 10, holdSeconds: 60 }, admin)).status).toBe(
+      200,
+    );
+    const ids: string[] = [];
+    for (const customerId of ['e1', 'e2', 'e3', 'e4']) {
+      ids.push((await post(`/skus/${sku}/line`, { customerId })).body.ticketId as string);
+    }
+    const tickets = async () => Promise.all(ids.map(async (id) => (await get(`/line-tickets/${id}`)).body));
+    let admitted: { ticketId: string; customerId: string; position: number; reservation: { orderId: string } }[] = [];
+    const twoAdmitted = async () => {
+      admitted = (await tickets()).filter((t) => t.status === 'admitted');
+      return admitted.length === 2;
+    };
+    expect(await waitFor(twoAdmitted, 10_000)).toBeLessThan(Infinity);
+    for (const ticket of admitted) {
+      expect((await post(`/orders/${ticket.reservation.orderId}/confirm`)).status).toBe(200);
+    }
+    const lineSoldOut = async () => (await get(`/skus/${sku}/line`)).body.status === 'sold_out';
+    expect(await waitFor(lineSoldOut, 10_000)).toBeLessThan(Infinity);
+    const line = (await get(`/skus/${sku}/line`)).body;
+
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- feed events
+    let events: any[] = [];
+    const soldOutEvent = async () => (events = await eventsOf(sku, 1)).some((e) => e.type === 'line.sold_out');
+    expect(await waitFor(soldOutEvent, 5_000)).toBeLessThan(Infinity);
+    const ofLine = events.filter((e) => e.type.startsWith('line.') || e.type.startsWith('order.'));
+    // The draw before anything is admitted; each admission after its reservation; sold out after the last confirm.
+    const types = ofLine.map((e) => e.type);
+    expect(types[0]).toBe('line.opened');
+    expect(types.at(-1)).toBe('line.sold_out');
+    expect(types.filter((t) => t === 'line.admitted')).toHaveLength(2);
+    expect(types.filter((t) => t === 'line.opened' || t === 'line.sold_out')).toHaveLength(2);
+    expect(ofLine[0].data.draw).toEqual({ preLineTickets: 4, seed: line.draw.seed, drawnAt: line.draw.drawnAt });
+    const byPosition = [...admitted].sort((a, b) => a.position - b.position);
+    const admissions = ofLine.filter((e) => e.type === 'line.admitted').map((e) => e.data.admission);
+    expect(admissions).toEqual(
+      byPosition.map((t) => ({
+        ticketId: t.ticketId,
+        customerId: t.customerId,
+        orderId: t.reservation.orderId,
+        quantity: 1,
+        position: t.position,
+      })),
+    );
+    expect(admissions.map((a) => a.position)).toEqual([1, 2]);
+    for (const { orderId } of admissions) {
+      const placedAt = ofLine.findIndex((e) => e.type === 'order.placed' && e.data.order.orderId === orderId);
+      const admittedAt = ofLine.findIndex((e) => e.type === 'line.admitted' && e.data.admission.orderId === orderId);
+      expect(placedAt).toBeGreaterThanOrEqual(0);
+      expect(admittedAt).toBeGreaterThan(placedAt);
+    }
+    expect(types.slice(-3)).toEqual(['order.confirmed', 'order.confirmed', 'line.sold_out']);
+    expect(ofLine.at(-1).data.line).toEqual({ soldOutAt: line.soldOutAt, tickets: 4, admittedThrough: 2, waiting: 2 });
+    // The line's events move no stock: replayed, the feed still gives the books.
+    const view = (await get(`/skus/${sku}`)).body;
+    expect(replayTotals(events)).toEqual({ available: view.available, reserved: view.reserved, sold: view.sold });
+    expect(view).toMatchObject({ available: 0, reserved: 0, sold: 2 });
+  });
+
+  it('announces the draw made by the first join after the opening, once, with an empty pre-line', async () => {
+    const sku = await createSku(5, 1);
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/line`, { capacity: 10 }, admin)).status).toBe(200);
+    await Promise.all(['j1', 'j2', 'j3'].map((customerId) => post(`/skus/${sku}/line`, { customerId })));
+    const line = (await get(`/skus/${sku}/line`)).body;
+    const events = await eventsOf(sku, 2);
+    const opened = events.filter((e) => e.type === 'line.opened');
+    expect(opened.map((e) => e.data.draw)).toEqual([
+      { preLineTickets: 0, seed: line.draw.seed, drawnAt: line.draw.drawnAt },
+    ]);
+  });
+
   it('makes one event of each order a batch placed on a SKU, in arrival order, with the totals after each', async () => {
     const sku = await createSku(10, 1, { lowStockThreshold: 5 });
     const { skuId, seg } = await firstSegment(sku);

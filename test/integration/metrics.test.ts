@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** One sample of the Prometheus text, or undefined when the series is absent. */
 function sample(text: string, series: string): number | undefined {
@@ -38,6 +39,51 @@ describe('GET /metrics', () => {
     expect(sample(text, 'stock_orders_in_progress')).toBe(0);
     expect(sample(text, `stock_sku_available{sku="${sku}"}`)).toBe(7);
     expect(sample(text, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it("shows a real line's tickets, waiting, admissions and sold-out moment, forming to sold out", async () => {
+    const sku = uniqueSku('metrics-line');
+    const opensAt = new Date(Date.now() + 3_000).toISOString();
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 2, segments: 2, saleStartsAt: opensAt })).status).toBe(
+      201,
+    );
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/line`, { capacity: 10, holdSeconds: 60 })).status).toBe(200);
+    const tickets: string[] = [];
+    for (const customerId of ['m1', 'm2', 'm3', 'm4', 'm5']) {
+      tickets.push((await call(svc.url, 'POST', `/skus/${sku}/line`, { customerId })).body.ticketId as string);
+    }
+    const scrape = async () => (await call(svc.url, 'GET', '/metrics')).body as string;
+    // A scrape reads the database once a second for all its gauges: the line shows from the next read on.
+    let forming = '';
+    const shown = async () => sample((forming = await scrape()), `stock_line_tickets{sku="${sku}"}`) !== undefined;
+    expect(await waitFor(shown, 5_000)).toBeLessThan(Infinity);
+    expect(sample(forming, `stock_line_tickets{sku="${sku}"}`)).toBe(5);
+    expect(sample(forming, `stock_line_waiting{sku="${sku}"}`)).toBe(5);
+    expect(sample(forming, `stock_line_admissions_total{sku="${sku}"}`)).toBeUndefined();
+    expect(sample(forming, `stock_line_sold_out_timestamp_seconds{sku="${sku}"}`)).toBeUndefined();
+
+    // After the opening the first two in the drawn line are admitted; confirming both sells the SKU out.
+    const line = async () => (await call(svc.url, 'GET', `/skus/${sku}/line`)).body;
+    let admitted: { status: string; reservation: { orderId: string } }[] = [];
+    const twoAdmitted = async () => {
+      const views = await Promise.all(
+        tickets.map(async (id) => (await call(svc.url, 'GET', `/line-tickets/${id}`)).body),
+      );
+      admitted = views.filter((t) => t.status === 'admitted');
+      return admitted.length === 2;
+    };
+    expect(await waitFor(twoAdmitted, 10_000)).toBeLessThan(Infinity);
+    for (const ticket of admitted) {
+      expect((await call(svc.url, 'POST', `/orders/${ticket.reservation.orderId}/confirm`)).status).toBe(200);
+    }
+    expect(await waitFor(async () => (await line()).status === 'sold_out', 10_000)).toBeLessThan(Infinity);
+    const { soldOutAt } = await line();
+
+    const soldOut = await scrape();
+    expect(sample(soldOut, `stock_line_tickets{sku="${sku}"}`)).toBe(5);
+    expect(sample(soldOut, `stock_line_waiting{sku="${sku}"}`)).toBe(3);
+    expect(sample(soldOut, `stock_line_admissions_total{sku="${sku}"}`)).toBe(2);
+    expect(sample(soldOut, `stock_line_sold_out_timestamp_seconds{sku="${sku}"}`)).toBe(Date.parse(soldOutAt) / 1000);
   });
 
   it('answers only GET', async () => {

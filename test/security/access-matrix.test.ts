@@ -20,7 +20,13 @@ interface Fixture {
   adminSku: string;
   /** An order of OWNER that reads use, never changed. */
   readOrder: string;
+  /** A SKU sold through a line whose sale opens tomorrow (the line only forms), and OWNER's ticket in it. */
+  lineSku: string;
+  ticket: string;
 }
+
+/** The line's settings every PUT gives it: the same each time, so an allowed PUT changes nothing either. */
+const LINE_SETTINGS = { capacity: 1000, holdSeconds: 120 };
 
 /** What a case needs before it runs: the order it aims at, if any. */
 type Target = 'reserved' | 'confirmed' | undefined;
@@ -143,6 +149,32 @@ const routes: RouteCase[] = [
   { name: 'GET /docs', success: 200, request: () => ({ method: 'GET', path: '/docs' }) },
 ];
 
+/** A SKU's waiting line and its tickets: checked in a test of their own, so that neither test runs long. */
+const lineRoutes: RouteCase[] = [
+  {
+    name: 'PUT /skus/{sku}/line',
+    success: 200,
+    request: (f) => ({ method: 'PUT', path: `/skus/${f.lineSku}/line`, body: LINE_SETTINGS }),
+  },
+  { name: 'GET /skus/{sku}/line', success: 200, request: (f) => ({ method: 'GET', path: `/skus/${f.lineSku}/line` }) },
+  {
+    // OWNER holds a ticket already: an allowed join answers that ticket (200) and adds none.
+    name: 'POST /skus/{sku}/line',
+    success: 200,
+    request: (f) => ({ method: 'POST', path: `/skus/${f.lineSku}/line`, body: { customerId: OWNER, quantity: 1 } }),
+  },
+  {
+    name: 'GET /line-tickets/{id}',
+    success: 200,
+    request: (f) => ({ method: 'GET', path: `/line-tickets/${f.ticket}` }),
+  },
+  {
+    name: 'GET /line-tickets/{id}/stream',
+    success: 200,
+    request: (f) => ({ method: 'GET', path: `/line-tickets/${f.ticket}/stream` }),
+  },
+];
+
 /** Routes that answer before any credential is looked at. */
 const ALWAYS_OPEN = new Set(['GET /healthz', 'GET /readyz', 'GET /openapi.json', 'GET /docs']);
 
@@ -160,6 +192,11 @@ const SCOPES_OF: Record<string, Scope[] | 'any'> = {
   'POST /orders/{id}/confirm': ['orders:place', 'orders:manage'],
   'POST /orders/{id}/cancel (reserved)': ['orders:place', 'orders:manage'],
   'POST /orders/{id}/cancel (confirmed)': ['orders:manage'],
+  'PUT /skus/{sku}/line': ['stock:admin'],
+  'GET /skus/{sku}/line': 'any',
+  'POST /skus/{sku}/line': ['orders:place'],
+  'GET /line-tickets/{id}': ['orders:read'],
+  'GET /line-tickets/{id}/stream': ['orders:read'],
   'GET /metrics': ['metrics:read'],
   'GET /dashboard/skus': ['metrics:read'],
   'GET /dashboard/events': ['metrics:read'],
@@ -188,6 +225,9 @@ function expectedClosed(route: RouteCase, caller: Caller): number {
   if (scopes !== 'any' && !scopes.some((s) => s.startsWith('orders:'))) return 403;
   if (route.name === 'POST /orders/{id}/cancel (confirmed)') return caller.kind === 'owner' ? 403 : 404;
   if (caller.kind === 'other') {
+    // Joining for OWNER is joining for another customer; OWNER's ticket is unknown to another customer.
+    if (route.name === 'POST /skus/{sku}/line') return 403;
+    if (route.name.startsWith('GET /line-tickets/')) return 404;
     if (route.name === 'POST /orders' || route.name === 'GET /orders?customerId') return 403;
     if (route.name.startsWith('GET /orders/') || route.name.startsWith('POST /orders/')) return 404;
   }
@@ -206,6 +246,7 @@ function expectedShared(route: RouteCase, caller: SharedCaller): number {
     'PATCH /skus/{sku}',
     'PUT /skus/{sku}/segments',
     'POST /skus/{sku}/restock',
+    'PUT /skus/{sku}/line',
     'GET /orders?customerId',
     'POST /orders/{id}/cancel (confirmed)',
   ];
@@ -219,9 +260,29 @@ function expectedShared(route: RouteCase, caller: SharedCaller): number {
   return route.success;
 }
 
+const unlinedFixture = () => ({
+  orderSku: uniqueSku('mx-orders'),
+  adminSku: uniqueSku('mx-admin'),
+  readOrder: '',
+});
+
+/** Creates `sku` with a line whose sale opens tomorrow, joins OWNER to it; answers OWNER's ticket. */
+async function linedSku(
+  sku: string,
+  as: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: { ticketId?: string } }>,
+): Promise<string> {
+  const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+  expect((await as('POST', '/skus', { sku, stock: 10, segments: 1, saleStartsAt: tomorrow })).status).toBe(201);
+  expect((await as('PUT', `/skus/${sku}/line`, LINE_SETTINGS)).status).toBe(200);
+  const joined = await as('POST', `/skus/${sku}/line`, { customerId: OWNER, quantity: 1 });
+  expect(joined.status).toBe(201);
+  return joined.body.ticketId!;
+}
+
 /** One request; an event stream is read up to its headers and then dropped. */
 async function send(base: string, request: { method: string; path: string; body?: unknown }, headers = {}) {
-  if (request.path.startsWith('/dashboard/events') || request.path.startsWith('/events/stream')) {
+  const stream = /^\/(dashboard\/events|events\/stream|line-tickets\/[^/]+\/stream)/.test(request.path);
+  if (stream) {
     const controller = new AbortController();
     const response = await fetch(base + request.path, { headers, signal: controller.signal });
     const status = response.status;
@@ -254,12 +315,19 @@ describe('who may do what, once service keys and a customer issuer are configure
     return placed.body.orderId as string;
   };
   /** What a refused request must leave as it was. */
-  const snapshot = async (order: string | undefined) => ({
-    orderSku: await auditSku(svc.service.db, fixture.orderSku),
-    adminSku: await auditSku(svc.service.db, fixture.adminSku),
-    adminView: (await asOps('GET', `/skus/${fixture.adminSku}`)).body,
-    order: order && (await asOps('GET', `/orders/${order}`)).body,
-  });
+  const snapshot = async (order: string | undefined) => {
+    // Read at once: with every route × caller, one after the other would take most of the test's time.
+    const body = async (path: string) => (await asOps('GET', path)).body;
+    const [orderSku, adminSku, adminView, ordered, line, ticket] = await Promise.all([
+      auditSku(svc.service.db, fixture.orderSku),
+      auditSku(svc.service.db, fixture.adminSku),
+      body(`/skus/${fixture.adminSku}`),
+      order && body(`/orders/${order}`),
+      body(`/skus/${fixture.lineSku}/line`),
+      body(`/line-tickets/${fixture.ticket}`),
+    ]);
+    return { orderSku, adminSku, adminView, order: ordered, line, ticket };
+  };
 
   beforeAll(async () => {
     issuer = await TestIssuer.start();
@@ -270,10 +338,11 @@ describe('who may do what, once service keys and a customer issuer are configure
       // POST /webhooks registers a loopback URL (port 9, where nothing listens).
       WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
     });
-    fixture = { orderSku: uniqueSku('mx-orders'), adminSku: uniqueSku('mx-admin'), readOrder: '' };
+    fixture = { ...unlinedFixture(), lineSku: uniqueSku('mx-line'), ticket: '' };
     expect((await asOps('POST', '/skus', { sku: fixture.orderSku, stock: 10_000, segments: 4 })).status).toBe(201);
     expect((await asOps('POST', '/skus', { sku: fixture.adminSku, stock: 100, segments: 2 })).status).toBe(201);
     fixture.readOrder = await newOrder('reserved');
+    fixture.ticket = await linedSku(fixture.lineSku, asOps);
     credentials.set('none', {});
     for (const [scope, key] of keys) credentials.set(scope, bearer(key.key));
     credentials.set('owner', bearer(await issuer.token(OWNER)));
@@ -294,16 +363,17 @@ describe('who may do what, once service keys and a customer issuer are configure
     { kind: 'expired' },
   ];
 
-  it(`answers each of ${routes.length} routes × ${callers.length} callers exactly, and refusals change nothing`, async () => {
+  /** Every route of `cases` as every caller: the answer each gets, and that a refusal changed nothing. */
+  async function checkMatrix(cases: RouteCase[]): Promise<void> {
     const mismatches: string[] = [];
-    let cases = 0;
-    for (const route of routes) {
+    let checked = 0;
+    for (const route of cases) {
       for (const caller of callers) {
         const order = route.target && (await newOrder(route.target));
-        const before = await snapshot(order);
-        const answer = await send(svc.url, route.request(fixture, order), credentials.get(callerName(caller)));
         const expected = expectedClosed(route, caller);
-        cases++;
+        const before = expected >= 400 ? await snapshot(order) : undefined;
+        const answer = await send(svc.url, route.request(fixture, order), credentials.get(callerName(caller)));
+        checked++;
         const label = `${route.name} as ${callerName(caller)}`;
         if (answer.status !== expected) {
           mismatches.push(`${label}: ${answer.status} (expected ${expected}) ${JSON.stringify(answer.body)}`);
@@ -323,11 +393,17 @@ describe('who may do what, once service keys and a customer issuer are configure
         }
       }
     }
-    expect(cases).toBe(routes.length * callers.length);
+    expect(checked).toBe(cases.length * callers.length);
     expect(mismatches).toEqual([]);
     expect(booksViolations(await auditSku(svc.service.db, fixture.orderSku))).toEqual([]);
     expect(booksViolations(await auditSku(svc.service.db, fixture.adminSku))).toEqual([]);
-  });
+  }
+
+  it(`answers each of ${routes.length} routes × ${callers.length} callers exactly, and refusals change nothing`, () =>
+    checkMatrix(routes));
+
+  it(`answers each of the ${lineRoutes.length} line routes × ${callers.length} callers exactly, and refusals change nothing`, () =>
+    checkMatrix(lineRoutes));
 
   it("answers a customer token another customer's order exactly as an unknown id", async () => {
     const other = credentials.get('other')!;
@@ -394,28 +470,30 @@ describe('who may do what with only ADMIN_TOKEN and METRICS_TOKEN set', () => {
       LOCK_WAIT_MS: '10000',
       WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
     });
-    fixture = { orderSku: uniqueSku('mx-orders'), adminSku: uniqueSku('mx-admin'), readOrder: '' };
+    fixture = { ...unlinedFixture(), lineSku: uniqueSku('mx-line'), ticket: '' };
     for (const sku of [fixture.orderSku, fixture.adminSku]) {
       expect((await call(svc.url, 'POST', '/skus', { sku, stock: 1000, segments: 2 }, admin)).status).toBe(201);
     }
     fixture.readOrder = await newOrder('reserved');
+    fixture.ticket = await linedSku(fixture.lineSku, (method, path, body) => call(svc.url, method, path, body, admin));
   });
   afterAll(() => svc?.stop());
 
   it('keeps placing, reading by id, confirming and cancelling a reservation open, and guards the rest', async () => {
     const mismatches: string[] = [];
-    for (const route of routes) {
+    for (const route of [...routes, ...lineRoutes]) {
       for (const caller of ['none', 'admin', 'metrics', 'wrong'] as const) {
         const order = route.target && (await newOrder(route.target));
-        const before = await auditSku(svc.service.db, fixture.orderSku);
+        const state = async () => ({
+          books: await auditSku(svc.service.db, fixture.orderSku),
+          line: (await call(svc.url, 'GET', `/skus/${fixture.lineSku}/line`, undefined, admin)).body,
+        });
+        const before = await state();
         const answer = await send(svc.url, route.request(fixture, order), headersOf[caller]);
         const expected = expectedShared(route, caller);
         if (answer.status !== expected) {
           mismatches.push(`${route.name} as ${caller}: ${answer.status} (expected ${expected})`);
-        } else if (
-          expected >= 400 &&
-          JSON.stringify(await auditSku(svc.service.db, fixture.orderSku)) !== JSON.stringify(before)
-        ) {
+        } else if (expected >= 400 && JSON.stringify(await state()) !== JSON.stringify(before)) {
           mismatches.push(`${route.name} as ${caller}: a refused request changed the books`);
         }
       }

@@ -3,6 +3,7 @@ import { AppError } from '../../errors.js';
 import type { Db } from '../../db/database.js';
 import type { StockEvent } from '../../events/event-types.js';
 import { skuTimeline } from '../../events/feed.repository.js';
+import type { LineView } from '../../lines/ticket-view.js';
 import type { FleetSeries, InstanceBeat, SeriesWindow } from '../../metrics/fleet-series.js';
 import type { SkuView } from '../../stock/sku-view.js';
 import type { AuditReport } from '../../audit/audit-report.js';
@@ -17,6 +18,8 @@ export interface DashboardSnapshot {
   /** The SKU's stock (one SKU view statement), or null with `problem` when it cannot be read. */
   view: SkuView | null;
   problem?: string;
+  /** The SKU's waiting line as GET /skus/:sku/line answers it; null for a SKU sold without one (or not read). */
+  line: LineView | null;
   /**
    * The fleet's and the SKU's series over the last RECENT_SECONDS whole seconds. Each instance adds its counts once a
    * second, so the newest seconds may still grow: every snapshot sends them again and the page replaces them.
@@ -67,6 +70,8 @@ interface Watched {
 
 export interface DashboardSources {
   readView: (sku: string) => Promise<SkuView>;
+  /** The SKU's line; rejects for a SKU without one. */
+  readLine: (sku: string) => Promise<LineView>;
   /** The fleet's series, this instance's name and the shared clock. */
   series: Pick<FleetSeries, 'read' | 'instances' | 'recordStock' | 'now' | 'instance'>;
   /** Where the SKU's timeline is read (a failed read shows none). */
@@ -84,8 +89,8 @@ const TIMELINE_LIMIT = 100;
 
 /**
  * Server-sent events for the dashboard. One timer per watched SKU builds one snapshot a second and writes it to
- * every subscriber, so 20 open browsers cost what one does: per SKU and second, one SKU view statement, one timeline
- * scan, one read of the audit's findings and one Redis pipeline per instance, never a read per browser. The timer stops with the last subscriber.
+ * every subscriber, so 20 open browsers cost what one does: per SKU and second, one SKU view statement, one read of its line,
+ * one timeline scan, one read of the audit's findings and one Redis pipeline per instance, never a read per browser. The timer stops with the last subscriber.
  */
 export class DashboardFeed {
   private readonly watched = new Map<string, Watched>();
@@ -171,7 +176,7 @@ export class DashboardFeed {
     const { series } = this.sources;
     const at = series.now();
     const to = Math.floor(at / 1000) - 1;
-    const [view, recent, instances, timeline, books] = await Promise.all([
+    const [view, line, recent, instances, timeline, books] = await Promise.all([
       this.sources.readView(sku).then(
         (value) => ({ value, problem: undefined }),
         (error: unknown) => ({
@@ -179,6 +184,7 @@ export class DashboardFeed {
           problem: error instanceof AppError ? error.code : 'dependency_unavailable',
         }),
       ),
+      this.sources.readLine(sku).catch(() => null),
       series.read(sku, to - RECENT_SECONDS + 1, to).catch(() => null),
       series.instances().catch(() => []),
       this.timeline(sku, at),
@@ -192,6 +198,7 @@ export class DashboardFeed {
       sku,
       view: view.value,
       ...(view.problem ? { problem: view.problem } : {}),
+      line,
       recent,
       instances,
       timeline,

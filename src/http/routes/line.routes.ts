@@ -12,6 +12,8 @@ import { parseOr400 } from '../validate.js';
 
 /** How often an instance reads the tickets its open streams watch: all of them in one query. */
 const STREAM_POLL_MS = 250;
+/** How long an admission holds its reservation unless the line says otherwise: two minutes to pay. */
+const DEFAULT_HOLD_SECONDS = 120;
 /** A comment line this often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
 
@@ -35,11 +37,12 @@ export function lineRoutes(
     })
     .put(access.require(['stock:admin']), ...jsonBody, async (req, res) => {
       const sku = skuOf(req);
-      res.json(await lines.configure(sku, parseOr400(lineSettingsBody, req.body, 'body')));
+      const { capacity, holdSeconds = DEFAULT_HOLD_SECONDS } = parseOr400(lineSettingsBody, req.body, 'body');
+      res.json(await lines.configure(sku, { capacity, holdSeconds }));
     })
     .post(access.require(['orders:place'], { openUntilKeys: true }), ...jsonBody, ...limitOrders, async (req, res) => {
       const sku = skuOf(req);
-      const { customerId: named, quantity } = parseOr400(join, req.body ?? {}, 'body');
+      const { customerId: named, quantity = 1 } = parseOr400(join, req.body ?? {}, 'body');
       const customerId = actingFor(access.principalOf(res), named, 'orders:place');
       if (customerId === undefined) {
         throw new AppError('customer_required', 'a line holds one ticket per customer: name the customerId');

@@ -3,7 +3,7 @@
 // fetch(); the token comes from the URL fragment (#token=…, never sent to the server nor kept in history) or from
 // the form, and lives in sessionStorage for this tab only.
 import { Chart, REASONS, SeriesStore } from './charts.js';
-import { number, renderBooks, renderSegments, renderTimeline } from './stock-panel.js';
+import { number, renderBooks, renderLine, renderSegments, renderTimeline } from './stock-panel.js';
 
 const TOKEN_KEY = 'segmented-stock-token';
 const $ = (id) => document.getElementById(id);
@@ -255,6 +255,7 @@ function render(snapshot) {
   renderSeries();
   renderTimeline($('events'), timeline);
   renderBooks($('audit'), snapshot.books);
+  renderLine($('line'), snapshot.line);
   const view = snapshot.view;
   if (!view) return;
   sale = { view, atMs: Date.parse(snapshot.at), receivedAt: performance.now() };

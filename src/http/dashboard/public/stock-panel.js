@@ -1,5 +1,5 @@
-// The SKU's stock as the page lays it out beside the charts: its segments as bars, its timeline as a table, and the
-// line that says whether the books balance. Each takes what a snapshot carries and replaces its element's content.
+// The SKU's stock as the page lays it out beside the charts: its segments as bars, its timeline as a table, the
+// line that says whether the books balance, and its waiting line's figures when it is sold through one. Each takes what a snapshot carries and replaces its element's content.
 
 export const number = (n) => Math.round(n).toLocaleString('en');
 
@@ -64,4 +64,23 @@ export function renderBooks(line, books) {
     : `books off for ${books.unbalancedCount} SKU(s): ${books.unbalanced.join(', ')}` +
       `${books.unbalancedCount > books.unbalanced.length ? ', …' : ''}${checked}`;
   line.hidden = false;
+}
+
+const LINE_STATES = { forming: 'forming', open: 'open', sold_out: 'sold out', closed: 'closed' };
+
+/**
+ * The SKU's waiting line (GET /skus/:sku/line): forming (joins make the pre-line), open (admitting in line order),
+ * sold out or closed; its tickets, those waiting, the last place let through, and when it sold out. Hidden for a SKU
+ * sold without a line.
+ */
+export function renderLine(section, line) {
+  section.hidden = !line;
+  if (!line) return;
+  section.dataset.state = line.status;
+  const set = (id, text) => (section.querySelector(`#${id}`).textContent = text);
+  set('line-state', LINE_STATES[line.status] ?? line.status);
+  set('line-tickets', number(line.tickets));
+  set('line-waiting', number(line.waiting));
+  set('line-admitted', number(line.admittedThrough));
+  set('line-sold-out', line.soldOutAt ? new Date(line.soldOutAt).toLocaleTimeString() : '–');
 }
