@@ -11,7 +11,7 @@ import { msPerAnswer, oversellName, times } from './figures.js';
 type Target = { met: boolean } & Record<string, string | number | boolean>;
 
 /** Targets a quick run judges: its correctness, which a short run shows as well as a long one, not its ratios. */
-export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell']);
+export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order']);
 
 /** Each target this run measured, by name: its figures and whether it was met. */
 export function judgeTargets(f: RunFigures): Record<string, Target> {
@@ -85,6 +85,8 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
   const safe = (c: (typeof run.oversell)[number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;
   const ownMs = hot ? msPerAnswer(hot) : NaN;
+  const drop = run.drop[0];
+  const failed = (checks = {}) => Object.entries(checks).flatMap(([name, ok]) => (ok ? [] : [name]));
 
   const judged: Record<string, Target | undefined | null | 0 | false> = {
     alternative: againstAlternative(f.hotBeside ?? f.at('real'), 1.5),
@@ -146,6 +148,18 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     oversell: run.oversell.length > 0 && {
       oversold: list(run.oversell, (c) => `${oversellName(c)} ${int(c.books.oversold)}`),
       met: run.oversell.every(safe),
+    },
+    drop: drop && {
+      ...{ joins: int(drop.perSecond), echo: rate(drop.echo), ratio: times(drop.perSecond / drop.echo.perSecond) },
+      p99: ms(drop.measured.latencyMs.p99),
+      statuses: list(Object.entries(drop.measured.statusCounts), ([code, n]) => `${code}: ${int(n)}`),
+      met: drop.perSecond >= 0.5 * drop.echo.perSecond,
+    },
+    'drop-order': drop && {
+      ...{ customers: int(drop.customers), tickets: int(drop.tickets), preLine: int(drop.preLine) },
+      ...{ soldOutMs: ms(drop.soldOutMs), reads: int(drop.reads.ratePerSecond[200] ?? 0) },
+      ...{ readP99: ms(drop.reads.latencyMs.p99), failed: failed(drop.checks).join(', ') || 'none' },
+      met: drop.soldOutMs <= 1000 && !failed(drop.checks).length,
     },
     ...lockTargets(f),
   };

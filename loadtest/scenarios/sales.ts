@@ -139,7 +139,7 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
 }
 
 /** Sixteen requests to the service at a time: enough to be quick, few enough not to flood it. */
-async function sixteenAtATime<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
+export async function sixteenAtATime<T, R>(items: T[], each: (item: T) => Promise<R>): Promise<R[]> {
   const done: R[] = [];
   for (let i = 0; i < items.length; i += 16) done.push(...(await Promise.all(items.slice(i, i + 16).map(each))));
   return done;
