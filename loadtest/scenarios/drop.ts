@@ -1,4 +1,5 @@
-/** A drop (issue 50): a SKU of 1,000 units sold only through its line to 100,000 customers joining in one burst. */
+// A drop (issue 50): 1,000 units sold through a line to 100,000 customers joining at once; joins/s against the bare
+// echo, the line's order checked in Postgres, status reads, the time from the last confirmation until all read sold out.
 import { createHash } from 'node:crypto';
 import type autocannon from 'autocannon';
 import { sql } from 'kysely';
@@ -22,11 +23,6 @@ const crowd = (midway = () => {}): autocannon.Request[] => {
 type Ticket = { id: string; number: number; preLine: boolean; orderId: string | null };
 const inOrder = (numbers: number[]) => numbers.every((n, i) => n === i + 1);
 
-/**
- * Joins/s against the bare echo measured just before; the line's order checked in Postgres (the first UNITS numbers
- * admitted, the pre-line numbered as its draw repeated from the seed says); status reads on a sample of waiting
- * tickets; then every admission confirmed, and the time until the line, and so every waiting ticket, reads sold out.
- */
 export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: ServiceTarget, segments: number) {
   const api = ctx.api(service);
   const lined = async (label: string, capacity: number) => {
@@ -36,8 +32,8 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
     await api.call(200, 'PUT', path, { capacity, holdSeconds: 600 });
     return { sku, path };
   };
-  const warmLine = await lined('drop-warm', 1e7);
-  const warmup = await ctx.warmUp(service, { title: 'drop · joins', path: warmLine.path, requests: crowd() });
+  const warm = { title: 'drop · joins', path: (await lined('drop-warm', 1e7)).path, requests: crowd() };
+  const warmup = await ctx.warmUp(service, warm);
   const bare = { id: 'drop-echo', label: 'bare express JSON echo beside the drop', path: '/orders', status: 201 };
   const echoed = await measureCeiling(ctx, { ...bare, service: echo });
   // The sale opens once half the crowd has joined: they form the pre-line, the rest queue behind it.
