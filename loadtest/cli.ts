@@ -79,7 +79,8 @@ async function main(): Promise<void> {
   if (cli.reportFrom) {
     // The report of a run again, e.g. with the notes written beside its results since.
     const resultsFile = path.resolve(cli.reportFrom as string);
-    const earlier = JSON.parse(readFileSync(resultsFile, 'utf8')) as RunResults;
+    // A run made before a scenario existed has no list of its cases.
+    const earlier = { ...plan.emptyCases(), ...JSON.parse(readFileSync(resultsFile, 'utf8')) } as RunResults;
     const reportFile = path.resolve((cli.report as string | undefined) ?? resultsFile.replace(/\.json$/, '.md'));
     const verdict = await writeReport(earlier, reportFile, resultsFile);
     return void process.stderr.write(`report: ${path.relative(process.cwd(), reportFile)}\n\n${verdict.join('\n')}\n`);

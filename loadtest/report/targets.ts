@@ -10,7 +10,7 @@ import { expectedSafe, isOurs, median, msPerAnswer, oversellName, type RunFigure
 type Target = { met: boolean } & Record<string, unknown>;
 
 /** Targets a quick run judges: its correctness, which a short run shows as well as a long one, not its ratios. */
-export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell']);
+export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order']);
 
 /** Each target this run measured, by name: its figures and whether it was met. */
 export function judgeTargets(f: RunFigures): Record<string, Target> {
@@ -71,6 +71,8 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
   const failed = locked.filter((c) => !c.books.ok || !c.warmupBooks.ok);
   const safe = (c: (typeof run.oversell)[number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;
+  const drop = run.drop[0];
+  const failedChecks = Object.entries(drop?.checks ?? {}).flatMap(([name, ok]) => (ok ? [] : [name]));
 
   const judged: Record<string, Target | undefined | null | 0 | false> = {
     alternative: againstAlternative(f.hotBeside ?? f.at('real'), 1.5),
@@ -125,6 +127,16 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     oversell: run.oversell.length > 0 && {
       cases: run.oversell.map((c) => ({ name: oversellName(c), oversold: c.books.oversold })),
       met: run.oversell.every(safe),
+    },
+    drop: drop && {
+      ...drop,
+      ratio: drop.perSecond / drop.echo.perSecond,
+      met: drop.perSecond >= 0.5 * drop.echo.perSecond,
+    },
+    'drop-order': drop && {
+      ...drop,
+      failed: failedChecks.join(', ') || 'none',
+      met: drop.soldOutMs <= 1000 && !failedChecks.length,
     },
     ...lockTargets(f),
   };

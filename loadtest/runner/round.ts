@@ -14,6 +14,8 @@ export interface RoundSpec {
   confirmEach?: boolean;
   /** Spread traffic: each request's SKU comes from here, and the units of its 201 answers are counted per SKU. */
   pickSku?: () => string;
+  /** A sequence of the case's own, e.g. each request's body or path made afresh (autocannon's `requests`). */
+  requests?: autocannon.Request[];
   connections: number;
   /** Warm-up rounds run for a time; measured rounds send a fixed number of requests, so the books can be exact. */
   durationSeconds?: number;
@@ -58,6 +60,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     ...(body !== undefined && { body }),
     ...(spec.confirmEach && { requests: confirm }),
     ...(spec.pickSku && { requests: spread }),
+    ...(spec.requests && { requests: spec.requests }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -147,6 +150,7 @@ function flagsOf(options: autocannon.Options, spec: RoundSpec): string {
   if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
   if (spec.confirmEach) parts.push('(each placed order then confirmed: a request sequence, set in code)');
   if (spec.pickSku) parts.push('(a random SKU per request: a setupRequest callback, set in code)');
+  if (spec.requests) parts.push('(each request made afresh: a setupRequest callback, set in code)');
   return `autocannon ${parts.join(' ')} ${String(options.url)}`;
 }
 

@@ -9,6 +9,7 @@ import { ServerStats } from '../infra/server-stats.js';
 import { type LocalServiceOptions, type ServiceTarget, startService } from '../infra/service-process.js';
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
+import { runDrop } from './drop.js';
 import { type LockCell, runCell } from './locks.js';
 import { compareSales, measureSales, measureWithWebhook, WARMUP_STOCK } from './sales.js';
 import type { SalesCase, SalesSpec } from './sales.js';
@@ -16,7 +17,7 @@ import type { SalesCase, SalesSpec } from './sales.js';
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
   ...['sold-out', 'sale-window', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth'],
-  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention'],
+  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention', 'drop'],
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 /** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
@@ -34,7 +35,7 @@ const salesLists = [
   ...['auth', 'events', 'lockOrderFlow'],
 ] as const;
 type SalesList = (typeof salesLists)[number];
-const emptyCases = () => ({
+export const emptyCases = () => ({
   ...(Object.fromEntries(salesLists.map((k) => [k, [] as SalesCase[]])) as Record<SalesList, SalesCase[]>),
   ceiling: [] as Result<typeof cases.measureCeiling>[],
   oversell: [] as Result<typeof cases.runOversell>[],
@@ -44,6 +45,7 @@ const emptyCases = () => ({
   dashboard: [] as Result<typeof cases.runDashboardCost>[],
   growth: [] as Result<typeof cases.runGrowth>,
   eventRetention: [] as Result<typeof cases.runEventRetention>[],
+  drop: [] as Result<typeof runDrop>[],
   locks: [] as LockCell[],
   /** Scenarios not run, and why; services that died during a case (the case was repeated on a fresh one). */
   skipped: [] as { scenario: string; reason: string }[],
@@ -193,6 +195,7 @@ function plan(s: RunSettings): Row[] {
   }
   for (const guard of Object.values(cases.guards))
     add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
+  rows.push(['drop', ['drop'], [echo, cluster], async (c, bare, on) => [await runDrop(c, bare, on, n)]]);
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const hot = (scenario: 'auth' | 'events', id: string, name: string, of = '') => {

@@ -19,7 +19,7 @@ export const WARMUP_STOCK = 1_000_000_000;
 /** A measured SKU holds this many times the units its round can sell at most, so it never runs out. */
 const STOCK_HEADROOM = 4;
 /** Requests to the service at a time when creating or checking many SKUs: enough to be quick, few enough not to flood it. */
-const SIXTEEN_AT_A_TIME = { concurrency: 16 };
+export const SIXTEEN_AT_A_TIME = { concurrency: 16 };
 
 export type Profile = 'real' | 'business-step';
 export type SalesCase = Awaited<ReturnType<typeof measureSales>> & { delivered?: number; outboxAfter?: number };
