@@ -14,13 +14,13 @@ import { call, testEndpoints, uniqueSku } from '../support/service.js';
 import { ServiceFleet } from '../support/service-fleet.js';
 import { waitFor } from '../support/wait-for.js';
 
-const STOCK = 500;
+const STOCK = 200;
 const CUSTOMERS = 20_000;
 /** Joins before the opening; the rest come after it. */
 const PRE_LINE = CUSTOMERS / 2;
 /** Customers of the pre-line who join a second time, through the other instance: they get the same ticket. */
 const JOINING_AGAIN = 500;
-const HOLD_SECONDS = 10;
+const HOLD_SECONDS = 15;
 const IN_FLIGHT = 64;
 
 /** Every fifth customer asks for two units: a ticket that does not fit must wait rather than be passed. */
@@ -30,12 +30,12 @@ const customers = Array.from({ length: CUSTOMERS }, (_, i) => ({
 }));
 
 /**
- * What the admitted customers do, by their place in line: among the first 400, one in ten cancels and one in ten lets
+ * What the admitted customers do, by their place in line: among the first 160, one in ten cancels and one in ten lets
  * the hold run out; everyone else confirms. So the units of every cancelled or expired admission go to a customer
  * who confirms, and the line sells out.
  */
 const behaviour = (position: number): Behaviour =>
-  position > 400 || position % 10 < 8 ? 'confirm' : position % 10 === 8 ? 'cancel' : 'lapse';
+  position > 160 || position % 10 < 8 ? 'confirm' : position % 10 === 8 ? 'cancel' : 'lapse';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
