@@ -15,7 +15,7 @@ import { ServiceFleet } from '../support/service-fleet.js';
 import { waitFor } from '../support/wait-for.js';
 
 const STOCK = 200;
-const CUSTOMERS = 2_000;
+const CUSTOMERS = 20_000;
 /** Joins before the opening; the rest come after it. */
 const PRE_LINE = CUSTOMERS / 2;
 /** Customers of the pre-line who join a second time, through the other instance: they get the same ticket. */

@@ -262,8 +262,10 @@ function arrivalOrderViolations(joins: readonly Join[], tickets: Map<string, Tic
 }
 
 /**
- * Units beyond the stock are admitted only from units that came back: the admitted tickets in line order, each
- * needing (units admitted up to it − stock) returned units, must have been admitted after that many had come back.
+ * Units beyond the stock are admitted only from units that came back: the admitted tickets in the order their
+ * admissions were recorded, each needing (units recorded up to it − stock) returned units, must have been recorded
+ * after that many had come back. Recorded order, not line order: a ticket let through first may get its reservation
+ * after one behind it when its first attempt failed (a dependency away), its units promised to it meanwhile.
  */
 function readmissionViolations(admitted: readonly TicketRow[], stock: number): string[] {
   const returns = admitted
@@ -274,7 +276,8 @@ function readmissionViolations(admitted: readonly TicketRow[], stock: number): s
   const back = returns.map((r) => ({ at: r.at, total: (cumulative += r.units) }));
   let admittedUnits = 0;
   const early: string[] = [];
-  for (const t of admitted) {
+  const recorded = [...admitted].sort((a, b) => (a.admittedAt?.getTime() ?? 0) - (b.admittedAt?.getTime() ?? 0));
+  for (const t of recorded) {
     admittedUnits += t.quantity;
     const needed = admittedUnits - stock;
     if (needed <= 0) continue;
