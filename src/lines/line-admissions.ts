@@ -121,12 +121,23 @@ export class LineAdmissions {
       let free = available - promised;
       const passed: TicketRow[] = [];
       const soldOut: TicketRow[] = [];
-      for (const ticket of await readHead(trx, line, HEAD_BATCH)) {
-        if (ticket.quantity > reachable) soldOut.push(ticket);
-        else if (ticket.quantity <= free) {
-          free -= ticket.quantity;
-          passed.push(ticket);
-        } else break;
+      // The head is read a little at a time: with nothing free, only the first ticket (it waits, or is sold out).
+      let after = line.admittedThrough;
+      let waits = false;
+      while (!waits && passed.length + soldOut.length < HEAD_BATCH) {
+        const head = await readHead(trx, skuId, after, Math.min(HEAD_BATCH, Math.max(0, free) + 1));
+        for (const ticket of head) {
+          if (ticket.quantity > reachable) soldOut.push(ticket);
+          else if (ticket.quantity <= free) {
+            free -= ticket.quantity;
+            passed.push(ticket);
+          } else {
+            waits = true;
+            break;
+          }
+        }
+        if (head.length === 0) break;
+        after = head.at(-1)!.number!;
       }
       if (passed.length + soldOut.length > 0) await letThrough(trx, skuId, passed, soldOut);
       return { line };

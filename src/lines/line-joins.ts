@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
 import type { LineEvents } from './line-events.js';
-import { drawPreLine, findTickets, insertTickets, type LineRow, lockLine, type TicketRow } from './line.repository.js';
+import { drawPreLine, giveTickets, type LineRow, lockLine, type TicketRow } from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
 import { hasEnded, hasOpened } from '../inventory/sale-window.js';
 
@@ -80,26 +80,22 @@ export class LineJoins {
       const locked = await lockLine(trx, skuId);
       if (!locked) return new Map(joins.map((join) => [join, { refused: lineNotFound(join.sku) }]));
       let line = locked;
-      const held = new Map(
-        (await findTickets(trx, skuId, [...new Set(joins.map((j) => j.customerId))])).map(byCustomer),
-      );
-      const fresh = [...new Map(joins.filter((j) => !held.has(j.customerId)).map((j) => [j.customerId, j])).values()];
       const closed = line.soldOutAt !== null || hasEnded(line, now);
       const room = closed ? 0 : Math.max(0, line.capacity - line.tickets);
-      if (!closed && fresh.length > 0 && line.drawnAt === null && hasOpened(line, now)) {
+      if (!closed && line.drawnAt === null && hasOpened(line, now)) {
         line = await drawPreLine(trx, line, new Date(now));
         await this.events.opened(trx, line);
       }
-      const given = fresh.length > 0 && room > 0 ? await insertTickets(trx, line, fresh.slice(0, room)) : [];
-      const created = new Set(given.map((ticket) => ticket.id));
-      for (const ticket of given) held.set(ticket.customerId, ticket);
+      const once = [...new Map(joins.map((j) => [j.customerId, j])).values()];
+      const tickets = new Map((await giveTickets(trx, line, once, room)).map((t) => [t.customerId, t]));
       return new Map(
         joins.map((join): [Join, Joined] => {
-          const ticket = held.get(join.customerId);
+          const ticket = tickets.get(join.customerId);
           if (ticket) {
             // The first join of a customer in this batch made the ticket; a second one finds it.
-            const made = created.delete(ticket.id);
-            return [join, { ticket, line, created: made }];
+            const created = ticket.created;
+            ticket.created = false;
+            return [join, { ticket, line, created }];
           }
           return [join, { refused: closed ? lineClosed(join.sku) : lineFull(join.sku, line.capacity) }];
         }),
@@ -107,5 +103,3 @@ export class LineJoins {
     });
   }
 }
-
-const byCustomer = (ticket: TicketRow): [string, TicketRow] => [ticket.customerId, ticket];

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
@@ -94,50 +94,54 @@ export async function readOpenLines(db: Db, now: Date): Promise<{ skuId: number;
   return rows;
 }
 
-/** The customers' tickets in the line, among `customerIds`. */
-export async function findTickets(trx: Trx, skuId: number, customerIds: readonly string[]): Promise<TicketRow[]> {
-  const { rows } = await sql<TicketRow>`
-    select ${ticketColumns} from line_tickets t
-     where t.sku_id = ${skuId} and t.customer_id = any(${customerIds}::text[])`.execute(trx);
-  return rows;
-}
-
 /**
- * New tickets, under the line's lock. Before the draw they join the pre-line, unnumbered; after it, each is numbered
- * on from the line's last number, in the order given, with the units asked before it.
+ * The tickets of the customers who join, under the line's lock, in one statement: a customer with a ticket gets it
+ * (`created` false); the others, in the order given and while the line has `room`, get new ones. Before the draw a new
+ * ticket joins the pre-line, unnumbered; after it, each is numbered on from the line's last number, with the units
+ * asked before it. `joins` names each customer once.
  */
-export async function insertTickets(
+export async function giveTickets(
   trx: Trx,
   line: LineRow,
   joins: readonly { customerId: string; quantity: number }[],
-): Promise<TicketRow[]> {
+  room: number,
+): Promise<(TicketRow & { created: boolean })[]> {
   const drawn = line.drawnAt !== null;
-  let units = line.unitsGiven;
-  const numbered = joins.map((join, i) => {
-    const before = units;
-    units += join.quantity;
-    return {
-      ...join,
-      id: randomUUID(),
-      number: drawn ? line.numbersGiven + i + 1 : null,
-      before: drawn ? before : null,
-    };
-  });
-  const { rows } = await sql<TicketRow>`
-    insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
-    select u.id, ${line.skuId}, u.customer_id, u.quantity, ${!drawn}, u.number, u.units_before
-      from unnest(${numbered.map((n) => n.id)}::uuid[], ${numbered.map((n) => n.customerId)}::text[],
-                  ${numbered.map((n) => n.quantity)}::int[], ${numbered.map((n) => n.number)}::bigint[],
-                  ${numbered.map((n) => n.before)}::bigint[]) as u(id, customer_id, quantity, number, units_before)
-    returning ${ticketColumns}`.execute(trx);
-  const added = joins.reduce((total, join) => total + join.quantity, 0);
-  await sql`
-    update sku_lines set tickets = tickets + ${joins.length},
-           pre_line_tickets = pre_line_tickets + ${drawn ? 0 : joins.length},
-           pre_line_units = pre_line_units + ${drawn ? 0 : added},
-           numbers_given = numbers_given + ${drawn ? joins.length : 0},
-           units_given = units_given + ${drawn ? added : 0}
-     where sku_id = ${line.skuId}`.execute(trx);
+  const { rows } = await sql<TicketRow & { created: boolean }>`
+    with asked as (
+      select u.customer_id, u.quantity, u.ord
+        from unnest(${joins.map((j) => j.customerId)}::text[], ${joins.map((j) => j.quantity)}::int[])
+             with ordinality as u(customer_id, quantity, ord)
+    ), held as (
+      select ${ticketColumns} from line_tickets t
+       where t.sku_id = ${line.skuId} and t.customer_id in (select customer_id from asked)
+    ), fresh as (
+      select a.* from asked a where not exists (select 1 from held h where h."customerId" = a.customer_id)
+       order by a.ord limit ${room}
+    ), numbered as (
+      select gen_random_uuid() as id, f.customer_id, f.quantity,
+             case when ${drawn} then ${line.numbersGiven} + row_number() over w end as number,
+             case when ${drawn} then ${line.unitsGiven}
+                  + coalesce(sum(f.quantity) over (w rows between unbounded preceding and 1 preceding), 0) end
+               as units_before
+        from fresh f window w as (order by f.ord)
+    ), given as (
+      insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
+      select id, ${line.skuId}, customer_id, quantity, ${!drawn}, number, units_before from numbered
+      returning ${ticketColumns}
+    ), counted as (
+      update sku_lines l
+         set tickets = l.tickets + n.tickets,
+             pre_line_tickets = l.pre_line_tickets + case when ${drawn} then 0 else n.tickets end,
+             pre_line_units = l.pre_line_units + case when ${drawn} then 0 else n.units end,
+             numbers_given = l.numbers_given + case when ${drawn} then n.tickets else 0 end,
+             units_given = l.units_given + case when ${drawn} then n.units else 0 end
+        from (select count(*)::int as tickets, coalesce(sum(quantity), 0)::bigint as units from numbered) n
+       where l.sku_id = ${line.skuId} and n.tickets > 0
+    )
+    select *, true as created from given
+    union all
+    select *, false from held`.execute(trx);
   return rows;
 }
 
@@ -164,11 +168,11 @@ export async function drawPreLine(trx: Trx, line: LineRow, at: Date): Promise<Li
   return { ...line, drawnAt: at, drawSeed: seed, ...rows[0]! };
 }
 
-/** The numbered tickets after the last one let through, in line order: the head of the line. */
-export async function readHead(trx: Trx, line: LineRow, limit: number): Promise<TicketRow[]> {
+/** The numbered tickets after number `after`, in line order: from the line's head on, `limit` of them. */
+export async function readHead(trx: Trx, skuId: number, after: number, limit: number): Promise<TicketRow[]> {
   const { rows } = await sql<TicketRow>`
     select ${ticketColumns} from line_tickets t
-     where t.sku_id = ${line.skuId} and t.number > ${line.admittedThrough}
+     where t.sku_id = ${skuId} and t.number > ${after}
      order by t.number limit ${limit}`.execute(trx);
   return rows;
 }
