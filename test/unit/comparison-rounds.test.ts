@@ -4,6 +4,7 @@ import { judgeTargets } from '../../loadtest/report/targets.js';
 import { renderReport, verdictOf } from '../../loadtest/report/write-report.js';
 import type { RunResults } from '../../loadtest/run-results.js';
 import { presets } from '../../loadtest/scenarios/context.js';
+import { emptyCases } from '../../loadtest/scenarios/plan.js';
 
 // How the load-test report judges a comparison measured in rounds: by the median of the rounds' ratios, each round's
 // two sides set against each other, never one side's median round against the other's.
@@ -23,15 +24,13 @@ const rounds = (id: string, rates: number[], more: Partial<Shape> = {}) =>
   rates.map((perSecond, i) => measuredCase({ id, perSecond, round: i + 1, ...more }));
 
 function run(): RunResults {
-  // Every other list of cases empty: this run measured the comparisons only.
-  const others = ['segments', 'cluster', 'perOrder', 'lockFree', 'memory', 'auth', 'events', 'lockOrderFlow'];
-  others.push('ceiling', 'oversell', 'soldOut', 'lifecycle', 'dashboard', 'growth', 'eventRetention', 'locks');
   const alternative = [
     ...rounds('alternative-hot', [1_200, 1_750, 2_100]),
     ...rounds('alternative-spread', [1_500, 2_500, 2_000], { traffic: 'spread', p99: 50 }),
   ];
   return {
-    ...Object.fromEntries([...others, 'skipped', 'incidents'].map((k) => [k, []])),
+    // Every other list of cases empty: this run measured the comparisons only.
+    ...emptyCases(),
     meta: { settings: presets.full },
     // The product's hot SKU against the alternative: round ratios ×2.50, ×2.63, ×1.86 (median: round 1); against
     // the echo ×0.75, ×0.74, ×0.60 (median: round 2). Each side's median round alone would give ×2.23 and ×0.63;
