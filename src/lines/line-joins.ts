@@ -1,15 +1,21 @@
+import pg from 'pg';
 import type { Db } from '../db/database.js';
 import { WriteCombiner } from '../db/write-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
 import type { LineEvents } from './line-events.js';
-import { drawPreLine, giveTickets, type LineRow, lockLine, type TicketRow } from './line.repository.js';
+import { drawPreLine, joinLine, type JoinedLine, type LineRow, lockLine, type TicketRow } from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
-import { hasEnded, hasOpened } from '../inventory/sale-window.js';
+import { hasOpened } from '../inventory/sale-window.js';
 
 /** Most joins one statement serves. */
 const MAX_JOIN_BATCH = 500;
+/**
+ * A batch repeats after drawing the pre-line, or when another instance gave one of its customers a ticket meanwhile;
+ * more than a few repeats is a fault.
+ */
+const MAX_JOIN_ATTEMPTS = 3;
 
 interface Join {
   skuId: number;
@@ -70,36 +76,54 @@ export class LineJoins {
   }
 
   /**
-   * One SKU's joins, under its line's lock. Customers with a ticket get theirs; the others get new tickets while the
-   * line has room. A join that reaches the line after the opening, before anyone drew the pre-line, draws it first:
-   * every ticket given after the opening comes after the whole pre-line.
+   * One SKU's joins, in one statement under its line's lock (`joinLine`). A line that opened and has not drawn its
+   * pre-line yet is drawn first, in a transaction of its own, so that every ticket given after the opening comes after
+   * the whole pre-line; a customer whose ticket another instance gave meanwhile makes the statement fail, and the
+   * repeat finds that ticket.
    */
-  private writeOne(skuId: number, joins: Join[]): Promise<Map<Join, Joined>> {
-    const now = this.clock.now();
-    return this.db.transaction().execute(async (trx) => {
-      const locked = await lockLine(trx, skuId);
-      if (!locked) return new Map(joins.map((join) => [join, { refused: lineNotFound(join.sku) }]));
-      let line = locked;
-      const closed = line.soldOutAt !== null || hasEnded(line, now);
-      const room = closed ? 0 : Math.max(0, line.capacity - line.tickets);
-      if (!closed && line.drawnAt === null && hasOpened(line, now)) {
-        line = await drawPreLine(trx, line, new Date(now));
-        await this.events.opened(trx, line);
+  private async writeOne(skuId: number, joins: Join[]): Promise<Map<Join, Joined>> {
+    const once = [...new Map(joins.map((j) => [j.customerId, j])).values()];
+    let joined: JoinedLine | undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        joined = await joinLine(this.db, skuId, once, new Date(this.clock.now()));
+      } catch (error) {
+        if (attempt < MAX_JOIN_ATTEMPTS && isUniqueViolation(error)) continue;
+        throw error;
       }
-      const once = [...new Map(joins.map((j) => [j.customerId, j])).values()];
-      const tickets = new Map((await giveTickets(trx, line, once, room)).map((t) => [t.customerId, t]));
-      return new Map(
-        joins.map((join): [Join, Joined] => {
-          const ticket = tickets.get(join.customerId);
-          if (ticket) {
-            // The first join of a customer in this batch made the ticket; a second one finds it.
-            const created = ticket.created;
-            ticket.created = false;
-            return [join, { ticket, line, created }];
-          }
-          return [join, { refused: closed ? lineClosed(join.sku) : lineFull(join.sku, line.capacity) }];
-        }),
-      );
+      if (!joined?.line.mustDraw) break;
+      if (attempt === MAX_JOIN_ATTEMPTS) throw new Error(`the line of SKU ${skuId} opened and could not be drawn`);
+      await this.draw(skuId);
+    }
+    if (!joined) return new Map(joins.map((join) => [join, { refused: lineNotFound(join.sku) }]));
+    const { line, tickets: given } = joined;
+    const tickets = new Map(given.map((t) => [t.customerId, t]));
+    return new Map(
+      joins.map((join): [Join, Joined] => {
+        const ticket = tickets.get(join.customerId);
+        if (ticket) {
+          // The first join of a customer in this batch made the ticket; a second one finds it.
+          const created = ticket.created;
+          ticket.created = false;
+          return [join, { ticket, line, created }];
+        }
+        return [join, { refused: line.closed ? lineClosed(join.sku) : lineFull(join.sku, line.capacity) }];
+      }),
+    );
+  }
+
+  /** Draws the line's pre-line if it has opened and nobody drew it yet (the admission pass may have). */
+  private async draw(skuId: number): Promise<void> {
+    const now = this.clock.now();
+    await this.db.transaction().execute(async (trx) => {
+      const line = await lockLine(trx, skuId);
+      if (!line || line.drawnAt !== null || !hasOpened(line, now)) return;
+      await this.events.opened(trx, await drawPreLine(trx, line, new Date(now)));
     });
   }
+}
+
+/** Postgres's unique_violation: here, a customer's second ticket, given by another instance's statement first. */
+function isUniqueViolation(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && error.code === '23505';
 }

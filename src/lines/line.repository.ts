@@ -94,55 +94,80 @@ export async function readOpenLines(db: Db, now: Date): Promise<{ skuId: number;
   return rows;
 }
 
+/** What a batch of joins found: the line as it was when locked, and the tickets, new (`created`) or held already. */
+export interface JoinedLine {
+  line: LineRow & { closed: boolean; mustDraw: boolean };
+  tickets: (TicketRow & { created: boolean })[];
+}
+
 /**
- * The tickets of the customers who join, under the line's lock, in one statement: a customer with a ticket gets it
- * (`created` false); the others, in the order given and while the line has `room`, get new ones. Before the draw a new
+ * The tickets of the customers who join, in one statement that takes the line's lock and commits on its own, so the
+ * lock is held for the statement's own work and never across a round trip: a customer with a ticket gets it
+ * (`created` false); the others, in the order given and while the line has room, get new ones. Before the draw a new
  * ticket joins the pre-line, unnumbered; after it, each is numbered on from the line's last number, with the units
- * asked before it. `joins` names each customer once.
+ * asked before it. A line that is `closed` (sold out, or past its window at `now`) gives none; nor does one that
+ * `mustDraw` (open at `now`, its pre-line not drawn yet): a ticket given then would join a pre-line already closed.
+ * `joins` names each customer once. Tickets are read in the statement's snapshot, taken before the lock was granted:
+ * a customer whose ticket another instance committed meanwhile gets a unique violation, and the batch is repeated.
  */
-export async function giveTickets(
-  trx: Trx,
-  line: LineRow,
+export async function joinLine(
+  db: Db,
+  skuId: number,
   joins: readonly { customerId: string; quantity: number }[],
-  room: number,
-): Promise<(TicketRow & { created: boolean })[]> {
-  const drawn = line.drawnAt !== null;
-  const { rows } = await sql<TicketRow & { created: boolean }>`
-    with asked as (
+  now: Date,
+): Promise<JoinedLine | undefined> {
+  const { rows } = await sql<TicketRow & { created: boolean; line: JoinedLine['line'] }>`
+    with line as (
+      -- The sale window's rules of sale-window.ts, at the shared clock's now.
+      select ${lineColumns},
+             l.sold_out_at is not null or coalesce(k.sale_ends_at <= ${now}, false) as closed,
+             l.drawn_at is null and coalesce(k.sale_starts_at <= ${now}, true) as "mustDraw"
+        from sku_lines l join skus k on k.id = l.sku_id
+       where l.sku_id = ${skuId} for update of l
+    ), asked as (
       select u.customer_id, u.quantity, u.ord
         from unnest(${joins.map((j) => j.customerId)}::text[], ${joins.map((j) => j.quantity)}::int[])
              with ordinality as u(customer_id, quantity, ord)
     ), held as (
       select ${ticketColumns} from line_tickets t
-       where t.sku_id = ${line.skuId} and t.customer_id in (select customer_id from asked)
+       where t.sku_id = ${skuId} and t.customer_id in (select customer_id from asked)
     ), fresh as (
-      select a.* from asked a where not exists (select 1 from held h where h."customerId" = a.customer_id)
-       order by a.ord limit ${room}
+      select a.* from asked a
+       where not exists (select 1 from held h where h."customerId" = a.customer_id)
+       order by a.ord
+       limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - tickets) end from line)
     ), numbered as (
       select gen_random_uuid() as id, f.customer_id, f.quantity,
-             case when ${drawn} then ${line.numbersGiven} + row_number() over w end as number,
-             case when ${drawn} then ${line.unitsGiven}
+             case when l."drawnAt" is not null then l."numbersGiven" + row_number() over w end as number,
+             case when l."drawnAt" is not null then l."unitsGiven"
                   + coalesce(sum(f.quantity) over (w rows between unbounded preceding and 1 preceding), 0) end
                as units_before
-        from fresh f window w as (order by f.ord)
+        from fresh f cross join line l window w as (order by f.ord)
     ), given as (
       insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
-      select id, ${line.skuId}, customer_id, quantity, ${!drawn}, number, units_before from numbered
+      select n.id, ${skuId}, n.customer_id, n.quantity, l."drawnAt" is null, n.number, n.units_before
+        from numbered n cross join line l
       returning ${ticketColumns}
     ), counted as (
       update sku_lines l
          set tickets = l.tickets + n.tickets,
-             pre_line_tickets = l.pre_line_tickets + case when ${drawn} then 0 else n.tickets end,
-             pre_line_units = l.pre_line_units + case when ${drawn} then 0 else n.units end,
-             numbers_given = l.numbers_given + case when ${drawn} then n.tickets else 0 end,
-             units_given = l.units_given + case when ${drawn} then n.units else 0 end
-        from (select count(*)::int as tickets, coalesce(sum(quantity), 0)::bigint as units from numbered) n
-       where l.sku_id = ${line.skuId} and n.tickets > 0
+             pre_line_tickets = l.pre_line_tickets + case when line."drawnAt" is null then n.tickets else 0 end,
+             pre_line_units = l.pre_line_units + case when line."drawnAt" is null then n.units else 0 end,
+             numbers_given = l.numbers_given + case when line."drawnAt" is null then 0 else n.tickets end,
+             units_given = l.units_given + case when line."drawnAt" is null then 0 else n.units end
+        from line, (select count(*)::int as tickets, coalesce(sum(quantity), 0)::bigint as units from numbered) n
+       where l.sku_id = ${skuId} and n.tickets > 0
     )
-    select *, true as created from given
-    union all
-    select *, false from held`.execute(trx);
-  return rows;
+    select t.*, to_jsonb(line) as line
+      from line left join (select *, true as created from given union all select *, false from held) t on true`.execute(
+    db,
+  );
+  const found = rows[0]?.line;
+  if (!found) return undefined;
+  return {
+    line: { ...found, ...datesOf(found) },
+    tickets: rows.filter((row) => row.id !== null).map(({ line: _, ...ticket }) => ticket),
+  };
 }
 
 /**

@@ -46,6 +46,24 @@ describe('waiting lines', () => {
     expect((await call(svc.url, 'GET', `/skus/${sku}/line`)).body).toMatchObject({ tickets: 1, status: 'forming' });
   });
 
+  it('gives one ticket per customer when the same customers join through two instances at once', async () => {
+    const other = await startService();
+    try {
+      const sku = await linedSku(5, {}, 60_000);
+      const customers = Array.from({ length: 200 }, (_, i) => `twice-${i}`);
+      const through = (url: string) =>
+        Promise.all(customers.map((customerId) => call(url, 'POST', `/skus/${sku}/line`, { customerId })));
+      const [here, there] = await Promise.all([through(svc.url), through(other.url)]);
+      expect([...here, ...there].map((j) => j.status).filter((status) => status !== 200 && status !== 201)).toEqual([]);
+      // Each customer's two joins answer one ticket, made by exactly one of them.
+      expect(customers.filter((_, i) => here[i]!.body.ticketId !== there[i]!.body.ticketId)).toEqual([]);
+      expect(customers.filter((_, i) => here[i]!.status + there[i]!.status !== 401)).toEqual([]);
+      expect((await call(svc.url, 'GET', `/skus/${sku}/line`)).body).toMatchObject({ tickets: 200 });
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('draws the pre-line at the opening with a recorded seed that orders it, and queues later joins behind it', async () => {
     const sku = await linedSku(100, {}, 1_500);
     const early = await Promise.all(Array.from({ length: 30 }, (_, i) => join(sku, `early-${i}`)));
