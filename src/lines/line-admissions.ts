@@ -1,5 +1,6 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
+import { PeriodicJob } from '../events/periodic-job.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { Logger } from '../logger.js';
 import type { OrderPlacement } from '../orders/order-placement.js';
@@ -52,8 +53,11 @@ export interface LineHooks {
  * next ticket through.
  */
 export class LineAdmissions {
-  private timer: NodeJS.Timeout | undefined;
-  private passing: Promise<void> | undefined;
+  private readonly passes = new PeriodicJob(
+    PASS_INTERVAL_MS,
+    () => this.pass(),
+    (error) => this.log.warn({ err: error.message }, 'line pass failed; retried on the next'),
+  );
 
   constructor(
     private readonly db: Db,
@@ -65,16 +69,11 @@ export class LineAdmissions {
   ) {}
 
   start(): void {
-    const pass = () => {
-      this.passing ??= this.pass().finally(() => (this.passing = undefined));
-    };
-    this.timer = setInterval(pass, PASS_INTERVAL_MS);
-    this.timer.unref();
+    this.passes.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.passing;
+  stop(): Promise<void> {
+    return this.passes.stop();
   }
 
   /** One pass over every line still selling. */

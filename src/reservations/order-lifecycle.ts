@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { Outbox, OutboxEvent } from '../events/outbox.js';
+import { PeriodicJob } from '../events/periodic-job.js';
 import type { OrderStatus } from '../db/schema.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { Logger } from '../logger.js';
@@ -48,8 +49,11 @@ const SWEEP_BATCH = 200;
  * again.
  */
 export class OrderLifecycle {
-  private sweeper: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
+  private readonly sweeps = new PeriodicJob(
+    SWEEP_INTERVAL_MS,
+    () => this.sweep(),
+    (error) => this.log.warn({ err: error.message }, 'expiry sweep failed; retried on the next'),
+  );
   /** Confirms queued while one statement runs go in the next: one commit for each batch. */
   private readonly confirms = new WriteCombiner<string, boolean>(async (orderIds) => {
     const slot = Math.floor(Math.random() * CONFIRMATION_SLOTS);
@@ -93,18 +97,13 @@ export class OrderLifecycle {
 
   /** Starts expiring reservations, now (catching up on whatever fell due while no instance ran) and periodically. */
   start(): void {
-    const sweep = () => {
-      this.sweeping ??= this.sweep().finally(() => (this.sweeping = undefined));
-    };
-    sweep();
-    this.sweeper = setInterval(sweep, SWEEP_INTERVAL_MS);
-    this.sweeper.unref();
+    this.sweeps.start();
+    this.sweeps.runNow();
   }
 
   /** Stops the sweeps and waits for one under way. */
-  async stop(): Promise<void> {
-    clearInterval(this.sweeper);
-    await this.sweeping;
+  stop(): Promise<void> {
+    return this.sweeps.stop();
   }
 
   /** Expires what has fallen due; another instance's sweep may expire the same orders, and only one of them will. */
