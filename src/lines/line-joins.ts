@@ -1,11 +1,19 @@
 import pg from 'pg';
-import type { Db } from '../db/database.js';
+import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
 import { WriteCombiner } from '../db/write-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
 import type { LineEvents } from './line-events.js';
-import { drawPreLine, joinLine, type JoinedLine, type LineRow, lockLine, type TicketRow } from './line.repository.js';
+import {
+  datesOf,
+  drawPreLine,
+  LINE_COLUMNS,
+  type LineRow,
+  lockLine,
+  TICKET_COLUMNS,
+  type TicketRow,
+} from './line.repository.js';
 import { lineClosed, lineFull, lineNotFound } from './line-refusals.js';
 import { hasOpened } from '../inventory/sale-window.js';
 
@@ -127,3 +135,87 @@ export class LineJoins {
 function isUniqueViolation(error: unknown): boolean {
   return error instanceof pg.DatabaseError && error.code === '23505';
 }
+
+/** What a batch of joins found: the line as it was when locked, and the tickets, new (`created`) or held already. */
+interface JoinedLine {
+  line: LineRow & { closed: boolean; mustDraw: boolean };
+  tickets: (TicketRow & { created: boolean })[];
+}
+
+/**
+ * The tickets of the customers who join, in one statement that takes the line's lock and commits on its own, so the
+ * lock is held for the statement's own work and never across a round trip: a customer with a ticket gets it
+ * (`created` false); the others, in the order given and while the line has room, get new ones. Before the draw a new
+ * ticket joins the pre-line, unnumbered; after it, each is numbered on from the line's last number, with the units
+ * asked before it. A line that is `closed` (sold out, or past its window at `now`) gives none; nor does one that
+ * `mustDraw` (open at `now`, its pre-line not drawn yet): a ticket given then would join a pre-line already closed.
+ * `joins` names each customer once. Tickets are read in the statement's snapshot, taken before the lock was granted:
+ * a customer whose ticket another instance committed meanwhile gets a unique violation, and the batch is repeated.
+ */
+async function joinLine(
+  db: Db,
+  skuId: number,
+  joins: readonly { customerId: string; quantity: number }[],
+  now: Date,
+): Promise<JoinedLine | undefined> {
+  const rows = await runPrepared<TicketRow & { created: boolean; line: JoinedLine['line'] }>(db, joinLineStatement, [
+    skuId,
+    joins.map((j) => j.customerId),
+    joins.map((j) => j.quantity),
+    now,
+  ]);
+  const found = rows[0]?.line;
+  if (!found) return undefined;
+  return {
+    line: { ...found, ...datesOf(found) },
+    tickets: rows.filter((row) => row.id !== null).map(({ line: _, ...ticket }) => ticket),
+  };
+}
+
+/** `joinLine`'s statement: $1 the SKU's id, $2 and $3 the customers and their quantities, $4 the shared clock's now. */
+const joinLineStatement: PreparedStatement = {
+  name: 'join_line',
+  text: `
+    with line as (
+      -- The sale window's rules of sale-window.ts, at the shared clock's now.
+      select ${LINE_COLUMNS},
+             l.sold_out_at is not null or coalesce(k.sale_ends_at <= $4, false) as closed,
+             l.drawn_at is null and coalesce(k.sale_starts_at <= $4, true) as "mustDraw"
+        from sku_lines l join skus k on k.id = l.sku_id
+       where l.sku_id = $1 for update of l
+    ), asked as (
+      select u.customer_id, u.quantity, u.ord
+        from unnest($2::text[], $3::int[]) with ordinality as u(customer_id, quantity, ord)
+    ), held as (
+      select ${TICKET_COLUMNS} from line_tickets t
+       where t.sku_id = $1 and t.customer_id in (select customer_id from asked)
+    ), fresh as (
+      select a.* from asked a
+       where not exists (select 1 from held h where h."customerId" = a.customer_id)
+       order by a.ord
+       limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - tickets) end from line)
+    ), numbered as (
+      select gen_random_uuid() as id, f.customer_id, f.quantity,
+             case when l."drawnAt" is not null then l."numbersGiven" + row_number() over w end as number,
+             case when l."drawnAt" is not null then l."unitsGiven"
+                  + coalesce(sum(f.quantity) over (w rows between unbounded preceding and 1 preceding), 0) end
+               as units_before
+        from fresh f cross join line l window w as (order by f.ord)
+    ), given as (
+      insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
+      select n.id, $1, n.customer_id, n.quantity, l."drawnAt" is null, n.number, n.units_before
+        from numbered n cross join line l
+      returning ${TICKET_COLUMNS}
+    ), counted as (
+      update sku_lines l
+         set tickets = l.tickets + n.tickets,
+             pre_line_tickets = l.pre_line_tickets + case when line."drawnAt" is null then n.tickets else 0 end,
+             pre_line_units = l.pre_line_units + case when line."drawnAt" is null then n.units else 0 end,
+             numbers_given = l.numbers_given + case when line."drawnAt" is null then 0 else n.tickets end,
+             units_given = l.units_given + case when line."drawnAt" is null then 0 else n.units end
+        from line, (select count(*)::int as tickets, coalesce(sum(quantity), 0)::bigint as units from numbered) n
+       where l.sku_id = $1 and n.tickets > 0
+    )
+    select t.*, to_jsonb(line) as line
+      from line left join (select *, true as created from given union all select *, false from held) t on true`,
+};

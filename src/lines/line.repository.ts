@@ -28,12 +28,13 @@ export interface LineRow extends SaleWindow {
   soldOutAt: Date | null;
 }
 
-const lineColumns = sql`l.sku_id as "skuId", k.sku, l.capacity, l.hold_seconds as "holdSeconds", l.tickets,
+export const LINE_COLUMNS = `l.sku_id as "skuId", k.sku, l.capacity, l.hold_seconds as "holdSeconds", l.tickets,
   l.pre_line_tickets as "preLineTickets", l.drawn_at as "drawnAt", l.draw_seed as "drawSeed",
   l.numbers_given as "numbersGiven", l.units_given as "unitsGiven", l.admitted_through as "admittedThrough",
   l.units_admitted as "unitsAdmitted", l.sold_out_at as "soldOutAt",
   (extract(epoch from k.sale_starts_at) * 1000)::float8 as "saleStartsAt",
   (extract(epoch from k.sale_ends_at) * 1000)::float8 as "saleEndsAt"`;
+const lineColumns = sql.raw(LINE_COLUMNS);
 
 export type TicketStatus = 'waiting' | 'admitting' | 'admitted' | 'refused';
 
@@ -52,9 +53,10 @@ export interface TicketRow {
   admittedAt: Date | null;
 }
 
-const ticketColumns = sql`t.id, t.sku_id as "skuId", t.customer_id as "customerId", t.quantity,
+export const TICKET_COLUMNS = `t.id, t.sku_id as "skuId", t.customer_id as "customerId", t.quantity,
   t.pre_line as "preLine", t.number, t.units_before as "unitsBefore", t.status, t.order_id as "orderId", t.refusal,
   t.joined_at as "joinedAt", t.admitted_at as "admittedAt"`;
+const ticketColumns = sql.raw(TICKET_COLUMNS);
 
 /** Turns a SKU's line on, or changes its settings; answers the line. */
 export async function upsertLine(
@@ -92,82 +94,6 @@ export async function readOpenLines(db: Db, now: Date): Promise<{ skuId: number;
     select l.sku_id as "skuId", k.sku from sku_lines l join skus k on k.id = l.sku_id
      where l.sold_out_at is null and (k.sale_ends_at is null or k.sale_ends_at > ${now})`.execute(db);
   return rows;
-}
-
-/** What a batch of joins found: the line as it was when locked, and the tickets, new (`created`) or held already. */
-export interface JoinedLine {
-  line: LineRow & { closed: boolean; mustDraw: boolean };
-  tickets: (TicketRow & { created: boolean })[];
-}
-
-/**
- * The tickets of the customers who join, in one statement that takes the line's lock and commits on its own, so the
- * lock is held for the statement's own work and never across a round trip: a customer with a ticket gets it
- * (`created` false); the others, in the order given and while the line has room, get new ones. Before the draw a new
- * ticket joins the pre-line, unnumbered; after it, each is numbered on from the line's last number, with the units
- * asked before it. A line that is `closed` (sold out, or past its window at `now`) gives none; nor does one that
- * `mustDraw` (open at `now`, its pre-line not drawn yet): a ticket given then would join a pre-line already closed.
- * `joins` names each customer once. Tickets are read in the statement's snapshot, taken before the lock was granted:
- * a customer whose ticket another instance committed meanwhile gets a unique violation, and the batch is repeated.
- */
-export async function joinLine(
-  db: Db,
-  skuId: number,
-  joins: readonly { customerId: string; quantity: number }[],
-  now: Date,
-): Promise<JoinedLine | undefined> {
-  const { rows } = await sql<TicketRow & { created: boolean; line: JoinedLine['line'] }>`
-    with line as (
-      -- The sale window's rules of sale-window.ts, at the shared clock's now.
-      select ${lineColumns},
-             l.sold_out_at is not null or coalesce(k.sale_ends_at <= ${now}, false) as closed,
-             l.drawn_at is null and coalesce(k.sale_starts_at <= ${now}, true) as "mustDraw"
-        from sku_lines l join skus k on k.id = l.sku_id
-       where l.sku_id = ${skuId} for update of l
-    ), asked as (
-      select u.customer_id, u.quantity, u.ord
-        from unnest(${joins.map((j) => j.customerId)}::text[], ${joins.map((j) => j.quantity)}::int[])
-             with ordinality as u(customer_id, quantity, ord)
-    ), held as (
-      select ${ticketColumns} from line_tickets t
-       where t.sku_id = ${skuId} and t.customer_id in (select customer_id from asked)
-    ), fresh as (
-      select a.* from asked a
-       where not exists (select 1 from held h where h."customerId" = a.customer_id)
-       order by a.ord
-       limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - tickets) end from line)
-    ), numbered as (
-      select gen_random_uuid() as id, f.customer_id, f.quantity,
-             case when l."drawnAt" is not null then l."numbersGiven" + row_number() over w end as number,
-             case when l."drawnAt" is not null then l."unitsGiven"
-                  + coalesce(sum(f.quantity) over (w rows between unbounded preceding and 1 preceding), 0) end
-               as units_before
-        from fresh f cross join line l window w as (order by f.ord)
-    ), given as (
-      insert into line_tickets as t (id, sku_id, customer_id, quantity, pre_line, number, units_before)
-      select n.id, ${skuId}, n.customer_id, n.quantity, l."drawnAt" is null, n.number, n.units_before
-        from numbered n cross join line l
-      returning ${ticketColumns}
-    ), counted as (
-      update sku_lines l
-         set tickets = l.tickets + n.tickets,
-             pre_line_tickets = l.pre_line_tickets + case when line."drawnAt" is null then n.tickets else 0 end,
-             pre_line_units = l.pre_line_units + case when line."drawnAt" is null then n.units else 0 end,
-             numbers_given = l.numbers_given + case when line."drawnAt" is null then 0 else n.tickets end,
-             units_given = l.units_given + case when line."drawnAt" is null then 0 else n.units end
-        from line, (select count(*)::int as tickets, coalesce(sum(quantity), 0)::bigint as units from numbered) n
-       where l.sku_id = ${skuId} and n.tickets > 0
-    )
-    select t.*, to_jsonb(line) as line
-      from line left join (select *, true as created from given union all select *, false from held) t on true`.execute(
-    db,
-  );
-  const found = rows[0]?.line;
-  if (!found) return undefined;
-  return {
-    line: { ...found, ...datesOf(found) },
-    tickets: rows.filter((row) => row.id !== null).map(({ line: _, ...ticket }) => ticket),
-  };
 }
 
 /**
@@ -297,7 +223,7 @@ export async function readTicketStates(db: Db, ticketIds: readonly string[]): Pr
 }
 
 /** A line read back from JSON carries its instants as text. */
-function datesOf(line: LineRow): Pick<LineRow, 'drawnAt' | 'soldOutAt'> {
+export function datesOf(line: LineRow): Pick<LineRow, 'drawnAt' | 'soldOutAt'> {
   const date = (value: Date | string | null) => (value === null ? null : new Date(value));
   return { drawnAt: date(line.drawnAt), soldOutAt: date(line.soldOutAt) };
 }
