@@ -12,15 +12,16 @@ export type Db = Kysely<Database>;
 const orderPathPoolOf = new WeakMap<Db, pg.Pool>();
 
 /**
- * Two pools on one database. Kysely's serves everything but the order path, each query planned for its values. The
- * order path's named statements get connections of their own (`orderPathPoolSize`: one per batch in flight), where
- * they always run their generic plan, made once per connection. Left to choose, Postgres plans a named statement
- * again, for the values at hand, whenever that looks cheaper than the generic plan. With a one-order batch against
- * tables that have grown, it always does: after half a minute of spread traffic every single-order write was planned
- * anew, at about 0.45 ms of planning for a 0.2 ms statement, and a hold with a business step in it lost a sixth of its
- * rate. The statements are written so that every step is by key, whatever the batch holds, so the generic plan is
- * the right one for every batch. Setting it for the whole database instead would also plan Kysely's queries without
- * their values (ranges, limits), where a plan for the values matters.
+ * Two pools on one database. Kysely's serves everything but the hot paths, each query planned for its values. The
+ * named statements of the order path, and of a batch of line joins (the same kind: by key, once per batch), get
+ * connections of their own (`orderPathPoolSize`: one per batch in flight), where they always run their generic plan,
+ * made once per connection. Left to choose, Postgres plans a named statement again, for the values at hand, whenever
+ * that looks cheaper than the generic plan. With a one-order batch against tables that have grown, it always does:
+ * after half a minute of spread traffic every single-order write was planned anew, at about 0.45 ms of planning for a
+ * 0.2 ms statement, and a hold with a business step in it lost a sixth of its rate. The statements are written so that
+ * every step is by key, whatever the batch holds, so the generic plan is the right one for every batch. Setting it for
+ * the whole database instead would also plan Kysely's queries without their values (ranges, limits), where a plan
+ * for the values matters.
  */
 export function createDatabase(connectionString: string, poolSize: number, orderPathPoolSize = poolSize): Db {
   // The connection string may list several hosts (a primary and its standbys): listed-hosts.ts finds the one to use.
