@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
-import { WriteCombiner } from '../db/write-combiner.js';
+import { StatementCombiner } from '../db/statement-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
@@ -45,7 +45,7 @@ type Joined = { ticket: TicketRow; line: LineRow; created: boolean } | { refused
  * customer, and the line's numbers are committed in the order they were given.
  */
 export class LineJoins {
-  private readonly joins = new WriteCombiner<Join, Joined>((joins) => this.write(joins), MAX_JOIN_BATCH);
+  private readonly joins = new StatementCombiner<Join, Joined>((joins) => this.write(joins), MAX_JOIN_BATCH);
 
   constructor(
     private readonly db: Db,

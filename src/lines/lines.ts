@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.js';
+import { StatementCombiner } from '../db/statement-combiner.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
 import type { Outbox } from '../events/outbox.js';
@@ -7,9 +8,12 @@ import type { OrderPlacement } from '../orders/order-placement.js';
 import { LineAdmissions, type LineHooks } from './line-admissions.js';
 import { LineEvents } from './line-events.js';
 import { LineJoins } from './line-joins.js';
-import { readLine, readTicketStates, upsertLine } from './line.repository.js';
+import { readLine, readTicketStates, type TicketState, upsertLine } from './line.repository.js';
 import { lineNotFound, ticketNotFound } from './line-refusals.js';
 import { type LineView, lineView, type TicketView, ticketView } from './ticket-view.js';
+
+/** Most ticket reads one statement serves. */
+const MAX_READ_BATCH = 500;
 
 /**
  * Waiting lines in front of hot SKUs: what the routes call. A SKU given a line (`configure`) is sold only through it:
@@ -18,6 +22,11 @@ import { type LineView, lineView, type TicketView, ticketView } from './ticket-v
 export class Lines {
   private readonly joins: LineJoins;
   private readonly admissions: LineAdmissions;
+  /** Status reads come by the thousand while a drop waits: those that arrive during a read share the next one. */
+  private readonly reads = new StatementCombiner<string, TicketState | undefined>(async (ticketIds) => {
+    const states = new Map((await readTicketStates(this.db, ticketIds)).map((state) => [state.ticket.id, state]));
+    return ticketIds.map((id) => states.get(id));
+  }, MAX_READ_BATCH);
 
   constructor(
     private readonly db: Db,
@@ -70,9 +79,9 @@ export class Lines {
 
   /** The ticket; for a caller bound to `customerId`, only that customer's (another's answers as unknown). */
   async ticket(ticketId: string, customerId?: string): Promise<TicketView> {
-    const view = (await this.tickets([ticketId])).get(ticketId);
-    if (!view || (customerId !== undefined && view.customerId !== customerId)) throw ticketNotFound(ticketId);
-    return view;
+    const state = await this.reads.run(ticketId);
+    if (!state || (customerId !== undefined && state.ticket.customerId !== customerId)) throw ticketNotFound(ticketId);
+    return ticketView(state, this.clock.now());
   }
 
   /** Several tickets in one statement, by id; unknown ids are left out. */

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Db, PreparedStatement } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { claimUnits, releaseUnits } from '../inventory/customer-holdings.repository.js';
-import { WriteCombiner } from '../db/write-combiner.js';
+import { StatementCombiner } from '../db/statement-combiner.js';
 import {
   type BatchWrite,
   type BatchWritten,
@@ -57,7 +57,7 @@ const STATEMENTS_AT_ONCE = 2;
  * batch that claims per-customer limits runs its own transaction, as `writeBatch` does.
  */
 export class BatchWriter {
-  private readonly combined: WriteCombiner<BatchWrite, Omit<BatchWritten, 'overLimit'>>;
+  private readonly combined: StatementCombiner<BatchWrite, Omit<BatchWritten, 'overLimit'>>;
 
   constructor(
     private readonly db: Db,
@@ -65,7 +65,7 @@ export class BatchWriter {
     private readonly statement = writeBatchStatement,
   ) {
     const write = (batches: BatchWrite[]) => writeTogether(db, batches, statement);
-    this.combined = new WriteCombiner(write, MAX_BATCHES_PER_STATEMENT, STATEMENTS_AT_ONCE);
+    this.combined = new StatementCombiner(write, MAX_BATCHES_PER_STATEMENT, STATEMENTS_AT_ONCE);
   }
 
   async write(batch: BatchWrite): Promise<BatchWritten> {

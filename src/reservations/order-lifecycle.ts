@@ -25,7 +25,7 @@ import { lockBusy } from '../orders/outcome.js';
 import { compareRefs, type SegmentLocks, type SegmentRef } from '../inventory/segment-locks.js';
 import { splitEvenly } from '../inventory/segment-math.js';
 import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
-import { WriteCombiner } from '../db/write-combiner.js';
+import { StatementCombiner } from '../db/statement-combiner.js';
 
 /**
  * Counter rows of `reservation_confirmations` per SKU: enough that concurrent confirm batches (of several instances)
@@ -55,7 +55,7 @@ export class OrderLifecycle {
     (error) => this.log.warn({ err: error.message }, 'expiry sweep failed; retried on the next'),
   );
   /** Confirms queued while one statement runs go in the next: one commit for each batch. */
-  private readonly confirms = new WriteCombiner<string, boolean>(async (orderIds) => {
+  private readonly confirms = new StatementCombiner<string, boolean>(async (orderIds) => {
     const slot = Math.floor(Math.random() * CONFIRMATION_SLOTS);
     const confirmed = await confirmReservations(this.db, orderIds, slot, this.outbox.enabled);
     return orderIds.map((id) => confirmed.has(id));

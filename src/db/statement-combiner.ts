@@ -1,15 +1,16 @@
 /**
- * Flat combining for writes: calls that arrive while `lanes` statements of this instance are running wait for the
- * next one, which serves them all. Nobody waits for a batch to fill: a lone call runs at once, and under load one
- * statement (one round trip, one WAL flush) serves every call that queued behind the previous ones. Confirms use it,
- * and the order batches' writes (BatchWriter), each batch already combined under its segment locks (OrderBatcher).
+ * Flat combining: calls that arrive while `lanes` statements of this instance are running wait for the next one, which
+ * serves them all. Nobody waits for a batch to fill: a lone call runs at once, and under load one statement (one round
+ * trip; for a write, one WAL flush) serves every call that queued behind the previous ones. Confirms use it, the order
+ * batches' writes (BatchWriter, each batch already combined under its segment locks by OrderBatcher), the joins of a
+ * line and the reads of its tickets' status.
  */
-export class WriteCombiner<In, Out> {
+export class StatementCombiner<In, Out> {
   private waiting: { input: In; resolve: (out: Out) => void; reject: (error: unknown) => void }[] = [];
   private running = 0;
 
   constructor(
-    /** Writes a batch; answers each input, in order. */
+    /** Runs a batch; answers each input, in order. */
     private readonly write: (inputs: In[]) => Promise<Out[]>,
     private readonly maxBatch: number,
     /** Statements that may run at once before calls wait to be combined. */
