@@ -13,7 +13,7 @@ import {
   markSoldOut,
   readAdmitting,
   readHead,
-  readOpenLines,
+  readSellingLines,
   recordAdmissions,
   recordRefusal,
   type TicketRow,
@@ -37,8 +37,8 @@ export interface LineHooks {
 
 /**
  * Admits each line's tickets in line order as stock allows. Every instance runs a pass every 200 ms; a pass over a line
- * happens under the line's lock (the instances' passes over one line take turns, and joins wait for a pass's few
- * statements), in two steps:
+ * looks first without the line's lock and takes it only when there is something to let through (the instances' passes
+ * over one line then take turns, and joins wait for the pass's few statements), in two steps:
  *
  * 1. **Let through**, in one transaction: draw the pre-line once the sale opens; then take tickets from the head of
  *    the line, in order, while the units they ask for are available and not already promised to tickets let through
@@ -76,24 +76,46 @@ export class LineAdmissions {
     return this.passes.stop();
   }
 
-  /** One pass over every line still selling. */
+  /** One pass over every line selling. */
   async pass(): Promise<void> {
-    let lines: { skuId: number; sku: string }[];
+    let lines: LineRow[];
     try {
-      lines = await readOpenLines(this.db, new Date(this.clock.now()));
+      lines = await readSellingLines(this.db, new Date(this.clock.now()));
     } catch (error) {
       this.log.warn({ err: (error as Error).message }, 'line pass could not read the lines');
       return;
     }
-    for (const { skuId, sku } of lines) {
+    for (const line of lines) {
       try {
-        const { line, soldOut } = await this.letThrough(skuId);
-        if (soldOut) this.hooks.soldOut?.(sku);
-        if (line) await this.reserve(line);
+        const promised = await unitsAdmitting(this.db, line.skuId);
+        if (await this.worthLocking(line, promised)) {
+          const { line: served, soldOut } = await this.letThrough(line.skuId);
+          if (soldOut) this.hooks.soldOut?.(line.sku);
+          if (served) await this.reserve(served);
+        } else if (promised > 0) {
+          await this.reserve(line);
+        }
       } catch (error) {
-        this.log.warn({ err: (error as Error).message, sku }, 'line pass failed; retried on the next');
+        this.log.warn({ err: (error as Error).message, sku: line.sku }, 'line pass failed; retried on the next');
       }
     }
+  }
+
+  /**
+   * Whether step 1 has anything to do, judged without the line's lock: a draw due, the sold-out moment, or a first
+   * waiting ticket that fits the free units or never can. The lock is the one every join waits for, and on a busy
+   * instance each round trip under it costs everyone that instance's event-loop delay; when every unit is held, a pass
+   * that locked the line only to find nothing would do so ten times a second. A judgement on a stale read only moves
+   * the work to the next pass: step 1 decides again under the lock.
+   */
+  private async worthLocking(line: LineRow, promised: number): Promise<boolean> {
+    if (line.drawnAt === null) return true;
+    const stock = await readSkuStock(this.db, line.sku);
+    if (!stock) return false;
+    const available = stock.segments.reduce((total, s) => total + s.available, 0);
+    if (available === 0 && stock.reserved === 0 && promised === 0) return true;
+    const [next] = await readHead(this.db, line.skuId, line.admittedThrough, 1);
+    return next !== undefined && (next.quantity <= available - promised || next.quantity > available + stock.reserved);
   }
 
   /** Step 1: the line, unless it was not this pass's to serve, and whether it sold out now. */

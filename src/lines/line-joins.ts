@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { type Db, type PreparedStatement, runPrepared } from '../db/database.js';
+import { timeOrderedUuid } from '../db/time-ordered-uuid.js';
 import { StatementCombiner } from '../db/statement-combiner.js';
 import { AppError } from '../errors.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
@@ -162,6 +163,7 @@ async function joinLine(
     skuId,
     joins.map((j) => j.customerId),
     joins.map((j) => j.quantity),
+    joins.map(() => timeOrderedUuid()),
     now,
   ]);
   const found = rows[0]?.line;
@@ -172,20 +174,24 @@ async function joinLine(
   };
 }
 
-/** `joinLine`'s statement: $1 the SKU's id, $2 and $3 the customers and their quantities, $4 the shared clock's now. */
+/**
+ * `joinLine`'s statement: $1 the SKU's id, $2 and $3 the customers and their quantities, $4 an id for each one's ticket
+ * should it get a new one (time-ordered, as orders' are: the tickets' indexes grow at one edge), $5 the shared clock's
+ * now.
+ */
 const joinLineStatement: PreparedStatement = {
   name: 'join_line',
   text: `
     with line as (
       -- The sale window's rules of sale-window.ts, at the shared clock's now.
       select ${LINE_COLUMNS},
-             l.sold_out_at is not null or coalesce(k.sale_ends_at <= $4, false) as closed,
-             l.drawn_at is null and coalesce(k.sale_starts_at <= $4, true) as "mustDraw"
+             l.sold_out_at is not null or coalesce(k.sale_ends_at <= $5, false) as closed,
+             l.drawn_at is null and coalesce(k.sale_starts_at <= $5, true) as "mustDraw"
         from sku_lines l join skus k on k.id = l.sku_id
        where l.sku_id = $1 for update of l
     ), asked as (
-      select u.customer_id, u.quantity, u.ord
-        from unnest($2::text[], $3::int[]) with ordinality as u(customer_id, quantity, ord)
+      select u.customer_id, u.quantity, u.id, u.ord
+        from unnest($2::text[], $3::int[], $4::uuid[]) with ordinality as u(customer_id, quantity, id, ord)
     ), held as (
       select ${TICKET_COLUMNS} from line_tickets t
        where t.sku_id = $1 and t.customer_id in (select customer_id from asked)
@@ -195,7 +201,7 @@ const joinLineStatement: PreparedStatement = {
        order by a.ord
        limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - tickets) end from line)
     ), numbered as (
-      select gen_random_uuid() as id, f.customer_id, f.quantity,
+      select f.id, f.customer_id, f.quantity,
              case when l."drawnAt" is not null then l."numbersGiven" + row_number() over w end as number,
              case when l."drawnAt" is not null then l."unitsGiven"
                   + coalesce(sum(f.quantity) over (w rows between unbounded preceding and 1 preceding), 0) end

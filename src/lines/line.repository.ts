@@ -88,11 +88,12 @@ export async function lockLine(trx: Trx, skuId: number): Promise<LineRow | undef
   return rows[0];
 }
 
-/** Every line still selling: not sold out and, by `now`, not past its sale window. */
-export async function readOpenLines(db: Db, now: Date): Promise<{ skuId: number; sku: string }[]> {
-  const { rows } = await sql<{ skuId: number; sku: string }>`
-    select l.sku_id as "skuId", k.sku from sku_lines l join skus k on k.id = l.sku_id
-     where l.sold_out_at is null and (k.sale_ends_at is null or k.sale_ends_at > ${now})`.execute(db);
+/** Every line selling at `now`: opened (or forming a pre-line due for its draw), not sold out, not past its window. */
+export async function readSellingLines(db: Db, now: Date): Promise<LineRow[]> {
+  const { rows } = await sql<LineRow>`
+    select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id
+     where l.sold_out_at is null and (k.sale_ends_at is null or k.sale_ends_at > ${now})
+       and (l.drawn_at is not null or k.sale_starts_at is null or k.sale_starts_at <= ${now})`.execute(db);
   return rows;
 }
 
@@ -120,11 +121,11 @@ export async function drawPreLine(trx: Trx, line: LineRow, at: Date): Promise<Li
 }
 
 /** The numbered tickets after number `after`, in line order: from the line's head on, `limit` of them. */
-export async function readHead(trx: Trx, skuId: number, after: number, limit: number): Promise<TicketRow[]> {
+export async function readHead(db: Db | Trx, skuId: number, after: number, limit: number): Promise<TicketRow[]> {
   const { rows } = await sql<TicketRow>`
     select ${ticketColumns} from line_tickets t
      where t.sku_id = ${skuId} and t.number > ${after}
-     order by t.number limit ${limit}`.execute(trx);
+     order by t.number limit ${limit}`.execute(db);
   return rows;
 }
 
@@ -137,10 +138,10 @@ export async function readAdmitting(db: Db, skuId: number, limit: number): Promi
 }
 
 /** Units of the tickets let through whose reservation is not recorded yet. */
-export async function unitsAdmitting(trx: Trx, skuId: number): Promise<number> {
+export async function unitsAdmitting(db: Db | Trx, skuId: number): Promise<number> {
   const { rows } = await sql<{ units: number }>`
     select coalesce(sum(quantity), 0)::bigint as units from line_tickets
-     where sku_id = ${skuId} and status = 'admitting'`.execute(trx);
+     where sku_id = ${skuId} and status = 'admitting'`.execute(db);
   return rows[0]!.units;
 }
 

@@ -1,5 +1,6 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Db } from '../db/database.js';
+import { timeOrderedUuid } from '../db/time-ordered-uuid.js';
 import { AppError } from '../errors.js';
 import { findOrder } from './order.repository.js';
 import type { BatchHooks, OrderTrace } from './batch-steps.js';
@@ -167,16 +168,4 @@ function exclusiveBy(request: OrderRequest, entries: SkuEntry[]): string[] {
     if (entry.maxPerCustomer !== null) values.push(`customer:${entry.sku}:${request.customerId}`);
   }
   return values;
-}
-
-/**
- * A new order's id: a UUIDv7 (RFC 9562), the time in milliseconds first, so each new order lands at the right edge of
- * the indexes keyed by it rather than on a random page of them, and a long ledger costs the inserts neither reads of
- * cold pages nor, after every checkpoint, a full-page image each in the WAL. The random bits are a v4's from node's
- * `randomUUID`, which draws them from a pool rather than afresh for every id.
- */
-function timeOrderedUuid(): string {
-  const random = randomUUID(); // xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx: its version digit is at 14
-  const ms = Date.now().toString(16).padStart(12, '0');
-  return `${ms.slice(0, 8)}-${ms.slice(8)}-7${random.slice(15)}`;
 }
