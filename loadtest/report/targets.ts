@@ -12,7 +12,6 @@ type Target = { met: boolean } & Record<string, unknown>;
 /** Targets a quick run judges: its correctness, which a short run shows as well as a long one, not its ratios. */
 export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order']);
 
-/** Each target this run measured, by name: its figures and whether it was met. */
 export function judgeTargets(f: RunFigures): Record<string, Target> {
   const { run } = f;
   // Issue 17's ratios: the product against the alternative on the same traffic, in the same round, every round's too.
@@ -21,13 +20,8 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     if (!ours || !theirs) return undefined;
     const rounds = f.roundsOn(ours.traffic);
     const ratio = f.overAlternative(ours);
-    return {
-      ours,
-      theirs,
-      ratio,
-      rounds: (rounds.includes(ours) ? rounds : [ours]).map(f.overAlternative),
-      met: ratio >= factor,
-    };
+    const everyRound = (rounds.includes(ours) ? rounds : [ours]).map(f.overAlternative);
+    return { ours, theirs, ratio, rounds: everyRound, met: ratio >= factor };
   };
   const onTraffic = (traffic: 'spread' | 'mixed', factor: number) => {
     const against = againstAlternative(f.traffic(traffic), factor);
@@ -107,11 +101,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     'events-on': events('on'),
     'events-webhook': events('webhook'),
     audit: events('on', 'audit-off', 0.97),
-    hold: holds.length > 0 && {
-      bound: holdBound,
-      holds,
-      met: holds.every((c) => c.lock!.meanHoldMs <= holdBound),
-    },
+    hold: holds.length > 0 && { bound: holdBound, holds, met: holds.every((c) => c.lock!.meanHoldMs <= holdBound) },
     growth: grown && {
       grown,
       empty: run.growth.find((c) => c.ledgerRows === 0),

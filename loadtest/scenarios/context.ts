@@ -137,7 +137,9 @@ export class RunContext {
         // A reservation round sends two requests per order: a reservation and its confirmation.
         const amount = share * (spec.confirmEach ? 2 : 1);
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
-        const endCpu = this.cpuMeter(service)?.();
+        // CPU accounting for a service this run started, when the machine has /proc.
+        const markers = this.backing?.processMarkers;
+        const endCpu = markers && service.allPids.length && procAvailable ? meterCpu(service.allPids, markers) : null;
         slices.push(await this.round(service, { ...spec, title, amount, latencies: latencies[i] }, status));
         if (endCpu) cpu.push(endCpu());
       }
@@ -174,13 +176,6 @@ export class RunContext {
       return metrics.sum('stock_orders_in_progress') + metrics.sum('bench_sales_in_progress') === 0;
     };
     await waitFor(idle, this.settings.timeoutSeconds * 1000);
-  }
-
-  /** CPU accounting for a service this run started, when the machine has /proc; null otherwise. */
-  private cpuMeter(service: ServiceTarget) {
-    const markers = this.backing?.processMarkers;
-    if (!markers || service.allPids.length === 0 || !procAvailable) return null;
-    return () => meterCpu(service.allPids, markers);
   }
 }
 

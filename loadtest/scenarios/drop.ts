@@ -1,10 +1,10 @@
 // A drop: 1,000 units sold through a line to 100,000 customers joining at once; joins/s against the bare
 // echo, the line's order checked in Postgres, status reads, the time from the last confirmation until all read sold out.
-import { createHash } from 'node:crypto';
 import type autocannon from 'autocannon';
 import { sql } from 'kysely';
 import pMap from 'p-map';
 import type { LineView, TicketView } from '../../src/lines/ticket-view.js';
+import { drawOrder } from '../../test/support/line-drop.js';
 import { waitFor } from '../../test/support/wait-for.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import { measureCeiling } from './cases.js';
@@ -52,9 +52,8 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   const admitting = async () => ((tickets = (await query.execute(ctx.db!)).rows), admitted().length >= UNITS);
   await waitFor(admitting, 120_000, 250);
   const { seed, preLineTickets } = (await line()).draw;
-  const drawKey = (t: Ticket) => createHash('sha256').update(`${seed}${t.id}`).digest('hex');
-  const drawn = tickets.filter((t) => t.preLine).map((t) => ({ key: drawKey(t), number: t.number }));
-  drawn.sort((a, b) => (a.key < b.key ? -1 : 1));
+  const numberOf = new Map(tickets.filter((t) => t.preLine).map((t) => [t.id, t.number]));
+  const drawn = drawOrder(seed!, [...numberOf.keys()]).map((id) => numberOf.get(id)!);
   const waiting = tickets.filter((t) => !t.orderId);
   const sample = Array.from({ length: SAMPLE }, (_, i) => waiting[Math.floor((i * waiting.length) / SAMPLE)]!.id);
   const pick = () => sample[Math.floor(Math.random() * SAMPLE)]!;
@@ -70,7 +69,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   const checks = {
     everyAnsweredJoinHasItsTicket: tickets.length >= (burst.statusCounts[201] ?? 0) && tickets.length <= CUSTOMERS,
     numberedOneToN: inOrder(tickets.map((t) => t.number)),
-    preLineInItsDraw: drawn.length === preLineTickets && inOrder(drawn.map((d) => d.number)),
+    preLineInItsDraw: drawn.length === preLineTickets && inOrder(drawn),
     firstNumbersAdmitted: admitted().length === UNITS && inOrder(admitted().map((t) => t.number)),
     allSold: sold === UNITS && available === 0 && reserved === 0,
     sampleToldSoldOut: told.every((v) => v.status === 'sold_out'),

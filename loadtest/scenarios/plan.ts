@@ -60,10 +60,11 @@ type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
 /** Why this run cannot measure a row, beyond its services. */
 type Unless = (ctx: RunContext) => string | undefined;
-/** A case on a service (none: the lock benchmark), or cases measured together on several, each into its own list. */
-type OneCase<K extends CaseList = CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
-type Together = [ScenarioName, CaseList[], ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>];
-type Row = OneCase | Together;
+/** Cases measured together on their services (none: the lock benchmark), each answering the results of its list. */
+type MeasureAll = (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown[]>;
+type Row = [ScenarioName, CaseList[], ServiceSpec[], MeasureAll, Unless?];
+/** A case on one service (none: the lock benchmark), into one list. */
+type OneCase<K extends CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
 
 /** The service as shipped: the one a --url target stands for. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
@@ -82,7 +83,8 @@ const ownServers = (kind: string) => (c: RunContext) => {
 function plan(s: RunSettings): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
-  const add = <K extends CaseList>(...row: OneCase<K>) => rows.push(row as OneCase);
+  const add = <K extends CaseList>(...[scenario, into, on, measure, unless]: OneCase<K>) =>
+    rows.push([scenario, [into], on ? [on] : [], async (c, service) => [await measure(c, service!)], unless]);
   const sales = (scenario: ScenarioName, into: CaseList, service: ServiceSpec, spec: Omit<SalesSpec, 'service'>) =>
     add(scenario, into, service, (c, target) => measureSales(c, { ...spec, service: target }));
   const off = (combining: boolean) => (combining ? '' : ' · combining off');
@@ -153,7 +155,7 @@ function plan(s: RunSettings): Row[] {
       ] as const;
       const [first, second] = round % 2 ? sides : ([sides[1], sides[0]] as const);
       const specs = (on: ServiceTarget[]) => [first, second].map(([, , spec], i) => ({ ...spec, service: on[i]! }));
-      const measure = (c: RunContext, ...on: ServiceTarget[]) => compareSales(c, specs(on));
+      const measure: MeasureAll = (c, ...on) => compareSales(c, specs(on));
       rows.push([traffic ? 'spread' : 'alternative', [first[0], second[0]], [first[1], second[1]], measure]);
     }
     // Refusals against the product's own echo, measured in turns with each of them.
@@ -195,7 +197,7 @@ function plan(s: RunSettings): Row[] {
   }
   for (const guard of Object.values(cases.guards))
     add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
-  rows.push(['drop', ['drop'], [echo, cluster], async (c, bare, on) => [await runDrop(c, bare, on, n)]]);
+  rows.push(['drop', ['drop'], [echo, cluster], async (c, bare, on) => [await runDrop(c, bare!, on!, n)]]);
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const hot = (scenario: 'auth' | 'events', id: string, name: string, of = '') => {
@@ -325,7 +327,7 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     }
     return service;
   };
-  const use = async (specs: ServiceSpec[], measure: (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>) => {
+  const use = async (specs: ServiceSpec[], measure: MeasureAll) => {
     for (let attempt = 1; ; attempt++) {
       const services: ServiceTarget[] = [];
       for (const spec of specs) services.push(await get(spec));
@@ -345,20 +347,17 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
       }
     }
   };
-  const servicesOf = (row: Row) => [row[2] ?? []].flat();
-  const lastRow = new Map(rows.flatMap((row, i) => servicesOf(row).map((service) => [service, i])));
-  for (const [i, row] of rows.entries()) {
-    const [scenario, into, , run, unless] = row;
-    const reason = unless?.(ctx) ?? servicesOf(row).map(unavailable).find(Boolean);
+  const lastRow = new Map(rows.flatMap(([, , services], i) => services.map((service) => [service, i])));
+  for (const [i, [scenario, into, services, measure, unless]] of rows.entries()) {
+    const reason = unless?.(ctx) ?? services.map(unavailable).find(Boolean);
     if (!reason) {
-      const result = servicesOf(row).length ? await use(servicesOf(row), run) : await run(ctx, undefined!);
-      // Cases measured together answer one result per list they go into.
-      if (Array.isArray(into)) into.forEach((list, k) => (results[list] as unknown[]).push((result as unknown[])[k]));
-      else (results[into] as unknown[]).push(...[result].flat());
+      // A case answers one result, or a list of them (the growth scenario's ledgers), for each list it goes into.
+      const answers = await use(services, measure);
+      into.forEach((list, k) => (results[list] as unknown[]).push(...[answers[k]].flat()));
     } else if (!results.skipped.some((x) => x.scenario === scenario && x.reason === reason)) {
       results.skipped.push({ scenario, reason });
     }
-    for (const service of servicesOf(row)) if (lastRow.get(service) === i) await release(service);
+    for (const service of services) if (lastRow.get(service) === i) await release(service);
   }
   return results;
 }

@@ -76,15 +76,8 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
     const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
     const set = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
     const lockMetrics = path === '/orders' && !spec.alternative;
-    cases.push({
-      spec,
-      connections,
-      lockMetrics,
-      warmupBooks,
-      soldBySku,
-      set,
-      side: { service, spec: round(set), warmup },
-    });
+    const side = { service, spec: round(set), warmup };
+    cases.push({ spec, connections, lockMetrics, warmupBooks, soldBySku, set, side });
   }
   // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
