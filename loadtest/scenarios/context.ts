@@ -49,6 +49,8 @@ const full = {
   retentionMinutes: 10,
   retentionSeconds: 60,
   retentionSampleSeconds: 30,
+  /** Customers joining the drop's line: a hundred for each of its 1,000 units. */
+  dropCustomers: 100_000,
   /** A loopback Redis for the lock benchmark instead of a private one ('': a private one). */
   lockRedisUrl: '',
 };
@@ -72,6 +74,7 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
     retentionMinutes: 1,
     retentionSeconds: 20,
     retentionSampleSeconds: 10,
+    dropCustomers: 10_000,
   },
 };
 

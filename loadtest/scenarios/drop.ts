@@ -1,4 +1,4 @@
-// A drop: 1,000 units sold through a line to 100,000 customers joining at once; joins/s against the bare
+// A drop: 1,000 units sold through a line to 100,000 customers (10,000 in a quick run) joining at once; joins/s against the bare
 // echo, the line's order checked in Postgres, status reads, the time from the last confirmation until all read sold out.
 import type autocannon from 'autocannon';
 import { sql } from 'kysely';
@@ -11,12 +11,12 @@ import { measureCeiling } from './cases.js';
 import type { RunContext } from './context.js';
 import { SIXTEEN_AT_A_TIME } from './sales.js';
 
-const [UNITS, CUSTOMERS, SAMPLE] = [1_000, 100_000, 1_000];
+const [UNITS, SAMPLE] = [1_000, 1_000];
 /** Each join a customer of its own, as a drop's crowd is; `midway` is called once half the crowd has been sent. */
-const crowd = (midway = () => {}): autocannon.Request[] => {
+const crowd = (customers: number, midway = () => {}): autocannon.Request[] => {
   let sent = 0;
   const setupRequest = (r: autocannon.Request) => {
-    if (++sent === CUSTOMERS / 2) midway();
+    if (++sent === customers / 2) midway();
     return { ...r, body: JSON.stringify({ customerId: `c${sent}` }) };
   };
   return [{ method: 'POST', setupRequest }];
@@ -26,6 +26,7 @@ const inOrder = (numbers: number[]) => numbers.every((n, i) => n === i + 1);
 
 export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: ServiceTarget, segments: number) {
   const api = ctx.api(service);
+  const customers = ctx.settings.dropCustomers;
   const lined = async (label: string, capacity: number) => {
     const saleStartsAt = new Date(Date.now() + 86_400_000).toISOString();
     const sku = await ctx.createSku(service, label, UNITS, segments, { saleStartsAt });
@@ -33,16 +34,16 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
     await api.call(200, 'PUT', path, { capacity, holdSeconds: 600 });
     return { sku, path };
   };
-  const warm = { title: 'drop · joins', path: (await lined('drop-warm', 1e7)).path, requests: crowd() };
+  const warm = { title: 'drop · joins', path: (await lined('drop-warm', 1e7)).path, requests: crowd(customers) };
   const warmup = await ctx.warmUp(service, warm);
   const bare = { id: 'drop-echo', label: 'bare express JSON echo beside the drop', path: '/orders', status: 201 };
   const echoed = await measureCeiling(ctx, { ...bare, service: echo });
   // The sale opens once half the crowd has joined: they form the pre-line, the rest queue behind it.
-  const { sku, path } = await lined('drop', CUSTOMERS);
+  const { sku, path } = await lined('drop', customers);
   let opening: Promise<unknown> | undefined;
-  const requests = crowd(() => (opening = api.updateSku(sku, { saleStartsAt: null })));
-  const title = `drop · ${CUSTOMERS} customers join across ${service.pids.length} instances`;
-  const burst = await ctx.round(service, { title, path, requests, amount: CUSTOMERS });
+  const requests = crowd(customers, () => (opening = api.updateSku(sku, { saleStartsAt: null })));
+  const title = `drop · ${customers} customers join across ${service.pids.length} instances`;
+  const burst = await ctx.round(service, { title, path, requests, amount: customers });
   await opening;
   const line = () => api.call<LineView>(200, 'GET', path);
   const query = sql<Ticket>`select t.id, t.number, t.pre_line as "preLine", t.order_id as "orderId"
@@ -67,7 +68,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   const { sold, available, reserved } = await api.sku(sku);
   // What the report judges: nothing a join was answered 201 for is lost, the line is kept in order, all is told.
   const checks = {
-    everyAnsweredJoinHasItsTicket: tickets.length >= (burst.statusCounts[201] ?? 0) && tickets.length <= CUSTOMERS,
+    everyAnsweredJoinHasItsTicket: tickets.length >= (burst.statusCounts[201] ?? 0) && tickets.length <= customers,
     numberedOneToN: inOrder(tickets.map((t) => t.number)),
     preLineInItsDraw: drawn.length === preLineTickets && inOrder(drawn),
     firstNumbersAdmitted: admitted().length === UNITS && inOrder(admitted().map((t) => t.number)),
@@ -76,7 +77,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   };
   const [perSecond, figures] = [burst.ratePerSecond[201] ?? 0, { tickets: tickets.length, preLine: drawn.length }];
   return {
-    ...{ id: 'drop', label: title, customers: CUSTOMERS, ...figures, checks, soldOutMs, reads },
+    ...{ id: 'drop', label: title, customers, ...figures, checks, soldOutMs, reads },
     ...{ warmup, measured: burst, perSecond, echo: echoed },
   };
 }
