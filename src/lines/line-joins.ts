@@ -42,7 +42,7 @@ type Joined = { ticket: TicketRow; line: LineRow; created: boolean } | { refused
 /**
  * Joining a SKU's line. One ticket per customer per line: joining again answers the ticket the customer has. Joins
  * that arrive while a statement runs wait for the next one (flat combining, as orders do), and each SKU's joins of a
- * batch are written in one transaction under the line's lock, so a burst of joins costs a commit per batch, not per
+ * batch are written by one statement under the line's lock, so a burst of joins costs a commit per batch, not per
  * customer, and the line's numbers are committed in the order they were given.
  */
 export class LineJoins {
