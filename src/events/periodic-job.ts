@@ -1,6 +1,6 @@
 /**
  * A background job (the events' sequencer, deliveries and retention, the books audit, the expiry sweep, the lines'
- * admission passes): run every `intervalMs` (and on demand), never two runs at once — a tick that finds
+ * admission passes, the fleet's series): run every `intervalMs` (and on demand), never two runs at once — a tick that finds
  * one under way is skipped — with a failed run handed to `onError` and tried again at the next tick. `stop` waits for
  * the run under way.
  */

@@ -1,15 +1,9 @@
 import type { SkuTotals } from '../events/event-types.js';
 import type { Logger } from '../logger.js';
 import type { RedisClient } from '../redis/connections.js';
+import { PeriodicJob } from '../events/periodic-job.js';
 import { redisKeys } from '../lock/keys.js';
-import {
-  ANSWER_TIME_BUCKETS,
-  FIELD,
-  FLEET_SCOPE,
-  FleetTally,
-  REFUSAL_REASONS,
-  type SecondCounts,
-} from './fleet-tally.js';
+import { ANSWER_TIME_BUCKETS, FIELD, FLEET_SCOPE, FleetTally, REFUSAL_REASONS } from './fleet-tally.js';
 
 /**
  * The fleet's per-second series in Redis, which every instance adds to and any instance reads: the dashboard's one
@@ -77,12 +71,23 @@ export interface InstanceBeat {
 }
 
 export class FleetSeries {
-  private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> | undefined;
-  /** Stock the dashboard read this second, so the flush need not read it again. */
+  /**
+   * Counts are written by a job of their own, which waits for nothing but Redis: were they written with the samples,
+   * a slow stock read or readiness check would hold them back past the seconds a snapshot sends again, and a page
+   * already open would never see them.
+   */
+  private readonly counting: PeriodicJob;
+  private readonly sampling: PeriodicJob;
+  /** Stock the dashboard read this second, so the sample need not read it again. */
   private stockRead = new Map<string, SkuTotals>();
+  /** The SKUs ordered since the last sample: their stock is sampled next. */
+  private ordered = new Set<string>();
 
-  constructor(private readonly options: FleetSeriesOptions) {}
+  constructor(private readonly options: FleetSeriesOptions) {
+    const failed = (error: Error) => options.log.warn({ err: error.message }, 'fleet series flush failed');
+    this.counting = new PeriodicJob(1000, () => this.writeCounts(), failed);
+    this.sampling = new PeriodicJob(1000, () => this.writeSamples(false), failed);
+  }
 
   /** This instance's name, as the instances' list shows it. */
   get instance(): string {
@@ -95,50 +100,54 @@ export class FleetSeries {
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.flush(), 1000);
+    this.counting.start();
+    this.sampling.start();
   }
 
-  /** Stops the timer and writes what is left, with a heartbeat that expires at once. */
+  /** Stops the jobs and writes what is left, removing the heartbeat, so the page lists the instance as gone at once. */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.flushing;
-    await this.flush(true).catch(() => {});
+    await Promise.all([this.counting.stop(), this.sampling.stop()]);
+    await Promise.all([this.writeCounts(), this.writeSamples(true)]).catch(() => {});
   }
 
-  /** The SKU's books as the dashboard just read them: recorded with the next flush. */
+  /** The SKU's books as the dashboard just read them: recorded with the next sample. */
   recordStock(sku: string, totals: SkuTotals): void {
     this.stockRead.set(sku, totals);
   }
 
-  /**
-   * Adds this instance's counts since the last flush, samples stock, beats: one pipeline. A flush asked for while one
-   * runs is that one. The `last` flush, at stop, removes the heartbeat, so the page lists the instance as gone at once.
-   */
-  flush(last = false): Promise<void> {
-    if (this.flushing) return this.flushing;
-    this.flushing = this.write(last).finally(() => (this.flushing = undefined));
-    return this.flushing;
+  /** Writes this instance's counts and a sample now, as the jobs do once a second. */
+  async flush(): Promise<void> {
+    await this.writeCounts();
+    await this.writeSamples(false);
   }
 
-  private async write(last: boolean): Promise<void> {
-    const { redis, tally, now, instance } = this.options;
-    const taken = tally.take();
-    const stock = await this.sampleStock(FleetTally.skusOf(taken));
+  /** Adds this instance's counts since the last write to their seconds: one pipeline. */
+  private async writeCounts(): Promise<void> {
+    const taken = this.options.tally.take();
+    if (taken.length === 0) return;
+    for (const sku of FleetTally.skusOf(taken)) this.ordered.add(sku);
+    const pipeline = this.options.redis.pipeline();
+    const blocks = new Blocks();
+    for (const [at, counts] of taken)
+      for (const [scope, fields] of counts) {
+        const { key, slot } = blocks.keyOf(scope, at);
+        for (const [field, n] of fields) pipeline.hincrby(key, `${slot}${field}`, n);
+      }
+    blocks.expire(pipeline);
+    await execAll(pipeline);
+  }
+
+  /** Samples stock and webhook lag into this second, and beats: one pipeline. The `last`, at stop, removes the beat. */
+  private async writeSamples(last: boolean): Promise<void> {
+    const { redis, now, instance } = this.options;
+    const stock = await this.sampleStock();
+    const ready = !last && (await this.options.ready().catch(() => false));
     const nowMs = now();
     const second = Math.floor(nowMs / 1000);
-    const ready = !last && (await this.options.ready().catch(() => false));
     const pipeline = redis.pipeline();
-    /** Each block written, by key: its expiry is set once per flush. */
-    const expiring = new Map<string, number>();
-    const keyOf = (scope: string, at: number) => {
-      const block = Math.floor(at / BLOCK_SECONDS);
-      const key = blockKey(scope, block);
-      expiring.set(key, block);
-      return { key, slot: at - block * BLOCK_SECONDS };
-    };
-    for (const [at, counts] of taken) addCounts(counts, at, keyOf, pipeline);
+    const blocks = new Blocks();
     for (const [sku, totals] of stock) {
-      const { key, slot } = keyOf(sku, second);
+      const { key, slot } = blocks.keyOf(sku, second);
       pipeline.hset(key, {
         [`${slot}${FIELD.available}`]: totals.available,
         [`${slot}${FIELD.reserved}`]: totals.reserved,
@@ -147,28 +156,25 @@ export class FleetSeries {
     }
     const lag = this.options.webhookLagSeconds();
     if (lag > 0) {
-      // Deliveries run on every instance, so "the fleet's lag" is the last flush's in that second: close enough to
+      // Deliveries run on every instance, so "the fleet's lag" is the last sample's in that second: close enough to
       // see a backlog build, and Prometheus keeps each instance's own (stock_webhook_delivery_lag_seconds).
-      const { key, slot } = keyOf(FLEET_SCOPE, second);
+      const { key, slot } = blocks.keyOf(FLEET_SCOPE, second);
       pipeline.hset(key, `${slot}${FIELD.webhookLagMs}`, Math.round(lag * 1000));
     }
-    for (const [key, block] of expiring) pipeline.expireat(key, (block + 1) * BLOCK_SECONDS + RETAIN_SECONDS);
+    blocks.expire(pipeline);
     const beat: InstanceBeat = { instance, ready, seenAt: nowMs, alive: true };
     if (last) pipeline.del(redisKeys.fleetInstance(instance));
     else pipeline.set(redisKeys.fleetInstance(instance), JSON.stringify(beat), 'PX', HEARTBEAT_MS);
     pipeline.zadd(redisKeys.fleetInstances, nowMs, instance);
     pipeline.zremrangebyscore(redisKeys.fleetInstances, '-inf', nowMs - GONE_LISTED_MS);
     pipeline.pexpire(redisKeys.fleetInstances, GONE_LISTED_MS);
-    const results = await pipeline.exec();
-    const failed = results?.find(([error]) => error);
-    // Counts of a failed flush are dropped, not retried: the series is a picture, the books are in Postgres.
-    if (failed) this.options.log.warn({ err: failed[0]!.message }, 'fleet series flush failed');
+    await execAll(pipeline);
   }
 
   /** The stock of the SKUs just ordered, and of those the dashboard read; a SKU whose read fails is left out. */
-  private async sampleStock(ordered: Set<string>): Promise<Map<string, SkuTotals>> {
-    const stock = this.stockRead;
-    this.stockRead = new Map();
+  private async sampleStock(): Promise<Map<string, SkuTotals>> {
+    const [stock, ordered] = [this.stockRead, this.ordered];
+    [this.stockRead, this.ordered] = [new Map(), new Set()];
     const toRead = [...ordered].filter((sku) => !stock.has(sku)).slice(0, STOCK_READS_PER_SECOND);
     const read = await Promise.all(toRead.map((sku) => this.options.readStock(sku).catch(() => undefined)));
     toRead.forEach((sku, i) => read[i] && stock.set(sku, read[i]));
@@ -212,18 +218,28 @@ export class FleetSeries {
   }
 }
 
-type KeyOf = (scope: string, at: number) => { key: string; slot: number };
+type Pipeline = ReturnType<RedisClient['pipeline']>;
 
-function addCounts(
-  counts: SecondCounts,
-  at: number,
-  keyOf: KeyOf,
-  pipeline: ReturnType<RedisClient['pipeline']>,
-): void {
-  for (const [scope, fields] of counts) {
-    const { key, slot } = keyOf(scope, at);
-    for (const [field, n] of fields) pipeline.hincrby(key, `${slot}${field}`, n);
+/** The blocks one pipeline writes: each key's expiry is set once, after its writes. */
+class Blocks {
+  private readonly written = new Map<string, number>();
+
+  keyOf(scope: string, at: number): { key: string; slot: number } {
+    const block = Math.floor(at / BLOCK_SECONDS);
+    const key = blockKey(scope, block);
+    this.written.set(key, block);
+    return { key, slot: at - block * BLOCK_SECONDS };
   }
+
+  expire(pipeline: Pipeline): void {
+    for (const [key, block] of this.written) pipeline.expireat(key, (block + 1) * BLOCK_SECONDS + RETAIN_SECONDS);
+  }
+}
+
+/** Runs the pipeline; a command's error fails it. Its writes are dropped, not retried: the series are a picture. */
+async function execAll(pipeline: Pipeline): Promise<void> {
+  const failed = (await pipeline.exec())?.find(([error]) => error);
+  if (failed) throw failed[0]!;
 }
 
 function columnsOf(hashes: Record<string, string>[], blocks: number[], from: number, seconds: number): SeriesColumns {

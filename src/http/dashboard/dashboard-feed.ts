@@ -65,6 +65,8 @@ interface Watched {
   subscribers: Set<Response>;
   timer: NodeJS.Timeout;
   last?: string;
+  /** The newest second the last snapshot sent: the next one sends every second after it again, however late it is. */
+  sentTo?: number;
   ticking: boolean;
 }
 
@@ -162,8 +164,10 @@ export class DashboardFeed {
     if (!watched || watched.ticking) return;
     watched.ticking = true;
     try {
-      const data = `data: ${JSON.stringify(await this.snapshot(sku))}\n\n`;
+      const snapshot = await this.snapshot(sku, watched.sentTo);
+      const data = `data: ${JSON.stringify(snapshot)}\n\n`;
       watched.last = data;
+      if (snapshot.recent) watched.sentTo = snapshot.recent.from + snapshot.recent.seconds - 1;
       for (const res of watched.subscribers) res.write(data);
     } catch {
       // Nothing to show this second (the stock read has its own fallback); the next tick tries again.
@@ -172,10 +176,15 @@ export class DashboardFeed {
     }
   }
 
-  private async snapshot(sku: string): Promise<DashboardSnapshot> {
+  /**
+   * The snapshot of now. Its series start RECENT_SECONDS before the last snapshot's end (`sentTo`) when that is older:
+   * after a tick held up by a slow read, the seconds between are sent too, and an open page misses none.
+   */
+  private async snapshot(sku: string, sentTo: number | undefined): Promise<DashboardSnapshot> {
     const { series } = this.sources;
     const at = series.now();
     const to = Math.floor(at / 1000) - 1;
+    const from = Math.max(Math.min(to, sentTo ?? to) - RECENT_SECONDS + 1, to - HISTORY_SECONDS + 1);
     const [view, line, recent, instances, timeline, books] = await Promise.all([
       this.sources.readView(sku).then(
         (value) => ({ value, problem: undefined }),
@@ -185,7 +194,7 @@ export class DashboardFeed {
         }),
       ),
       this.sources.readLine(sku).catch(() => null),
-      series.read(sku, to - RECENT_SECONDS + 1, to).catch(() => null),
+      series.read(sku, from, to).catch(() => null),
       series.instances().catch(() => []),
       this.timeline(sku, at),
       this.sources.readAudit().then(booksLine, () => null),
