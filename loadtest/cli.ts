@@ -4,7 +4,6 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
-import { remoteService } from './infra/service-process.js';
 import { expectedSafe } from './report/figures.js';
 import { renderReport, verdictOf, writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
@@ -26,17 +25,13 @@ const oneOf = <T extends string>(names: readonly T[]) =>
     if (!names.includes(part as T)) throw new InvalidArgumentError(`unknown '${part}'; one of ${names.join(', ')}`);
     return part as T;
   });
-const loopback = (url: string) => {
-  if (/^redis:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/\d+)?$/.test(url)) return url;
-  throw new InvalidArgumentError('expected a loopback redis:// URL');
-};
 // Every contender and backend is in a full run: the flags choose among those.
 const { lockContenders: contenders, lockBackends: backends } = presets.full;
 const positive = number((n) => n > 0, 'a positive number');
 const segmentList = (value: string) => [...new Set(list(positiveInt)(value))].sort((a, b) => a - b);
 
-/** The options that change a setting of the run: flags, help, parser (none: a switch), and the settings they set. */
-const settingOptions: [string, string, ((value: string) => unknown) | null, ...(keyof RunSettings)[]][] = [
+/** The options that change a setting of the run: flags, help, parser, and the settings they set. */
+const settingOptions: [string, string, (value: string) => unknown, ...(keyof RunSettings)[]][] = [
   ['--segments <list>', 'segment counts to compare, e.g. 1,2,4,8,16,20,32', segmentList, 'segmentCounts'],
   ['-c, --connections <n>', 'concurrent connections (default 64)', positiveInt, 'connections'],
   ['--warmup <seconds>', 'warm-up round length', positive, 'warmupSeconds', 'lockWarmupSeconds'],
@@ -50,27 +45,21 @@ const settingOptions: [string, string, ((value: string) => unknown) | null, ...(
   ['--locks <list>', `lock benchmark: ${contenders.join(', ')}`, oneOf(contenders), 'lockContenders'],
   ['--backends <list>', `lock-backends, lock-order-flow: ${backends.join(', ')}`, oneOf(backends), 'lockBackends'],
   ['--lock-wait-ms <ms>', 'lock-order-flow: LOCK_WAIT_MS of the services (default 10000)', positiveInt, 'lockWaitMs'],
-  ['--dead-lock-node', 'lock-order-flow: Redlock again with one of its three nodes killed', null, 'deadLockNode'],
-  ['--lock-redis-url <url>', 'lock benchmark: a loopback Redis instead of a private one', loopback, 'lockRedisUrl'],
 ];
 
 const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
   .option('--quick', 'short smoke run: segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
   .option('--only <list>', `run only these: ${plan.scenarioNames.join(', ')}`, oneOf(plan.scenarioNames))
-  .option('--url <url>', 'measure a running service (started by loadtest/bench/bench-main.js)')
-  .option('--admin-token <token>', 'admin token of the --url service')
-  .option('--database-url <url>', 'Postgres of the --url service, to audit the books directly (default: API only)')
   .option('--redis-cluster', 'run on a local Redis Cluster started by this run; default scenarios: the segmented ones')
-  .option('--cpu-prof-dir <dir>', 'write a V8 CPU profile of every service process this run starts into <dir>')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
   .option('--no-report', 'write the results json only')
   .option('--report-from <results>', 'measure nothing: write the report of an earlier run from its results json')
-  .addHelpText('after', '\nWithout --url the run starts its own Redis and Postgres (or REDIS_URL / DATABASE_URL).');
+  .addHelpText('after', '\nThe run starts its own Redis and Postgres, or uses REDIS_URL / DATABASE_URL.');
 const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
-  const option = new Option(flags, help);
-  program.addOption(parse ? option.argParser(parse) : option);
+  const option = new Option(flags, help).argParser(parse);
+  program.addOption(option);
   return { key: option.attributeName(), names };
 });
 
@@ -89,7 +78,6 @@ async function main(): Promise<void> {
   const settings: Record<string, unknown> = { ...presets[mode] };
   for (const { key, names } of settingFlags)
     if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
-  if (cli.redisCluster && cli.url) program.error('--redis-cluster starts its own services; it cannot measure --url');
   const named = cli.only as plan.ScenarioName[] | undefined;
   // On a Redis Cluster, by default, the cases whose orders take segment locks.
   const segmented: plan.ScenarioName[] = ['segments', 'business-step', 'cluster'];
@@ -112,20 +100,12 @@ async function main(): Promise<void> {
       void stopEverything().finally(() => process.exit(130));
     });
   try {
-    const url = (cli.url as string | undefined)?.replace(/\/$/, '');
-    const remote = url ? remoteService(url, cli.adminToken as string | undefined) : null;
-    if (remote) {
-      db = cli.databaseUrl ? createDatabase(cli.databaseUrl as string, 4) : null;
-      progress.note(`target: dashboard ${plan.dashboardUrl(remote)}`);
-    } else {
-      progress.note('starting Redis and Postgres…');
-      backing = await startBackingServices(process.env, { redisCluster: Boolean(cli.redisCluster) });
-      db = createDatabase(backing.databaseUrl, 4);
-    }
-    const nodeArgs = cli.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(cli.cpuProfDir as string)}`] : [];
+    progress.note('starting Redis and Postgres…');
+    backing = await startBackingServices(process.env, { redisCluster: Boolean(cli.redisCluster) });
+    db = createDatabase(backing.databaseUrl, 4);
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
-    const cases = await plan.runPlan(ctx, new Set(named ?? defaults), remote, nodeArgs);
-    const run: RunResults = { meta: describeRun(mode, startedAt, ctx, remote), ...cases };
+    const cases = await plan.runPlan(ctx, new Set(named ?? defaults));
+    const run: RunResults = { meta: describeRun(mode, startedAt, ctx), ...cases };
     await stopEverything();
 
     const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
@@ -136,7 +116,7 @@ async function main(): Promise<void> {
     let verdict = verdictOf(renderReport(run, resultsFile));
     if (cli.report !== false) {
       // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
-      const whole = mode === 'full' && !remote && !cli.redisCluster && !named;
+      const whole = mode === 'full' && !cli.redisCluster && !named;
       const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
       const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
       const reportFile = path.resolve(name);

@@ -1,15 +1,13 @@
 /** What a run's results file holds: the cases it measured, and the machine, commit and settings it measured them on. */
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import type { ServiceTarget } from './infra/service-process.js';
 import type { RunContext } from './scenarios/context.js';
 import type { RunCases } from './scenarios/plan.js';
 
 export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
 
 /** The run's machine, commit, command and settings: the report's "Machine and method". */
-export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext, remote: ServiceTarget | null) {
-  const audit = ctx.db ? ' (books also audited in Postgres)' : ' (books audited through the API only)';
+export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext) {
   return {
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
@@ -20,10 +18,9 @@ export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunCon
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
     memoryBytes: os.totalmem(),
-    target: remote
-      ? `the running service at ${remote.url}${audit}`
-      : 'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
-    backing: ctx.backing?.description() ?? 'the target’s own',
+    target:
+      'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
+    backing: ctx.backing.description(),
     settings: ctx.settings,
   };
 }

@@ -58,16 +58,14 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
     const cluster = lazy(() => RedisCluster.start(), `and a ${CLUSTER_NOTE}`);
-    // The lock benchmark's Redis servers have no persistence; a case takes one of Redlock's away by killing it.
-    const lockNode = () => RedisServer.start({ stopMode: 'immediate' });
-    const redlockNodes = [lazy(lockNode), lazy(lockNode), lazy(lockNode)];
+    // The lock benchmark's Redis servers have no persistence.
+    const redlockNodes = [1, 2, 3].map(() => lazy(() => RedisServer.start()));
     return {
       redisEnv: own?.redisEnv ?? { REDIS_URL: standalone },
       redisNodes: own?.redisNodes ?? [standalone],
       databaseUrl: endpoints.databaseUrl,
       redisCluster: async () => own ?? clusterView(await cluster()),
       lockRedis: lazy(() => RedisServer.start()),
-      redlockNodes,
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
       zookeeper: lazy(() => ZooKeeperServer.start()),
       description: () => notes.join('; '),

@@ -7,8 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry } from 'prom-client';
 
 const workerCount = Number(process.env.CLUSTER_WORKERS ?? 2);
-const execArgv = JSON.parse(process.env.CLUSTER_WORKER_NODE_ARGS ?? '[]') as string[];
-cluster.setupPrimary({ exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)), execArgv });
+cluster.setupPrimary({ exec: fileURLToPath(new URL('../bench/bench-main.js', import.meta.url)) });
 const aggregator = new AggregatorRegistry();
 const listening = new Set<number>();
 let stopping = false;

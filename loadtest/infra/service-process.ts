@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/dev/free-port.js';
-import { SpawnedService, type SpawnOptions } from '../../test/support/service-process.js';
+import { SpawnedService } from '../../test/support/service-process.js';
 import type { BackingServices } from './backing-services.js';
 
 const script = (file: string) => fileURLToPath(new URL(file, import.meta.url));
@@ -10,7 +10,7 @@ const programs = {
   echo: script('../alternative/echo.js'),
 };
 
-/** A service under test: one this run started (`startService`), or one someone else runs (`--url`). */
+/** A service under test, started by this run (`startService`). */
 export type ServiceTarget = Awaited<ReturnType<typeof startService>>;
 
 export interface LocalServiceOptions {
@@ -19,7 +19,6 @@ export interface LocalServiceOptions {
   env?: Record<string, string>;
   /** More than 1: that many instances behind one port (Node cluster, cluster-primary.ts). */
   instances?: number;
-  nodeArgs?: SpawnOptions['nodeArgs'];
   /** The service with the benchmark routes (default), the alternative a user would write instead, or a bare echo. */
   program?: keyof typeof programs;
 }
@@ -38,11 +37,10 @@ export async function startService(backing: BackingServices, options: LocalServi
   };
   const metricsPort = instances > 1 ? await freePort() : 0;
   const workers = { CLUSTER_WORKERS: String(instances), CLUSTER_METRICS_PORT: String(metricsPort) };
-  const cluster = { ...env, ...workers, CLUSTER_WORKER_NODE_ARGS: JSON.stringify(options.nodeArgs ?? []) };
   const spawned =
     instances === 1
-      ? await SpawnedService.start(programs[options.program ?? 'service'], env, options)
-      : await SpawnedService.start(script('./cluster-primary.js'), cluster, { readyLine: /^\{"ready"/ });
+      ? await SpawnedService.start(programs[options.program ?? 'service'], env)
+      : await SpawnedService.start(script('./cluster-primary.js'), { ...env, ...workers }, { readyLine: /^\{"ready"/ });
   // A cluster primary names its workers on the line that says they all listen.
   const ready = () => JSON.parse(spawned.output.find((line) => line.startsWith('{"ready"'))!) as { workers: number[] };
   const pids = instances === 1 ? [spawned.pid] : ready().workers;
@@ -51,23 +49,13 @@ export async function startService(backing: BackingServices, options: LocalServi
     url: spawned.url,
     metricsUrl: instances === 1 ? `${spawned.url}/metrics` : `http://127.0.0.1:${metricsPort}/metrics`,
     adminToken: env.ADMIN_TOKEN || undefined,
-    /** The service instances' process ids, and with a cluster's primary (`allPids`), when they run on this machine. */
+    /** The service instances' process ids, and with a cluster's primary (`allPids`). */
     pids,
     allPids: [...new Set([spawned.pid, ...pids])],
-    /** False once a service this run started has exited; a remote one is assumed to live. */
-    alive: () => spawned.alive(),
     /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
+    alive: () => spawned.alive(),
     diagnostics: () =>
       `${label}: ${spawned.ended() ?? 'still running'}\nlast output:\n${spawned.output.slice(-200).join('\n')}`,
     stop: async (): Promise<void> => void (await spawned.stop('SIGTERM', 20_000)),
   };
-}
-
-/** A service someone else runs (`--url`): the run measures it as it is configured. */
-export function remoteService(url: string, adminToken: string | undefined): ServiceTarget {
-  const diagnostics = () => `target: a service this run does not control (${url})`;
-  const unmanaged = { alive: () => true, diagnostics, stop: async () => {} };
-  // No process on this machine: nothing to meter.
-  const none: number[] = [];
-  return { label: 'target', url, metricsUrl: `${url}/metrics`, adminToken, pids: none, allPids: none, ...unmanaged };
 }

@@ -123,7 +123,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
     ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
     skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
-    incidents: run.incidents.map((x) => `- ${x}`).join('\n'),
   };
 }
 

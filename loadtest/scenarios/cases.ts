@@ -1,7 +1,6 @@
 /** The cases that are not one warm-up and one measured round of orders with books (sales.ts). */
 import { setMaxListeners } from 'node:events';
 import { sql } from 'kysely';
-import type { Db } from '../../src/db/database.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RunContext } from './context.js';
 import { auditStocks } from '../../test/support/invariants.js';
@@ -44,7 +43,7 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const round = { title: label, path: guard.path, body: { sku, quantity: 1 }, amount: requests };
   const measured = await ctx.round(service, { ...round, connections: Math.min(ctx.settings.connections, requests) });
-  const audits = ctx.db && (await auditStocks(ctx.db, [sku]));
+  const audits = await auditStocks(ctx.db, [sku]);
   const books = await checkBooks(ctx.api(service), audits, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
@@ -129,14 +128,14 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
 }
 
 /** The SKU view and orders on an empty ledger and on ledgers seeded in bulk with consistent running totals. */
-export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget, segments: number) {
+export async function runGrowth(ctx: RunContext, service: ServiceTarget, segments: number) {
   const api = ctx.api(service);
   const { growthConnections: connections, growthRequests: amount } = ctx.settings;
   const cases = [];
   for (const rows of ctx.settings.growthLedgerRows) {
     const sku = await ctx.createSku(service, `growth-${rows}`, rows + 100_000 * segments, segments);
     const started = performance.now();
-    await seedLedger(ctx, db, sku, rows, segments);
+    await seedLedger(ctx, sku, rows, segments);
     const seedSeconds = (performance.now() - started) / 1000;
     if ((await api.sku(sku)).sold !== rows) throw new Error(`seeding ${sku}: the SKU view disagrees with ${rows} sold`);
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
@@ -153,7 +152,8 @@ export async function runGrowth(ctx: RunContext, db: Db, service: ServiceTarget,
 }
 
 /** `rows` one-unit sales with their orders, ledger rows and totals, in chunks well within the query timeout. */
-async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, segments: number): Promise<void> {
+async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: number): Promise<void> {
+  const { db } = ctx;
   const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
   const of = (n: number) => n.toLocaleString('en-US');
   // 20,000 rows a statement: within the 10 s query timeout even on a machine busy with other work.
@@ -179,7 +179,7 @@ async function seedLedger(ctx: RunContext, db: Db, sku: string, rows: number, se
 }
 
 /** Whether the feed and the outbox stay bounded under long full-speed orders with a short retention. */
-export async function runEventRetention(ctx: RunContext, db: Db, service: ServiceTarget, segments: number) {
+export async function runEventRetention(ctx: RunContext, service: ServiceTarget, segments: number) {
   const { retentionMinutes, retentionSeconds, retentionSampleSeconds } = ctx.settings;
   const sku = await ctx.createSku(service, `retention-${segments}`, WARMUP_STOCK, segments);
   const counts = sql<{ events: number; outbox: number }>`
@@ -192,7 +192,11 @@ export async function runEventRetention(ctx: RunContext, db: Db, service: Servic
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
     const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
     const atSeconds = Math.round(minutes() * 60);
-    samples.push({ atSeconds, ordersPerSecond: round.ratePerSecond[201] ?? 0, ...(await counts.execute(db)).rows[0]! });
+    samples.push({
+      atSeconds,
+      ordersPerSecond: round.ratePerSecond[201] ?? 0,
+      ...(await counts.execute(ctx.db)).rows[0]!,
+    });
   }
   return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };
 }

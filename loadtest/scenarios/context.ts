@@ -42,17 +42,14 @@ const full = {
   lockMeasureSeconds: 6,
   lockContenders: ['this-lock', 'this-lock-fair', 'redlock', 'redis-semaphore'],
   lockBackends: ['redis', 'redlock', 'postgres', 'zookeeper'] as LockBackendKind[],
-  /** The order flow on each backend: its LOCK_WAIT_MS, and a second Redlock case with one of its nodes killed. */
+  /** The order flow on each backend: its LOCK_WAIT_MS. */
   lockWaitMs: 10_000,
-  deadLockNode: false,
   /** The event-retention scenario: its length, the retention the service runs with, and how often it samples. */
   retentionMinutes: 10,
   retentionSeconds: 60,
   retentionSampleSeconds: 30,
   /** Customers joining the drop's line: a hundred for each of its 1,000 units. */
   dropCustomers: 100_000,
-  /** A loopback Redis for the lock benchmark instead of a private one ('': a private one). */
-  lockRedisUrl: '',
 };
 export type RunSettings = typeof full;
 
@@ -81,7 +78,7 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
 /** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
 type Titled = Partial<RoundSpec> & { title: string };
 
-/** What every case gets: the settings, progress, the database for the books (when reachable), servers, rounds. */
+/** What every case gets: the settings, progress, the database for the books, the run's servers, rounds. */
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
@@ -91,9 +88,8 @@ export class RunContext {
   constructor(
     readonly settings: RunSettings,
     readonly progress: RunProgress,
-    readonly db: Db | null,
-    /** The run's own servers; null when it measures a service someone else runs. */
-    readonly backing: BackingServices | null,
+    readonly db: Db,
+    readonly backing: BackingServices,
   ) {}
 
   api = (service: ServiceTarget) => new StockApi(service.url, service.adminToken);
@@ -140,9 +136,8 @@ export class RunContext {
         // A reservation round sends two requests per order: a reservation and its confirmation.
         const amount = share * (spec.confirmEach ? 2 : 1);
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
-        // CPU accounting for a service this run started, when the machine has /proc.
-        const markers = this.backing?.processMarkers;
-        const endCpu = markers && service.allPids.length && procAvailable ? meterCpu(service.allPids, markers) : null;
+        // CPU accounting, when the machine has /proc.
+        const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.processMarkers) : null;
         slices.push(await this.round(service, { ...spec, title, amount, latencies: latencies[i] }, status));
         if (endCpu) cpu.push(endCpu());
       }

@@ -50,7 +50,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
     from line_tickets t join skus k on k.id = t.sku_id where k.sku = ${sku} order by t.number`;
   let tickets: Ticket[] = [];
   const admitted = () => tickets.filter((t) => t.orderId);
-  const admitting = async () => ((tickets = (await query.execute(ctx.db!)).rows), admitted().length >= UNITS);
+  const admitting = async () => ((tickets = (await query.execute(ctx.db)).rows), admitted().length >= UNITS);
   await waitFor(admitting, 120_000, 250);
   const { seed, preLineTickets } = (await line()).draw;
   const numberOf = new Map(tickets.filter((t) => t.preLine).map((t) => [t.id, t.number]));

@@ -41,7 +41,7 @@ const connect = (url: string) => new Redis(url).on('error', () => {});
 
 /** A library with its own connection and default waiting, or (`backend:<kind>`) this lock on that backend. */
 async function openContender(ctx: RunContext, name: string): Promise<Contender> {
-  const backing = ctx.backing!;
+  const { backing } = ctx;
   const kind = name.startsWith('backend:') ? (name.slice('backend:'.length) as LockBackendKind) : undefined;
   if (kind) {
     const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
@@ -53,7 +53,7 @@ async function openContender(ctx: RunContext, name: string): Promise<Contender> 
     };
     return lockContender(await backends[kind](), (k) => `${runId}/${k}`, false);
   }
-  const redis = connect(ctx.settings.lockRedisUrl || (await backing.lockRedis()).url);
+  const redis = connect((await backing.lockRedis()).url);
   const key = (k: string) => `bench:${runId}:${name}:${k}`;
   if (name === 'redlock') {
     // Retries every 200 ms ± 200 ms, its default; but never gives up.

@@ -47,14 +47,13 @@ export const emptyCases = () => ({
   eventRetention: [] as Result<typeof cases.runEventRetention>[],
   drop: [] as Result<typeof runDrop>[],
   locks: [] as LockCell[],
-  /** Scenarios not run, and why; services that died during a case (the case was repeated on a fresh one). */
+  /** Scenarios not run, and why. */
   skipped: [] as { scenario: string; reason: string }[],
-  incidents: [] as string[],
 });
 export type RunCases = ReturnType<typeof emptyCases>;
 export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k]);
 
-type CaseList = Exclude<keyof RunCases, 'skipped' | 'incidents'>;
+type CaseList = Exclude<keyof RunCases, 'skipped'>;
 type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
@@ -66,18 +65,13 @@ type Row = [ScenarioName, CaseList[], ServiceSpec[], MeasureAll, Unless?];
 /** A case on one service (none: the lock benchmark), into one list. */
 type OneCase<K extends CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
 
-/** The service as shipped: the one a --url target stands for. */
+/** The service as shipped. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
-const ownDatabase = (c: RunContext) =>
-  c.backing && c.db ? undefined : 'seeding a long ledger needs the Postgres of a service this run starts';
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
-const ownServers = (kind: string) => (c: RunContext) => {
-  if (!c.backing) return 'the lock benchmark starts servers beside the run’s own';
-  return kind === 'zookeeper' ? zookeeperMissing() : undefined;
-};
+const ownServers = (kind: string) => () => (kind === 'zookeeper' ? zookeeperMissing() : undefined);
 
 /** The rows of a run with these settings. */
 function plan(s: RunSettings): Row[] {
@@ -118,7 +112,7 @@ function plan(s: RunSettings): Row[] {
       const label = `${redis} · ${lockName(segments)}${off(combining)}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
       add('per-order', 'perOrder', service, async (c, target) => {
-        const nodes = service.onRedisCluster ? (await c.backing!.redisCluster()).redisNodes : c.backing!.redisNodes;
+        const nodes = service.onRedisCluster ? (await c.backing.redisCluster()).redisNodes : c.backing.redisNodes;
         const serverStats = await ServerStats.open(nodes, c.db);
         const spec = { id, label, service: target, combining, segments, serverStats, tags: { redis } };
         return measureSales(c, spec).finally(() => serverStats.close());
@@ -185,7 +179,8 @@ function plan(s: RunSettings): Row[] {
   // On a service of its own: what the connections cost, not what the shipped service's earlier cases left behind.
   const fresh = { label: 'service for the memory case' };
   sales('memory', 'memory', fresh, { id: `memory-${wide}`, label: memoryLabel, segments: n, connections: wide });
-  add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, c.db!, service, n), ownDatabase);
+
+  add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, service, n));
 
   const instances = s.clusterInstances;
   const cluster = { label: `${instances} instances behind one port`, instances };
@@ -237,31 +232,27 @@ function plan(s: RunSettings): Row[] {
       for (const [scenario, name, store] of contenders)
         add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
     }
-  // The service's order flow on each backend, a business step held in the lock; Redlock again with a node killed.
-  const killOne = s.deadLockNode && s.lockBackends.includes('redlock');
+  // The service's order flow on each backend, a business step held in the lock.
   for (const holdMs of s.lockHoldsMs)
-    for (const kind of [...s.lockBackends, ...(killOne ? ['dead'] : [])]) {
-      const dead = kind === 'dead';
-      const lockBackend = dead ? 'redlock' : (kind as LockBackendKind);
+    for (const lockBackend of s.lockBackends) {
       const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
-      const backend = `${lockBackend}${dead ? ', one node of three killed' : ''}`;
-      const label = `order flow · ${backend} · ${holdMs} ms step`;
-      const flow = { id: `order-flow-${kind}-${holdMs}`, label, segments: n, connections: s.lockWorkers };
-      const measure = async (c: RunContext, target: ServiceTarget) => {
-        const node = dead ? await c.backing!.redlockNodes[0]!() : undefined;
-        await node?.stop();
-        const spec = { ...flow, service: target, tags: { lockBackend: backend, holdMs } };
-        return measureSales(c, spec).finally(() => node?.resume());
-      };
-      add('lock-order-flow', 'lockOrderFlow', service, measure, ownServers(lockBackend));
+      const label = `order flow · ${lockBackend} · ${holdMs} ms step`;
+      const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers };
+      const tags = { lockBackend, holdMs };
+      add(
+        'lock-order-flow',
+        'lockOrderFlow',
+        service,
+        (c, target) => measureSales(c, { ...flow, service: target, tags }),
+        ownServers(lockBackend),
+      );
     }
   ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
-  const retention = (c: RunContext, target: ServiceTarget) => cases.runEventRetention(c, c.db!, target, n);
-  add('event-retention', 'eventRetention', keeping, retention, ownDatabase);
+  add('event-retention', 'eventRetention', keeping, (c, target) => cases.runEventRetention(c, target, n));
   return rows;
 }
 
@@ -283,32 +274,29 @@ function credentials() {
   ] as const;
 }
 
-/** Runs the selected rows; a case whose service died is repeated on a fresh one, a row this run cannot have skipped. */
-type Selected = ReadonlySet<ScenarioName>;
-export async function runPlan(ctx: RunContext, selected: Selected, remote: ServiceTarget | null, nodeArgs: string[]) {
+/** Runs the selected rows, a row this run cannot have skipped; a case whose service died fails the run. */
+export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
   const rows = plan(ctx.settings).filter(([scenario]) => selected.has(scenario));
   const running = new Map<ServiceSpec, ServiceTarget>();
-  const unavailable = (spec: ServiceSpec) => {
-    const startedHere = `${spec.label}: a service this run starts; a --url target is measured as it is`;
-    if (remote) return spec === REAL ? undefined : startedHere;
-    if (spec.onRedisCluster && 'REDIS_CLUSTER_NODES' in ctx.backing!.redisEnv)
-      return 'a run on a Redis Cluster has no one Redis to compare it with';
-  };
+  const unavailable = (spec: ServiceSpec) =>
+    spec.onRedisCluster && 'REDIS_CLUSTER_NODES' in ctx.backing.redisEnv
+      ? 'a run on a Redis Cluster has no one Redis to compare it with'
+      : undefined;
   const release = async (spec: ServiceSpec) => {
     const service = running.get(spec);
     running.delete(spec);
     if (service && ctx.started.delete(service)) await service.stop();
   };
   const start = async ({ onRedisCluster, lockBackend, ...options }: ServiceSpec) => {
-    const backing = ctx.backing!;
+    const { backing } = ctx;
     ctx.progress.note(`starting ${options.label}…`);
     const cluster = onRedisCluster && (await backing.redisCluster()).redisEnv;
     const env: Record<string, string> = { ...options.env, ...cluster };
     if (lockBackend) env.LOCK_BACKEND = lockBackend;
     if (lockBackend === 'redlock') env.REDIS_LOCK_URLS = (await backing.redlockUrls()).join();
     if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
-    const service = await startService(backing, { ...options, env, nodeArgs });
+    const service = await startService(backing, { ...options, env });
     ctx.started.add(service);
     // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
     if (!options.program) ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
@@ -316,7 +304,7 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
   };
   const get = async (spec: ServiceSpec) => {
     if (running.has(spec)) return running.get(spec)!;
-    const service = remote ?? (await start(spec));
+    const service = await start(spec);
     running.set(spec, service);
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
@@ -327,32 +315,25 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
     }
     return service;
   };
-  const use = async (specs: ServiceSpec[], measure: MeasureAll) => {
-    for (let attempt = 1; ; attempt++) {
-      const services: ServiceTarget[] = [];
-      for (const spec of specs) services.push(await get(spec));
-      try {
-        return await measure(ctx, ...services);
-      } catch (error) {
-        const died = [...specs.keys()].filter((i) => !services[i]!.alive());
-        if (!died.length || attempt >= 3) throw error;
-        const why = (error as Error).message.split('\n')[0];
-        for (const i of died) {
-          const ended = services[i]!.diagnostics().split('\n')[0];
-          const note = `${ended} during a case (${why}); started a fresh one and repeated the case`;
-          results.incidents.push(note);
-          ctx.progress.note(note);
-          await release(specs[i]!);
-        }
-      }
-    }
+  const use = async (scenario: ScenarioName, specs: ServiceSpec[], measure: MeasureAll) => {
+    const services: ServiceTarget[] = [];
+    for (const spec of specs) services.push(await get(spec));
+    return measure(ctx, ...services).catch((error: unknown) => {
+      // A service that died mid-case (a crash, or a machine out of memory) makes the run worth rerunning, not its figures.
+      const ended = services
+        .find((service) => !service.alive())
+        ?.diagnostics()
+        .split('\n')[0];
+      if (ended) throw new Error(`${scenario}: ${ended} during the case; the run stops here`, { cause: error });
+      throw error;
+    });
   };
   const lastRow = new Map(rows.flatMap(([, , services], i) => services.map((service) => [service, i])));
   for (const [i, [scenario, into, services, measure, unless]] of rows.entries()) {
     const reason = unless?.(ctx) ?? services.map(unavailable).find(Boolean);
     if (!reason) {
       // A case answers one result, or a list of them (the growth scenario's ledgers), for each list it goes into.
-      const answers = await use(services, measure);
+      const answers = await use(scenario, services, measure);
       into.forEach((list, k) => (results[list] as unknown[]).push(...[answers[k]].flat()));
     } else if (!results.skipped.some((x) => x.scenario === scenario && x.reason === reason)) {
       results.skipped.push({ scenario, reason });
@@ -363,5 +344,5 @@ export async function runPlan(ctx: RunContext, selected: Selected, remote: Servi
 }
 
 /** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
-export const dashboardUrl = (service: { url: string; adminToken: string | undefined }) =>
+const dashboardUrl = (service: { url: string; adminToken: string | undefined }) =>
   `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
