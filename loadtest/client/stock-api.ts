@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { SkuView } from '../../src/stock/sku-view.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
@@ -31,6 +32,18 @@ export class StockApi {
     const response = await this.send('POST', '/orders', { sku, quantity });
     await response.text();
     return response.status;
+  }
+
+  /** Confirms a reservation; a 503 (the service shedding load a moment) is retried as a client would, four times. */
+  async confirm(orderId: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const response = await this.send('POST', `/orders/${orderId}/confirm`);
+      const text = await response.text();
+      if (response.status === 200) return;
+      if (response.status !== 503 || attempt === 5)
+        throw new Error(`confirming order ${orderId}: got ${response.status}: ${text.slice(0, 300)}`);
+      await sleep(250 * attempt);
+    }
   }
 
   /** A request that must answer `status`; answers the JSON body. */

@@ -61,7 +61,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   const read = (r: autocannon.Request) => ({ ...r, path: `/line-tickets/${pick()}` });
   const status = { title: 'drop · GET /line-tickets/:id', method: 'GET' as const, path: '/line-tickets' };
   const reads = await ctx.round(service, { ...status, amount: 20 * SAMPLE, requests: [{ setupRequest: read }] }, 200);
-  await pMap(admitted(), (t) => api.call(200, 'POST', `/orders/${t.orderId}/confirm`), SIXTEEN_AT_A_TIME);
+  await pMap(admitted(), (t) => api.confirm(t.orderId!), SIXTEEN_AT_A_TIME);
   // Every waiting ticket's status derives from the line's sold-out moment: the line reads it, the sample shows it.
   const soldOutMs = await waitFor(async () => (await line()).status === 'sold_out', 10_000, 5);
   const told = await pMap(sample, (id) => api.call<TicketView>(200, 'GET', `/line-tickets/${id}`), SIXTEEN_AT_A_TIME);
