@@ -51,7 +51,6 @@ const program = new Command('loadtest')
   .description('Single lock vs segmented stock on this machine: throughput, latency, lock use, oversell demonstration.')
   .option('--quick', 'short smoke run: segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
   .option('--only <list>', `run only these: ${plan.scenarioNames.join(', ')}`, oneOf(plan.scenarioNames))
-  .option('--redis-cluster', 'run on a local Redis Cluster started by this run; default scenarios: the segmented ones')
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
   .option('--no-report', 'write the results json only')
@@ -79,9 +78,7 @@ async function main(): Promise<void> {
   for (const { key, names } of settingFlags)
     if (cli[key] !== undefined) for (const name of names) settings[name] = cli[key];
   const named = cli.only as plan.ScenarioName[] | undefined;
-  // On a Redis Cluster, by default, the cases whose orders take segment locks.
-  const segmented: plan.ScenarioName[] = ['segments', 'business-step', 'cluster'];
-  const defaults = cli.redisCluster ? segmented : plan.scenarioNames.filter((name) => !plan.namedOnly.includes(name));
+  const defaults = plan.scenarioNames.filter((name) => !plan.namedOnly.includes(name));
   const progress = new RunProgress();
   const startedAt = new Date();
   let backing: BackingServices | null = null;
@@ -101,7 +98,7 @@ async function main(): Promise<void> {
     });
   try {
     progress.note('starting Redis and Postgres…');
-    backing = await startBackingServices(process.env, { redisCluster: Boolean(cli.redisCluster) });
+    backing = await startBackingServices(process.env);
     db = createDatabase(backing.databaseUrl, 4);
     ctx = new RunContext(settings as RunSettings, progress, db, backing);
     const cases = await plan.runPlan(ctx, new Set(named ?? defaults));
@@ -115,8 +112,8 @@ async function main(): Promise<void> {
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
     let verdict = verdictOf(renderReport(run, resultsFile));
     if (cli.report !== false) {
-      // docs/benchmarks.md is the report of a whole local run on one Redis; any other run's goes beside its results.
-      const whole = mode === 'full' && !cli.redisCluster && !named;
+      // docs/benchmarks.md is the report of a whole run; any other run's goes beside its results.
+      const whole = mode === 'full' && !named;
       const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
       const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
       const reportFile = path.resolve(name);

@@ -7,12 +7,11 @@ import { createLogger } from '../../src/logger.js';
 import { RedisCluster, RedisServer, ZooKeeperServer } from '../../test/support/servers/index.js';
 import type { ProcessMarkers } from './process-usage.js';
 
-const CLUSTER_NOTE = 'local Redis Cluster: 3 primaries, 3 replicas, no persistence';
 export type BackingServices = Awaited<ReturnType<typeof startBackingServices>>;
 
 // Redis and Postgres for a run (REDIS_URL / DATABASE_URL, else the service's embedded default, as `npm start` runs);
 // the servers only some cases need start on first use and stop with the rest.
-export async function startBackingServices(env: NodeJS.ProcessEnv, options: { redisCluster?: boolean }) {
+export async function startBackingServices(env: NodeJS.ProcessEnv) {
   const dir = mkdtempSync(path.join(tmpdir(), 'stock-loadtest-'));
   // Started as root, Postgres runs as its own user, which must reach the data directory.
   chmodSync(dir, 0o755);
@@ -32,10 +31,7 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
   // The redis-server shows only its address in its process title; the postmaster names its data directory.
   const processMarkers: ProcessMarkers = { redis: [] };
   try {
-    const ownCluster = options.redisCluster ? await RedisCluster.start() : undefined;
-    if (ownCluster) stops.push(() => ownCluster.destroy());
-    const redis = ownCluster ? { REDIS_CLUSTER_NODES: ownCluster.seeds } : { REDIS_URL: env.REDIS_URL };
-    const config = { ...loadConfig({ ...redis, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
+    const config = { ...loadConfig({ REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
     const endpoints = await resolveEndpoints(config, createLogger('warn'));
     stops.push(() => endpoints.stopEmbedded());
     const clusterView = (c: RedisCluster) => {
@@ -43,10 +39,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
       if (!processMarkers.redis.includes(redisNodes[0]!)) processMarkers.redis.push(...redisNodes);
       return { redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds }, redisNodes };
     };
-    const own = ownCluster ? clusterView(ownCluster) : undefined;
     const standalone = endpoints.redis.kind === 'standalone' ? endpoints.redis.url : '';
-    if (ownCluster) notes.push(CLUSTER_NOTE);
-    else if (!standalone) throw new Error('REDIS_URL or the embedded redis-server expected');
+    if (!standalone) throw new Error('REDIS_URL or the embedded redis-server expected');
     else if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
     else {
       processMarkers.redis.push(new URL(standalone).host);
@@ -57,14 +51,17 @@ export async function startBackingServices(env: NodeJS.ProcessEnv, options: { re
       processMarkers.postgres = dir;
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
-    const cluster = lazy(() => RedisCluster.start(), `and a ${CLUSTER_NOTE}`);
+    const cluster = lazy(
+      () => RedisCluster.start(),
+      'and a local Redis Cluster: 3 primaries, 3 replicas, no persistence',
+    );
     // The lock benchmark's Redis servers have no persistence.
     const redlockNodes = [1, 2, 3].map(() => lazy(() => RedisServer.start()));
     return {
-      redisEnv: own?.redisEnv ?? { REDIS_URL: standalone },
-      redisNodes: own?.redisNodes ?? [standalone],
+      redisEnv: { REDIS_URL: standalone },
+      redisNodes: [standalone],
       databaseUrl: endpoints.databaseUrl,
-      redisCluster: async () => own ?? clusterView(await cluster()),
+      redisCluster: async () => clusterView(await cluster()),
       lockRedis: lazy(() => RedisServer.start()),
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
       zookeeper: lazy(() => ZooKeeperServer.start()),
