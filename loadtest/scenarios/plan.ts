@@ -284,8 +284,11 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
     running.delete(spec);
     if (service && ctx.started.delete(service)) await service.stop();
   };
-  const start = async ({ onRedisCluster, lockBackend, ...options }: ServiceSpec) => {
+  /** The service of `spec`, started on first use and primed. */
+  const get = async (spec: ServiceSpec) => {
+    if (running.has(spec)) return running.get(spec)!;
     const { backing } = ctx;
+    const { onRedisCluster, lockBackend, ...options } = spec;
     ctx.progress.note(`starting ${options.label}…`);
     const cluster = onRedisCluster && (await backing.redisCluster()).redisEnv;
     const env: Record<string, string> = { ...options.env, ...cluster };
@@ -294,14 +297,9 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
     if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
     const service = await startService(backing, { ...options, env });
     ctx.started.add(service);
+    running.set(spec, service);
     // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
     if (!options.program) ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
-    return service;
-  };
-  const get = async (spec: ServiceSpec) => {
-    if (running.has(spec)) return running.get(spec)!;
-    const service = await start(spec);
-    running.set(spec, service);
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
       const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
@@ -315,7 +313,8 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
     const services: ServiceTarget[] = [];
     for (const spec of specs) services.push(await get(spec));
     return measure(ctx, ...services).catch((error: unknown) => {
-      // A service that died mid-case (a crash, or a machine out of memory) makes the run worth rerunning, not its figures.
+      // A service that died mid-case (a crash, a machine out of memory): the run is worth rerunning, not its figures.
+      // Its last output follows (cli.ts prints every started service's).
       const ended = services
         .find((service) => !service.alive())
         ?.diagnostics()
