@@ -52,7 +52,7 @@ const program = new Command('loadtest')
   .option('--quick', 'short smoke run: segment counts 1 and 20, 1 s warm-up, 1.5 s rounds')
   .option('--only <list>', `run only these: ${plan.scenarioNames.join(', ')}`, oneOf(plan.scenarioNames))
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
-  .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole local run, else beside results)')
+  .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole run, else beside results)')
   .option('--no-report', 'write the results json only')
   .option('--report-from <results>', 'measure nothing: write the report of an earlier run from its results json')
   .addHelpText('after', '\nThe run starts its own Redis and Postgres, or uses REDIS_URL / DATABASE_URL.');
