@@ -303,9 +303,7 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
     // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
     if (spec.program !== 'echo') {
       const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
-      const title = `priming ${service.label}`;
-      await ctx.round(service, { title, body, durationSeconds: ctx.settings.warmupSeconds });
-      await ctx.settle(service);
+      await ctx.warmUp(service, { title: `priming ${service.label}`, body });
     }
     return service;
   };
