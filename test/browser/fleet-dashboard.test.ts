@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Browser, Page } from 'puppeteer-core';
 import { launchChromium } from '../support/chromium.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { OrderLoad } from '../support/order-load.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
 import { ServiceFleet } from '../support/service-fleet.js';
@@ -47,6 +47,14 @@ describe('the dashboard of a fleet of two instances, in a real browser', () => {
 
   it("shows the fleet's sum by reason from either instance, with the sale's timeline, and keeps it over a reload", async () => {
     const [a, b] = fleet.members as [(typeof fleet.members)[0], (typeof fleet.members)[0]];
+    // A failure shows what the instances warned of: a failed write of the series, a read that failed.
+    onTestFailed(() => {
+      const warnings = fleet
+        .logs()
+        .split('\n')
+        .filter((line) => /^---|"level":[456]0/.test(line));
+      console.log(`[fleet-dashboard] the instances' warnings:\n${warnings.join('\n')}`);
+    });
     const sku = uniqueSku('fleet-dash');
     // Far enough ahead for ten refused orders on a busy machine.
     const opensAt = Date.now() + 10_000;
