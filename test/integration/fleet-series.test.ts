@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { FleetSeries, quantileMs, RETAIN_SECONDS } from '../../src/metrics/fleet-series.js';
+import { FleetSeries, RETAIN_SECONDS } from '../../src/metrics/fleet-series.js';
+import { quantileMs } from '../../src/metrics/series-columns.js';
 import {
   ANSWER_TIME_BUCKETS,
   FleetTally,
