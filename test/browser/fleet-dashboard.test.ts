@@ -5,6 +5,7 @@ import type { Browser, Page } from 'puppeteer-core';
 import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { OrderLoad } from '../support/order-load.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
 import { ServiceFleet } from '../support/service-fleet.js';
 import { call, uniqueSku } from '../support/service.js';
@@ -34,15 +35,21 @@ async function instanceTotals(urls: string[]): Promise<Record<string, number>> {
 }
 
 describe('the dashboard of a fleet of two instances, in a real browser', () => {
+  let own: OwnDatabase;
   let fleet: ServiceFleet;
   let browser: Browser;
   beforeAll(async () => {
-    fleet = await ServiceFleet.start(2, { ADMIN_TOKEN });
+    // The instances' own counts are the yardstick, so they must count this test's orders only. On the shared database
+    // they would also admit tickets of waiting lines earlier test files left open: orders of other SKUs.
+    own = await createOwnDatabase('fleet_dashboard');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    fleet = await ServiceFleet.start(2, { ADMIN_TOKEN, DATABASE_URL: own.url });
     browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
     await fleet?.stopAll();
+    await own?.drop();
   });
 
   it("shows the fleet's sum by reason from either instance, with the sale's timeline, and keeps it over a reload", async () => {

@@ -1,17 +1,26 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
 describe('waiting lines', () => {
+  let own: OwnDatabase;
   let svc: RunningService;
   beforeAll(async () => {
-    svc = await startService();
+    // A database of its own, dropped at the end: the lines these tests leave waiting would otherwise go on admitting
+    // tickets, on whatever instance later test files start, for as long as their holds keep expiring.
+    own = await createOwnDatabase('lines');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    svc = await startService({ DATABASE_URL: own.url });
   });
-  afterAll(() => svc.stop());
+  afterAll(async () => {
+    await svc?.stop();
+    await own?.drop();
+  });
 
   /** A SKU of `stock` units with a line; its sale opens `opensInMs` from now (none: open already). */
   async function linedSku(stock: number, line: Record<string, unknown>, opensInMs?: number) {
@@ -47,7 +56,7 @@ describe('waiting lines', () => {
   });
 
   it('gives one ticket per customer when the same customers join through two instances at once', async () => {
-    const other = await startService();
+    const other = await startService({ DATABASE_URL: own.url });
     try {
       const sku = await linedSku(5, {}, 60_000);
       const customers = Array.from({ length: 200 }, (_, i) => `twice-${i}`);

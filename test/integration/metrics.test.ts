@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -10,11 +11,19 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe('GET /metrics', () => {
+  let own: OwnDatabase;
   let svc: RunningService;
   beforeAll(async () => {
-    svc = await startService();
+    // The counters are the instance's, so it must see this file's orders only: on the shared database it would also
+    // admit tickets of waiting lines earlier test files left open.
+    own = await createOwnDatabase('metrics');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    svc = await startService({ DATABASE_URL: own.url });
   });
-  afterAll(() => svc.stop());
+  afterAll(async () => {
+    await svc?.stop();
+    await own?.drop();
+  });
 
   it('counts a real order by outcome, with its lock figures and the SKU’s stock', async () => {
     const sku = uniqueSku('metrics');

@@ -1,14 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditSku } from '../support/invariants.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 
 describe('placing orders', () => {
+  let own: OwnDatabase;
   let svc: RunningService;
   beforeAll(async () => {
-    svc = await startService();
+    // The counters are the instance's, so it must see this file's orders only: on the shared database it would also
+    // admit tickets of waiting lines earlier test files left open.
+    own = await createOwnDatabase('orders');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    svc = await startService({ DATABASE_URL: own.url });
   });
-  afterAll(() => svc.stop());
+  afterAll(async () => {
+    await svc?.stop();
+    await own?.drop();
+  });
 
   const createSku = async (stock: number, segments: number) => {
     const sku = uniqueSku('ord');
@@ -111,7 +120,7 @@ describe('placing orders', () => {
   });
 
   it('keeps exact books when two instances take turns on one segment (remembered state never outlives a turn)', async () => {
-    const other = await startService();
+    const other = await startService({ DATABASE_URL: own.url });
     try {
       const sku = await createSku(50, 1);
       const sequence = [svc, svc, other, svc, other, other, svc, other, svc];
