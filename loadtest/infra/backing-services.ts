@@ -1,6 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { resolveEndpoints } from '../../src/endpoints.js';
 import { createLogger } from '../../src/logger.js';
@@ -51,6 +52,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       processMarkers.postgres = dir;
       notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     }
+    const pools = await poolsThatFit(endpoints.databaseUrl);
+    if (pools.note) notes.push(pools.note);
     const cluster = lazy(
       () => RedisCluster.start(),
       'and a local Redis Cluster: 3 primaries, 3 replicas, no persistence',
@@ -61,6 +64,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       redisEnv: { REDIS_URL: standalone },
       redisNodes: [standalone],
       databaseUrl: endpoints.databaseUrl,
+      /** Pool sizes every service of the run gets, when the defaults would not fit the Postgres (else none). */
+      poolEnv: pools.env,
       redisCluster: async () => clusterView(await cluster()),
       lockRedis: lazy(() => RedisServer.start()),
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
@@ -72,5 +77,35 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   } catch (error) {
     await stopAll();
     throw error;
+  }
+}
+
+/** Service instances of a run alive at once, at most: the shipped service beside a two-instance one (the drop's). */
+const INSTANCES_AT_ONCE = 3;
+/** Connections of the run's own (books, server statistics) and an instance's besides its pools. */
+const [RUN_OWN, PER_INSTANCE_BESIDES_POOLS] = [10, 2];
+
+/**
+ * An instance holds up to PG_POOL_SIZE + BATCHES_IN_FLIGHT connections (20 + 20 by default): three of them need more
+ * than a Postgres as installed allows (max_connections 100). There, every service gets smaller pools that fit, and the
+ * report says so, rather than the run failing halfway with "too many clients".
+ */
+async function poolsThatFit(databaseUrl: string): Promise<{ env: Record<string, string>; note?: string }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ free: number; max: number }>(`
+      select current_setting('max_connections')::int as max,
+             current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+               - (select count(*) from pg_stat_activity where backend_type = 'client backend')::int as free`);
+    const { free, max } = rows[0]!;
+    const perInstance = Math.floor((free - RUN_OWN) / INSTANCES_AT_ONCE) - PER_INSTANCE_BESIDES_POOLS;
+    if (perInstance >= 2 * 20) return { env: {} };
+    const each = Math.max(2, Math.floor(perInstance / 2));
+    const env = { PG_POOL_SIZE: String(each), BATCHES_IN_FLIGHT: String(each) };
+    const note = `Postgres allows ${max} connections: every service ran with PG_POOL_SIZE=${each} and BATCHES_IN_FLIGHT=${each} (default 20 each)`;
+    return { env, note };
+  } finally {
+    await client.end();
   }
 }

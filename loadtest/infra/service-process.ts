@@ -34,6 +34,7 @@ export async function startService(backing: BackingServices, options: LocalServi
     // The events round's webhook receiver listens in the load generator, on loopback.
     WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: '1',
     ...options.env,
+    ...backing.poolEnv,
   };
   const metricsPort = instances > 1 ? await freePort() : 0;
   const workers = { CLUSTER_WORKERS: String(instances), CLUSTER_METRICS_PORT: String(metricsPort) };

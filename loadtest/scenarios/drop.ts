@@ -61,6 +61,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   const read = (r: autocannon.Request) => ({ ...r, path: `/line-tickets/${pick()}` });
   const status = { title: 'drop · GET /line-tickets/:id', method: 'GET' as const, path: '/line-tickets' };
   const reads = await ctx.round(service, { ...status, amount: 20 * SAMPLE, requests: [{ setupRequest: read }] }, 200);
+  ctx.progress.note(`drop: confirming the ${UNITS} admitted orders, then waiting for every ticket to read sold out…`);
   await pMap(admitted(), (t) => api.confirm(t.orderId!), SIXTEEN_AT_A_TIME);
   // Every waiting ticket's status derives from the line's sold-out moment: the line reads it, the sample shows it.
   const soldOutMs = await waitFor(async () => (await line()).status === 'sold_out', 10_000, 5);
