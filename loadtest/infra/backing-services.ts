@@ -6,7 +6,6 @@ import { loadConfig } from '../../src/config.js';
 import { resolveEndpoints } from '../../src/endpoints.js';
 import { createLogger } from '../../src/logger.js';
 import { RedisCluster, RedisServer, ZooKeeperServer } from '../../test/support/servers/index.js';
-import type { ProcessMarkers } from './process-usage.js';
 
 export type BackingServices = Awaited<ReturnType<typeof startBackingServices>>;
 
@@ -29,29 +28,20 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
         return server;
       }));
   };
-  // The redis-server shows only its address in its process title; the postmaster names its data directory.
-  const processMarkers: ProcessMarkers = { redis: [] };
   try {
     const config = { ...loadConfig({ REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
     const endpoints = await resolveEndpoints(config, createLogger('warn'));
     stops.push(() => endpoints.stopEmbedded());
-    const clusterView = (c: RedisCluster) => {
-      const redisNodes = c.nodes.map((node) => `127.0.0.1:${node.port}`);
-      if (!processMarkers.redis.includes(redisNodes[0]!)) processMarkers.redis.push(...redisNodes);
-      return { redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds }, redisNodes };
-    };
+    const clusterView = (c: RedisCluster) => ({
+      redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds },
+      redisNodes: c.nodes.map((node) => `127.0.0.1:${node.port}`),
+    });
     const standalone = endpoints.redis.kind === 'standalone' ? endpoints.redis.url : '';
     if (!standalone) throw new Error('REDIS_URL or the embedded redis-server expected');
     else if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
-    else {
-      processMarkers.redis.push(new URL(standalone).host);
-      notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
-    }
+    else notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
     if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
-    else {
-      processMarkers.postgres = dir;
-      notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
-    }
+    else notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
     const pools = await poolsThatFit(endpoints.databaseUrl);
     if (pools.note) notes.push(pools.note);
     const cluster = lazy(
@@ -71,7 +61,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
       zookeeper: lazy(() => ZooKeeperServer.start()),
       description: () => notes.join('; '),
-      processMarkers,
+      /** The embedded Postgres's data directory, which its postmaster names (CPU accounting); none from DATABASE_URL. */
+      postgresDir: env.DATABASE_URL ? undefined : dir,
       stop: stopAll,
     };
   } catch (error) {

@@ -1,25 +1,25 @@
-/** What the run's processes use, from /proc (Linux): CPU per process group, and the service's resident memory. */
+/** What the run's processes use, from /proc (Linux): the service's and Postgres's CPU, the service's resident memory. */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
 const TICKS_PER_SECOND = 100;
-const GROUPS = ['service', 'postgres', 'redis', 'load generator'] as const;
+const GROUPS = ['service', 'postgres'] as const;
 type CpuGroup = (typeof GROUPS)[number];
 
 /** Without /proc (not Linux) a run has no CPU or memory figures. */
 export const procAvailable = existsSync('/proc/stat');
 
-/** Who used the machine's CPUs during a round, in cores. */
+/** The service's and Postgres's CPU during a round, in cores. */
 export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
-/** The run's own servers in /proc/<pid>/cmdline: the postmaster's data directory, and each redis-server's address. */
-export type ProcessMarkers = { postgres?: string; redis: string[] };
-
-/** Starts CPU accounting per process group, other processes included; the returned function ends it. */
-export function meterCpu(servicePids: number[], markers: ProcessMarkers) {
-  const before = snapshot(servicePids, markers);
+/**
+ * Starts CPU accounting of the service's processes and of the run's own Postgres (the postmaster that names its data
+ * directory, `postgresDir`, and its backends); the returned function ends it.
+ */
+export function meterCpu(servicePids: number[], postgresDir: string | undefined) {
+  const before = snapshot(servicePids, postgresDir);
   return () => {
-    const after = snapshot(servicePids, markers);
+    const after = snapshot(servicePids, postgresDir);
     const seconds = (after.at - before.at) / 1000;
     const cores = Object.fromEntries(GROUPS.map((g) => [g, 0])) as Record<CpuGroup, number>;
     // Ticks per process, so that one starting during the round counts in full; one that ended counts in its parent's
@@ -28,30 +28,22 @@ export function meterCpu(servicePids: number[], markers: ProcessMarkers) {
       cores[group] += (ticks - (before.ticks.get(pid)?.ticks ?? 0)) / TICKS_PER_SECOND / seconds;
     for (const [pid, { group, ticks }] of before.ticks)
       if (!after.ticks.has(pid)) cores[group] -= ticks / TICKS_PER_SECOND / seconds;
-    const total = after.machine.total - before.machine.total;
-    const machineBusy = total > 0 ? (after.machine.busy - before.machine.busy) / total : NaN;
-    const cpus = readdirSync('/sys/devices/system/cpu').filter((d) => /^cpu\d+$/.test(d)).length || 1;
-    const ours = Object.values(cores).reduce((a, b) => a + b, 0);
-    return { seconds, machineBusy, cores: { ...cores, others: Math.max(0, machineBusy * cpus - ours) } };
+    return { seconds, cores };
   };
 }
 
-function snapshot(servicePids: number[], { postgres, redis }: ProcessMarkers) {
+function snapshot(servicePids: number[], postgresDir: string | undefined) {
   const processes = readProcesses();
-  const postmaster = (p: Process) => postgres && p.cmdline.includes(postgres) && p.cmdline.includes('postgres');
+  const postmaster = (p: Process) => postgresDir && p.cmdline.includes(postgresDir) && p.cmdline.includes('postgres');
   const postmasters = new Set(processes.filter(postmaster).map((p) => p.pid));
   const groupOf = (p: Process): CpuGroup | undefined => {
     if (servicePids.includes(p.pid)) return 'service';
-    if (p.pid === process.pid) return 'load generator';
     if (postmasters.has(p.pid) || postmasters.has(p.ppid)) return 'postgres';
-    if (p.cmdline.startsWith('redis-server') && redis.some((address) => p.cmdline.includes(address))) return 'redis';
   };
   const ticks = new Map(
     processes.flatMap((p) => (groupOf(p) ? [[p.pid, { group: groupOf(p)!, ticks: p.ticks }]] : [])),
   );
-  const n = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const total = n.reduce((a, b) => a + b, 0);
-  return { at: performance.now(), ticks, machine: { busy: total - (n[3] ?? 0) - (n[4] ?? 0), total } };
+  return { at: performance.now(), ticks };
 }
 
 type Process = ReturnType<typeof readProcesses>[number];
@@ -65,7 +57,7 @@ function readProcesses() {
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
         // With the children it reaped (cutime, cstime): a process that ended during a round, such as Postgres's
-        // autovacuum workers or a redis-server's save, counts in its parent's group rather than as another process.
+        // autovacuum workers, counts in its parent's group rather than as another process.
         const ticks = fields.slice(11, 15).reduce((sum, field) => sum + Number(field), 0);
         return [{ pid: Number(entry), ppid: Number(fields[1]), ticks, cmdline }];
       } catch {

@@ -137,7 +137,7 @@ export class RunContext {
         const amount = share * (spec.confirmEach ? 2 : 1);
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
         // CPU accounting, when the machine has /proc.
-        const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.processMarkers) : null;
+        const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.postgresDir) : null;
         slices.push(await this.round(service, { ...spec, title, amount, latencies: latencies[i] }, status));
         if (endCpu) cpu.push(endCpu());
       }
@@ -183,5 +183,5 @@ function sumCpu(parts: CpuUsage[]): CpuUsage {
   const weighted = (of: (part: CpuUsage) => number) => parts.reduce((sum, p) => sum + of(p) * p.seconds, 0) / seconds;
   const groups = Object.keys(parts[0]!.cores) as (keyof CpuUsage['cores'])[];
   const cores = Object.fromEntries(groups.map((g) => [g, weighted((p) => p.cores[g])])) as CpuUsage['cores'];
-  return { seconds, machineBusy: weighted((p) => p.machineBusy), cores };
+  return { seconds, cores };
 }
