@@ -19,10 +19,12 @@ const NOT_MEASURED = '_Not measured in this run._';
 const TARGET_ROW = /^\| .* \| \{\{([\w:.-]+)\.result\}\} \|$/;
 const JUDGED_ROW = /^\| (.*?) \| (.*) \| \*\*(met|not met)\*\* \|$/gm;
 
-// The template's helpers: the number formats, and a table's rows or, when it has none, that it was not measured.
+// The template's helpers: the number formats, a ratio, CPU ms per answer, and a table's rows or, when it has none,
+// that it was not measured.
 const handlebars = Handlebars.create();
 const formats = { int, ms, pct, times, num, mib };
-for (const [name, format] of Object.entries(formats))
+const over = (part: number, whole: number) => part / whole;
+for (const [name, format] of Object.entries({ ...formats, over, cpuMs: msPerAnswer }))
   handlebars.registerHelper(name, (...args: unknown[]) =>
     (format as (...a: unknown[]) => string)(...args.slice(0, -1)),
   );
@@ -119,6 +121,7 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
     exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
+    httpCeiling: ceiling,
     ceilingRate: int(ceiling),
     ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
@@ -129,7 +132,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
 /** Every table's rows, with what each row is compared with; the template lays the tables out. */
 function tableRows(f: RunFigures) {
   const { run } = f;
-  const ofCeiling = (c: { perSecond: number }) => c.perSecond / f.ceiling;
   const failed = (c: SalesCase) => [...c.books.checks, ...c.warmupBooks.checks].filter((k) => !k.ok).map((k) => k.name);
   const bounded = (n: number, beyond: string, format: (n: number) => string) =>
     Number.isFinite(n) ? format(n) : beyond;
@@ -138,16 +140,15 @@ function tableRows(f: RunFigures) {
       ...c,
       // Only the product's own order flow has a single-lock case to compare with (the alternative has no lock).
       speedup: c.lock ? f.speedup(c) : NaN,
-      ofCeiling: ofCeiling(c),
       failed: failed(c).join('; '),
       visits: c.lock && bounded(c.lock.segmentVisitsP99, '> 256', (n) => `≤ ${n}`),
       waitP99: c.lock && bounded(c.lock.lockWaitP99Ms, '> 5,000', ms),
     }));
-  /** Orders/s against the case of the same table (and round) whose `key` is `value`, and the service's CPU per order. */
+  /** Orders/s against the case of the same table (and round) whose `key` is `value`. */
   const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K]) =>
     cases.map((c) => {
       const base = cases.find((x) => x[key] === value && x.round === c.round)?.perSecond ?? NaN;
-      return { ...c, ratio: c.perSecond / base, serviceMs: msPerAnswer(c) };
+      return { ...c, ratio: c.perSecond / base };
     });
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
@@ -159,15 +160,6 @@ function tableRows(f: RunFigures) {
     if (expectedSafe(c)) return books.ok ? 'balanced' : 'FAILED';
     return books.oversold > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
   };
-  const rss = (bytes = NaN) => (bytes > 0 ? `${mib(bytes)} MiB` : '–');
-  const optional = (n: number | undefined) => (n === undefined ? '—' : int(n));
-  const cpuRows: Answers[] = [
-    ...run.ceiling,
-    ...run.bareEcho,
-    ...[...f.allOf('real'), ...f.allOf('business-step')],
-    ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth].flat(),
-    ...run.soldOut,
-  ].filter((r) => r.cpu);
   // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
   // under "Where the CPU went".
   const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
@@ -189,7 +181,6 @@ function tableRows(f: RunFigures) {
       ...r,
       overAlternative: 'books' in r ? f.overAlternative(r as SalesCase) : NaN,
       overEcho: r.perSecond / (f.echoFor(r)?.perSecond ?? NaN),
-      ofCeiling: ofCeiling(r),
     })),
     echoes: [...run.ceiling, ...run.bareEcho],
     real: sales(f.allOf('real')),
@@ -200,7 +191,7 @@ function tableRows(f: RunFigures) {
       name: oversellName(c).replace(/ · \d+ instances?$/, ''),
       verdict: oversellVerdict(c),
     })),
-    soldOut: run.soldOut.map((c) => ({ ...c, share: f.refusalShare(c) })),
+    soldOut: run.soldOut,
     lifecycle: run.lifecycle.flatMap(({ direct, reserveThenConfirm: reserved }) =>
       [
         { ...direct, ratio: 1 },
@@ -209,20 +200,15 @@ function tableRows(f: RunFigures) {
     ),
     costed: costed.map((c) => ({
       ...c,
-      perHold: c.perSecond / (c.lock?.acquisitionsPerSecond || NaN),
-      serviceMs: msPerAnswer(c),
-      postgresMs: msPerAnswer(c, 'postgres'),
       busiest: Math.max(...redis(c).nodes.map((n) => n.cpuMsPerOrder)),
       byCommand: Object.entries(redis(c).byCommand)
         .map(([name, n]) => `${name} ${num(n, 3)}`)
         .join(', '),
     })),
-    nodes: costed.flatMap((c) =>
-      redis(c).nodes.map((n) => ({ c, n, share: n.cpuMsPerOrder / redis(c).cpuMsPerOrder })),
-    ),
+    nodes: costed.flatMap((c) => redis(c).nodes.map((n) => ({ c, n }))),
     statements: onFirstRedis.flatMap((c) => (c.serverCost!.postgres?.top ?? []).map((st) => ({ c, st }))),
     lockFree: run.lockFree.length ? sales([...f.product, ...run.alternative, ...run.lockFree]) : [],
-    memory: run.memory.map((c) => ({ ...c, maxRss: rss(c.memory?.maxRssBytes), peakRss: rss(c.memory?.peakRssBytes) })),
+    memory: run.memory,
     growth: run.growth.map((c) => ({
       ...c,
       seeded: c.ledgerRows && c.seedSeconds ? `${c.seedSeconds.toFixed(0)} s` : '–',
@@ -237,11 +223,7 @@ function tableRows(f: RunFigures) {
       })),
     ),
     auth: against(run.auth, 'auth', 'none'),
-    events: against(run.events, 'events', 'off').map((c) => ({
-      ...c,
-      deliveries: optional(c.delivered),
-      outboxRows: optional(c.outboxAfter),
-    })),
+    events: against(run.events, 'events', 'off'),
     retention: run.eventRetention.flatMap((c) =>
       c.samples.map((x) => ({ ...x, expected: c.retentionSeconds * x.ordersPerSecond })),
     ),
@@ -251,10 +233,12 @@ function tableRows(f: RunFigures) {
       ratio: c.perSecond / (onRedis(c)?.perSecond ?? NaN),
       notPlaced: c.measured.responses - (c.measured.statusCounts[201] ?? 0),
     })),
-    // Where each round's CPU went, by process group, and what the groups spent per answer.
-    cpu: cpuRows.map((r) => ({
-      ...r,
-      msPerAnswer: { service: msPerAnswer(r), postgres: msPerAnswer(r, 'postgres') },
-    })),
+    // Where each round's CPU went, by process group.
+    cpu: [
+      ...[run.ceiling, run.bareEcho, f.allOf('real'), f.allOf('business-step')],
+      ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth, run.soldOut],
+    ]
+      .flat()
+      .filter((r) => r.cpu),
   };
 }
