@@ -110,16 +110,15 @@ async function main(): Promise<void> {
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(resultsFile, `${JSON.stringify(run, null, 2)}\n`);
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
-    let verdict = verdictOf(renderReport(run, resultsFile));
-    if (cli.report !== false) {
-      // docs/benchmarks.md is the report of a whole run; any other run's goes beside its results.
-      const whole = mode === 'full' && !named;
-      const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
-      const name = typeof cli.report === 'string' ? cli.report : whole ? 'docs/benchmarks.md' : besideResults;
-      const reportFile = path.resolve(name);
-      verdict = await writeReport(run, reportFile, resultsFile);
-      progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
-    }
+    // docs/benchmarks.md is the report of a whole run; any other run's goes beside its results.
+    const whole = mode === 'full' && !named;
+    const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
+    const reportFile =
+      cli.report !== false && path.resolve(cli.report ?? (whole ? 'docs/benchmarks.md' : besideResults));
+    const verdict = reportFile
+      ? await writeReport(run, reportFile, resultsFile)
+      : verdictOf(renderReport(run, resultsFile));
+    if (reportFile) progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
     // Last, on one screen: the headline and the verdict, as the report opens.
