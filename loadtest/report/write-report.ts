@@ -42,7 +42,6 @@ handlebars.registerHelper({
   // A slot the run did not fill.
   helperMissing: (...args: unknown[]) => (args.length === 1 ? NOT_MEASURED : undefined),
 });
-const compile = (text: string) => handlebars.compile(text, { noEscape: true });
 
 /**
  * The report of a run: the template filled with its figures and tables, and the Targets table's rows of targets the
@@ -61,7 +60,7 @@ export function renderReport(run: RunResults, resultsPath: string, more: Record<
   const kept = readFileSync(TEMPLATE, 'utf8')
     .split('\n')
     .filter((line) => !TARGET_ROW.test(line) || targets[TARGET_ROW.exec(line)![1]!]);
-  const template = compile(kept.join('\n'));
+  const template = handlebars.compile(kept.join('\n'), { noEscape: true });
   // The verdict counts the Targets table's judged rows as the template words them: a first rendering finds them.
   const rows = [...template(data).matchAll(JUDGED_ROW)];
   const notMet = rows.filter(([, , , result]) => result === 'not met');
@@ -156,10 +155,6 @@ function tableRows(f: RunFigures) {
   const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
     f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
   const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
-  const oversellVerdict = ({ books, ...c }: RunResults['oversell'][number]) => {
-    if (expectedSafe(c)) return books.ok ? 'balanced' : 'FAILED';
-    return books.oversold > 0 ? 'oversold, as expected without a shared lock' : 'no oversell this time';
-  };
   // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
   // under "Where the CPU went".
   const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
@@ -189,7 +184,8 @@ function tableRows(f: RunFigures) {
     oversell: run.oversell.map((c) => ({
       ...c,
       name: oversellName(c).replace(/ · \d+ instances?$/, ''),
-      verdict: oversellVerdict(c),
+      safe: expectedSafe(c),
+      oversold: c.books.oversold > 0,
     })),
     soldOut: run.soldOut,
     lifecycle: run.lifecycle.flatMap(({ direct, reserveThenConfirm: reserved }) =>
