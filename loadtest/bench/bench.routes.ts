@@ -7,13 +7,13 @@ import { methodNotAllowed } from '../../src/http/method-not-allowed.js';
 import { orderLine, skuName } from '../../src/http/schemas.js';
 import { parseOr400 } from '../../src/http/validate.js';
 import { redisKeys } from '../../src/lock/keys.js';
-import { guardModes, UnguardedSales } from './unguarded-sales.js';
+import { guardModes, unguardedSales } from './unguarded-sales.js';
 
 // Mounted only by the load test's entry point (bench-main.ts). All but the ceiling sell wrongly on purpose or bypass
 // the segment locks, so they need the `stock:admin` scope once credentials are set.
 export function benchRoutes(service: StockService): Router {
-  const { config, db, redis, locks, access } = service;
-  const sales = new UnguardedSales(db, redis, locks, config);
+  const { config, redis, access } = service;
+  const sales = unguardedSales(service);
   const requireAdmin = access.require(['stock:admin']);
   const body = orderLine(config.maxOrderQuantity);
   const router = Router();

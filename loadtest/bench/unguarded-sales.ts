@@ -2,14 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Mutex } from 'async-mutex';
 import { type RawBuilder, sql } from 'kysely';
-import type { Config } from '../../src/config.js';
-import type { Db } from '../../src/db/database.js';
+import type { StockService } from '../../src/app.js';
 import type { SkuRow } from '../../src/db/schema.js';
 import { AppError } from '../../src/errors.js';
-import type { SegmentLocks } from '../../src/inventory/segment-locks.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { outOfStock } from '../../src/orders/outcome.js';
-import type { RedisClient } from '../../src/redis/connections.js';
 
 /** What guards the oversell demonstration's read-decide-write: nothing, a process-local mutex, or the segment lock. */
 export const guardModes = ['none', 'local-mutex', 'redis-lock'] as const;
@@ -30,54 +27,48 @@ const segmentOf = ({ sku, segment }: BenchSale) =>
   sql`sku_id = ${sku.id} and layout_version = ${sku.layout_version} and segment = ${segment}`;
 
 /** Sales the product never makes: the oversell demonstration and lock-free designs, writing the product's rows. */
-export class UnguardedSales {
+export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 'db' | 'redis' | 'locks' | 'config'>) {
   /** Benchmark SKUs are never re-segmented, so a layout read once stays true. */
-  private readonly skus = new Map<string, Sku>();
+  const skus = new Map<string, Sku>();
   /** The lock a single-instance service might use: a process-local mutex per SKU, first come first served. */
-  private readonly mutexes = new Map<string, Mutex>();
-
-  constructor(
-    private readonly db: Db,
-    private readonly redis: RedisClient,
-    private readonly locks: SegmentLocks,
-    private readonly config: Pick<Config, 'lockWaitMs' | 'criticalSectionDelayMs'>,
-  ) {
-    redis.defineCommand('benchTakeStock', { numberOfKeys: 1, lua: takeStockLua });
-  }
+  const mutexes = new Map<string, Mutex>();
+  redis.defineCommand('benchTakeStock', { numberOfKeys: 1, lua: takeStockLua });
+  // defineCommand adds the command at run time; this names it without widening ioredis' own type.
+  const commands = redis as unknown as { benchTakeStock(key: string, quantity: number): Promise<number> };
 
   /** The read-decide-write of one order under a guard, on a single-segment SKU. */
-  async sellGuarded(mode: (typeof guardModes)[number], skuName: string, quantity: number) {
-    const sku = await this.sku(skuName);
+  async function sellGuarded(mode: (typeof guardModes)[number], skuName: string, quantity: number) {
+    const sku = await skuOf(skuName);
     if (sku.segment_count !== 1)
       throw new AppError('bad_request', 'the oversell demonstration sells from single-segment SKUs only');
     const sale = saleOf(sku, 0, quantity);
     let fence: number | null = null;
     let release: () => unknown = () => {};
     if (mode === 'local-mutex') {
-      const mutex = this.mutexes.get(sku.sku) ?? new Mutex();
-      this.mutexes.set(sku.sku, mutex);
+      const mutex = mutexes.get(sku.sku) ?? new Mutex();
+      mutexes.set(sku.sku, mutex);
       release = await mutex.acquire();
     } else if (mode === 'redis-lock') {
       const ref = { sku: sku.sku, layoutVersion: sku.layout_version, segment: 0 };
-      const lease = await this.locks.acquire(ref, Date.now() + this.config.lockWaitMs);
-      if (!lease) throw new AppError('lock_busy', `the segment stayed locked for ${this.config.lockWaitMs} ms`, {}, 1);
+      const lease = await locks.acquire(ref, Date.now() + config.lockWaitMs);
+      if (!lease) throw new AppError('lock_busy', `the segment stayed locked for ${config.lockWaitMs} ms`, {}, 1);
       fence = lease.fence;
-      release = () => this.locks.releaseAll([lease]);
+      release = () => locks.releaseAll([lease]);
     }
     try {
       const read = sql<{ available: string }>`select available from stock_segments where ${segmentOf(sale)}`;
-      const [row] = (await read.execute(this.db)).rows;
+      const [row] = (await read.execute(db)).rows;
       if (!row) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
       const available = Number(row.available);
       if (available < quantity) throw outOfStock(sku.sku, quantity, available);
-      if (this.config.criticalSectionDelayMs > 0) await sleep(this.config.criticalSectionDelayMs);
+      if (config.criticalSectionDelayMs > 0) await sleep(config.criticalSectionDelayMs);
       // The write stores the stock computed from the read: fenced, only if no later holder wrote the row (the
       // product's rule); unfenced, blindly, which loses updates when nothing serialises the callers.
       const fenced = fence === null ? sql`true` : sql`fence_token < ${fence}`;
       const write = sql`update stock_segments
         set available = ${available - quantity}, fence_token = ${fence ?? sql`fence_token`}, sold = sold + ${quantity}
         where ${segmentOf(sale)} and ${fenced} returning sku_id`;
-      const sold = await this.withOrderAndLedger(sale, write, fence ?? 0);
+      const sold = await withOrderAndLedger(sale, write, fence ?? 0);
       if (!sold) throw new AppError('lock_busy', 'the segment lock was lost before the write; nothing was sold', {}, 1);
       return sold;
     } finally {
@@ -86,42 +77,40 @@ export class UnguardedSales {
   }
 
   /** The lock-free Postgres baseline: from a random row on, a statement per row that deducts only if enough is left. */
-  async sellConditional(skuName: string, quantity: number) {
-    const sku = await this.sku(skuName);
+  async function sellConditional(skuName: string, quantity: number) {
+    const sku = await skuOf(skuName);
     const start = Math.floor(Math.random() * sku.segment_count);
     for (let i = 0; i < sku.segment_count; i++) {
       const sale = saleOf(sku, (start + i) % sku.segment_count, quantity);
       const deduct = sql`update stock_segments set available = available - ${quantity}, sold = sold + ${quantity}
         where ${segmentOf(sale)} and available >= ${quantity} returning sku_id`;
-      const sold = await this.withOrderAndLedger(sale, deduct);
+      const sold = await withOrderAndLedger(sale, deduct);
       if (sold) return sold;
     }
-    throw outOfStock(sku.sku, quantity, await this.availableOf(sku.id));
+    throw outOfStock(sku.sku, quantity, await availableOf(sku.id));
   }
 
   /** Stock in a Redis counter (seeded once from Postgres), decremented by a script; the ledger goes to Postgres. */
-  async sellFromCounter(skuName: string, quantity: number) {
-    const sku = await this.sku(skuName);
+  async function sellFromCounter(skuName: string, quantity: number) {
+    const sku = await skuOf(skuName);
     const key = redisKeys.benchStock(sku.sku);
-    // defineCommand adds the command at run time; this names it without widening ioredis' own type.
-    const commands = this.redis as unknown as { benchTakeStock(key: string, quantity: number): Promise<number> };
     let left = await commands.benchTakeStock(key, quantity);
     if (left === -2) {
-      await this.redis.set(key, await this.availableOf(sku.id), 'NX');
+      await redis.set(key, await availableOf(sku.id), 'NX');
       left = await commands.benchTakeStock(key, quantity);
     }
-    if (left < 0) throw outOfStock(sku.sku, quantity, Number(await this.redis.get(key)));
+    if (left < 0) throw outOfStock(sku.sku, quantity, Number(await redis.get(key)));
     const sale = saleOf(sku, 0, quantity);
     // The stock lives in Redis: the segment only counts the units sold. A failed ledger write gives the units back.
     const count = sql`update stock_segments set sold = sold + ${quantity} where ${segmentOf(sale)} returning sku_id`;
-    return this.withOrderAndLedger(sale, count).catch(async (error: unknown) => {
-      await this.redis.incrby(key, quantity).catch(() => {});
+    return withOrderAndLedger(sale, count).catch(async (error: unknown) => {
+      await redis.incrby(key, quantity).catch(() => {});
       throw error;
     });
   }
 
   /** The order and its ledger row in one statement with `step` (the CTE `done`), if it returned a row; the answer. */
-  private async withOrderAndLedger(sale: BenchSale, step: RawBuilder<unknown>, fence = 0) {
+  async function withOrderAndLedger(sale: BenchSale, step: RawBuilder<unknown>, fence = 0) {
     const { orderId, sku, segment, quantity } = sale;
     const { rows } = await sql<{ order_id: string }>`
     with done as (${step}),
@@ -130,23 +119,24 @@ export class UnguardedSales {
       returning id)
     insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
     select placed.id, ${sku.id}, ${segment}, ${sku.layout_version}, ${quantity}, ${fence} from placed
-    returning order_id`.execute(this.db);
+    returning order_id`.execute(db);
     return rows.length === 1 ? { orderId, sku: sku.sku, quantity } : null;
   }
 
-  private async availableOf(skuId: number): Promise<number> {
+  async function availableOf(skuId: number): Promise<number> {
     const { rows } = await sql<{ available: string }>`
-      select coalesce(sum(available), 0) as available from stock_segments where sku_id = ${skuId}`.execute(this.db);
+      select coalesce(sum(available), 0) as available from stock_segments where sku_id = ${skuId}`.execute(db);
     return Number(rows[0]!.available);
   }
 
-  private async sku(name: string): Promise<Sku> {
-    const cached = this.skus.get(name);
+  async function skuOf(name: string): Promise<Sku> {
+    const cached = skus.get(name);
     if (cached) return cached;
     const columns = ['id', 'sku', 'segment_count', 'layout_version'] as const;
-    const row = await this.db.selectFrom('skus').select(columns).where('sku', '=', name).executeTakeFirst();
+    const row = await db.selectFrom('skus').select(columns).where('sku', '=', name).executeTakeFirst();
     if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
-    this.skus.set(name, row);
+    skus.set(name, row);
     return row;
   }
+  return { sellGuarded, sellConditional, sellFromCounter };
 }
