@@ -24,12 +24,11 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       : 'embedded Postgres (default durability: fsync on, synchronous_commit on)',
   ];
   /** Starts a server on first call; it stops with the run. */
-  const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>, note?: string) => {
+  const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>) => {
     let started: Promise<T> | undefined;
     return () =>
       (started ??= start().then((server) => {
         stops.push(() => server.destroy());
-        if (note) notes.push(note);
         return server;
       }));
   };
@@ -41,10 +40,10 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
     const redisUrl = endpoints.redis.url;
     const pools = await poolsThatFit(endpoints.databaseUrl);
     if (pools.note) notes.push(pools.note);
-    const cluster = lazy(
-      () => RedisCluster.start(),
-      'and a local Redis Cluster: 3 primaries, 3 replicas, no persistence',
-    );
+    const cluster = lazy(async () => {
+      notes.push('and a local Redis Cluster: 3 primaries, 3 replicas, no persistence');
+      return RedisCluster.start();
+    });
     // The lock benchmark's Redis servers have no persistence.
     const redlockNodes = [1, 2, 3].map(() => lazy(() => RedisServer.start()));
     return {
@@ -72,15 +71,13 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   }
 }
 
-// At most three instances at once (the shipped service beside the drop's two), each with connections besides its
-// pools; and the run's own (books, server statistics).
-const [INSTANCES_AT_ONCE, PER_INSTANCE_BESIDES_POOLS, RUN_OWN] = [3, 2, 10];
-
 /**
- * An instance holds up to PG_POOL_SIZE + BATCHES_IN_FLIGHT connections (20 + 20 by default): three of them need more
- * than a Postgres as installed allows (max_connections 100). There, every service gets smaller pools that fit, and the
- * report says so, rather than the run failing halfway with "too many clients".
+ * An instance holds PG_POOL_SIZE + BATCHES_IN_FLIGHT connections (20 + 20 by default) and 2 more; three at once (the
+ * shipped service beside the drop's two) and the run's own 10 need more than a Postgres as installed allows
+ * (max_connections 100). There every service gets smaller pools that fit, and the report says so, rather than the run
+ * failing halfway with "too many clients".
  */
+const [INSTANCES_AT_ONCE, PER_INSTANCE_BESIDES_POOLS, RUN_OWN] = [3, 2, 10];
 async function poolsThatFit(databaseUrl: string) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();

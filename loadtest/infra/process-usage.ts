@@ -4,16 +4,13 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
 const TICKS_PER_SECOND = 100;
 
-/** Without /proc (not Linux) a run has no CPU or memory figures. */
 export const procAvailable = existsSync('/proc/stat');
 
 /** The service's and Postgres's CPU during a round, in cores. */
 export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
-/**
- * Starts CPU accounting of the service's processes and of the run's own Postgres (the postmaster that names its data
- * directory, `postgresDir`, and its backends); the returned function ends it.
- */
+// Meters the CPU of the service's processes and of the run's own Postgres (the postmaster naming `postgresDir`, and
+// its backends) until the returned function is called.
 export function meterCpu(servicePids: number[], postgresDir: string | undefined) {
   const before = snapshot(servicePids, postgresDir);
   return () => {

@@ -10,7 +10,6 @@ const programs = {
   echo: script('../alternative/echo.js'),
 };
 
-/** A service under test, started by this run (`startService`). */
 export type ServiceTarget = Awaited<ReturnType<typeof startService>>;
 
 export interface LocalServiceOptions {
