@@ -1,21 +1,19 @@
 import { Router } from 'express';
 import { Gauge } from 'prom-client';
+import { z } from 'zod';
 import type { StockService } from '../../src/app.js';
-import { AppError } from '../../src/errors.js';
 import { jsonBody } from '../../src/http/json-body.js';
 import { methodNotAllowed } from '../../src/http/method-not-allowed.js';
 import { orderLine, skuName } from '../../src/http/schemas.js';
 import { parseOr400 } from '../../src/http/validate.js';
-import { type GuardMode, guardModes, UnguardedSales } from './unguarded-sales.js';
+import { redisKeys } from '../../src/lock/keys.js';
+import { guardModes, unguardedSales } from './unguarded-sales.js';
 
 // Mounted only by the load test's entry point (bench-main.ts). All but the ceiling sell wrongly on purpose or bypass
 // the segment locks, so they need the `stock:admin` scope once credentials are set.
 export function benchRoutes(service: StockService): Router {
-  const { config, db, redis, locks, access } = service;
-  const sales = new UnguardedSales(db, redis, locks, {
-    lockWaitMs: config.lockWaitMs,
-    criticalSectionDelayMs: config.criticalSectionDelayMs,
-  });
+  const { config, redis, access } = service;
+  const sales = unguardedSales(service);
   const requireAdmin = access.require(['stock:admin']);
   const body = orderLine(config.maxOrderQuantity);
   const router = Router();
@@ -45,18 +43,18 @@ export function benchRoutes(service: StockService): Router {
     .route('/bench/echo')
     .post(...jsonBody, (req, res) => void res.status(200).json({ echo: req.body as unknown }))
     .all(methodNotAllowed('POST'));
-  selling('/bench/oversell/:mode', (sku, quantity, mode) => {
-    if (!guardModes.includes(mode as GuardMode))
-      throw new AppError('bad_request', `mode: one of ${guardModes.join(', ')}`);
-    return sales.sellGuarded(mode as GuardMode, sku, quantity);
-  });
+  selling('/bench/oversell/:mode', (sku, quantity, mode) =>
+    sales.sellGuarded(parseOr400(z.enum(guardModes), mode, 'mode'), sku, quantity),
+  );
   selling('/bench/lock-free/pg-conditional', (sku, quantity) => sales.sellConditional(sku, quantity));
   selling('/bench/lock-free/redis-counter', (sku, quantity) => sales.sellFromCounter(sku, quantity));
   router
     .route('/bench/lock-free/redis-counter/:sku')
     .get(requireAdmin, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
-      res.json({ sku, available: await sales.counterStock(sku) });
+      // null before the first sale seeded the counter.
+      const available = await redis.get(redisKeys.benchStock(sku));
+      res.json({ sku, available: available === null ? null : Number(available) });
     })
     .all(methodNotAllowed('GET'));
   return router;

@@ -17,14 +17,18 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   chmodSync(dir, 0o755);
   const stops: (() => Promise<unknown>)[] = [async () => rmSync(dir, { recursive: true, force: true })];
   const stopAll = () => Promise.allSettled(stops.reverse().map((stop) => stop()));
-  const notes: string[] = [];
+  const notes = [
+    env.REDIS_URL ? 'Redis from REDIS_URL' : 'embedded redis-server (appendonly yes, appendfsync everysec)',
+    env.DATABASE_URL
+      ? 'Postgres from DATABASE_URL'
+      : 'embedded Postgres (default durability: fsync on, synchronous_commit on)',
+  ];
   /** Starts a server on first call; it stops with the run. */
-  const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>, note?: string) => {
+  const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>) => {
     let started: Promise<T> | undefined;
     return () =>
       (started ??= start().then((server) => {
         stops.push(() => server.destroy());
-        if (note) notes.push(note);
         return server;
       }));
   };
@@ -32,31 +36,27 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
     const config = { ...loadConfig({ REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
     const endpoints = await resolveEndpoints(config, createLogger('warn'));
     stops.push(() => endpoints.stopEmbedded());
-    const clusterView = (c: RedisCluster) => ({
-      redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: c.seeds },
-      redisNodes: c.nodes.map((node) => `127.0.0.1:${node.port}`),
-    });
-    const standalone = endpoints.redis.kind === 'standalone' ? endpoints.redis.url : '';
-    if (!standalone) throw new Error('REDIS_URL or the embedded redis-server expected');
-    else if (env.REDIS_URL) notes.push('Redis from REDIS_URL');
-    else notes.push('embedded redis-server (appendonly yes, appendfsync everysec)');
-    if (env.DATABASE_URL) notes.push('Postgres from DATABASE_URL');
-    else notes.push('embedded Postgres (default durability: fsync on, synchronous_commit on)');
+    if (endpoints.redis.kind !== 'standalone') throw new Error('REDIS_URL or the embedded redis-server expected');
+    const redisUrl = endpoints.redis.url;
     const pools = await poolsThatFit(endpoints.databaseUrl);
     if (pools.note) notes.push(pools.note);
-    const cluster = lazy(
-      () => RedisCluster.start(),
-      'and a local Redis Cluster: 3 primaries, 3 replicas, no persistence',
-    );
+    const cluster = lazy(async () => {
+      notes.push('and a local Redis Cluster: 3 primaries, 3 replicas, no persistence');
+      return RedisCluster.start();
+    });
     // The lock benchmark's Redis servers have no persistence.
     const redlockNodes = [1, 2, 3].map(() => lazy(() => RedisServer.start()));
     return {
-      redisEnv: { REDIS_URL: standalone },
-      redisNodes: [standalone],
+      redisEnv: { REDIS_URL: redisUrl },
+      redisNodes: [redisUrl],
       databaseUrl: endpoints.databaseUrl,
       /** Pool sizes every service of the run gets, when the defaults would not fit the Postgres (else none). */
       poolEnv: pools.env,
-      redisCluster: async () => clusterView(await cluster()),
+      redisCluster: async () => {
+        const { seeds, nodes } = await cluster();
+        const redisNodes = nodes.map((node) => `127.0.0.1:${node.port}`);
+        return { redisEnv: { REDIS_URL: '', REDIS_CLUSTER_NODES: seeds }, redisNodes };
+      },
       lockRedis: lazy(() => RedisServer.start()),
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
       zookeeper: lazy(() => ZooKeeperServer.start()),
@@ -71,32 +71,24 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   }
 }
 
-/** Service instances of a run alive at once, at most: the shipped service beside a two-instance one (the drop's). */
-const INSTANCES_AT_ONCE = 3;
-/** Connections of the run's own (books, server statistics) and an instance's besides its pools. */
-const [RUN_OWN, PER_INSTANCE_BESIDES_POOLS] = [10, 2];
-
 /**
- * An instance holds up to PG_POOL_SIZE + BATCHES_IN_FLIGHT connections (20 + 20 by default): three of them need more
- * than a Postgres as installed allows (max_connections 100). There, every service gets smaller pools that fit, and the
- * report says so, rather than the run failing halfway with "too many clients".
+ * An instance holds PG_POOL_SIZE + BATCHES_IN_FLIGHT connections (20 + 20 by default) and 2 more; three at once (the
+ * shipped service beside the drop's two) and the run's own 10 need more than a Postgres as installed allows
+ * (max_connections 100). There every service gets smaller pools that fit, and the report says so, rather than the run
+ * failing halfway with "too many clients".
  */
-async function poolsThatFit(databaseUrl: string): Promise<{ env: Record<string, string>; note?: string }> {
+const [INSTANCES_AT_ONCE, PER_INSTANCE_BESIDES_POOLS, RUN_OWN] = [3, 2, 10];
+async function poolsThatFit(databaseUrl: string) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
-  try {
-    const { rows } = await client.query<{ free: number; max: number }>(`
+  const query = client.query<{ free: number; max: number }>(`
       select current_setting('max_connections')::int as max,
              current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
                - (select count(*) from pg_stat_activity where backend_type = 'client backend')::int as free`);
-    const { free, max } = rows[0]!;
-    const perInstance = Math.floor((free - RUN_OWN) / INSTANCES_AT_ONCE) - PER_INSTANCE_BESIDES_POOLS;
-    if (perInstance >= 2 * 20) return { env: {} };
-    const each = Math.max(2, Math.floor(perInstance / 2));
-    const env = { PG_POOL_SIZE: String(each), BATCHES_IN_FLIGHT: String(each) };
-    const note = `Postgres allows ${max} connections: every service ran with PG_POOL_SIZE=${each} and BATCHES_IN_FLIGHT=${each} (default 20 each)`;
-    return { env, note };
-  } finally {
-    await client.end();
-  }
+  const { free, max } = (await query.finally(() => client.end())).rows[0]!;
+  const each = Math.floor((Math.floor((free - RUN_OWN) / INSTANCES_AT_ONCE) - PER_INSTANCE_BESIDES_POOLS) / 2);
+  if (each >= 20) return { env: {} };
+  const size = String(Math.max(2, each));
+  const note = `Postgres allows ${max} connections: every service ran with PG_POOL_SIZE=${size} and BATCHES_IN_FLIGHT=${size} (default 20 each)`;
+  return { env: { PG_POOL_SIZE: size, BATCHES_IN_FLIGHT: size }, note };
 }

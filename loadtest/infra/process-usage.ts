@@ -3,25 +3,20 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
 const TICKS_PER_SECOND = 100;
-const GROUPS = ['service', 'postgres'] as const;
-type CpuGroup = (typeof GROUPS)[number];
 
-/** Without /proc (not Linux) a run has no CPU or memory figures. */
 export const procAvailable = existsSync('/proc/stat');
 
 /** The service's and Postgres's CPU during a round, in cores. */
 export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
-/**
- * Starts CPU accounting of the service's processes and of the run's own Postgres (the postmaster that names its data
- * directory, `postgresDir`, and its backends); the returned function ends it.
- */
+// Meters the CPU of the service's processes and of the run's own Postgres (the postmaster naming `postgresDir`, and
+// its backends) until the returned function is called.
 export function meterCpu(servicePids: number[], postgresDir: string | undefined) {
   const before = snapshot(servicePids, postgresDir);
   return () => {
     const after = snapshot(servicePids, postgresDir);
     const seconds = (after.at - before.at) / 1000;
-    const cores = Object.fromEntries(GROUPS.map((g) => [g, 0])) as Record<CpuGroup, number>;
+    const cores = { service: 0, postgres: 0 };
     // Ticks per process, so that one starting during the round counts in full; one that ended counts in its parent's
     // reaped children, less what it had used before the round.
     for (const [pid, { group, ticks }] of after.ticks)
@@ -33,22 +28,7 @@ export function meterCpu(servicePids: number[], postgresDir: string | undefined)
 }
 
 function snapshot(servicePids: number[], postgresDir: string | undefined) {
-  const processes = readProcesses();
-  const postmaster = (p: Process) => postgresDir && p.cmdline.includes(postgresDir) && p.cmdline.includes('postgres');
-  const postmasters = new Set(processes.filter(postmaster).map((p) => p.pid));
-  const groupOf = (p: Process): CpuGroup | undefined => {
-    if (servicePids.includes(p.pid)) return 'service';
-    if (postmasters.has(p.pid) || postmasters.has(p.ppid)) return 'postgres';
-  };
-  const ticks = new Map(
-    processes.flatMap((p) => (groupOf(p) ? [[p.pid, { group: groupOf(p)!, ticks: p.ticks }]] : [])),
-  );
-  return { at: performance.now(), ticks };
-}
-
-type Process = ReturnType<typeof readProcesses>[number];
-function readProcesses() {
-  return readdirSync('/proc')
+  const processes = readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .flatMap((entry) => {
       try {
@@ -64,6 +44,14 @@ function readProcesses() {
         return []; // The process ended while we looked.
       }
     });
+  const isPostmaster = (cmdline: string) =>
+    postgresDir && cmdline.includes(postgresDir) && cmdline.includes('postgres');
+  const postmasters = new Set(processes.filter((p) => isPostmaster(p.cmdline)).map((p) => p.pid));
+  const ticks = new Map<number, { group: 'service' | 'postgres'; ticks: number }>();
+  for (const { pid, ppid, ticks: used } of processes)
+    if (servicePids.includes(pid)) ticks.set(pid, { group: 'service', ticks: used });
+    else if (postmasters.has(pid) || postmasters.has(ppid)) ticks.set(pid, { group: 'postgres', ticks: used });
+  return { at: performance.now(), ticks };
 }
 
 /** Samples resident memory every 250 ms; the returned function answers the largest RSS seen and the peak (VmHWM). */

@@ -4,7 +4,6 @@ import type { Db } from '../../src/db/database.js';
 
 /** A script call is one round trip, however many commands the script runs inside Redis. */
 const SCRIPT_CALLS = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro']);
-type Sample = Awaited<ReturnType<ServerStats['sample']>>;
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 
 /** What an order costs the servers, from their own counters around a round: every client counts, as in production. */
@@ -16,17 +15,16 @@ export class ServerStats {
 
   /** `redisAddresses`: every node (`host:port` or a URL), each primary and replica of a cluster. */
   static async open(redisAddresses: string[], db: Db | null): Promise<ServerStats> {
-    const nodes = redisAddresses.map((address) => {
-      const redis = new Redis(address.includes('://') ? address : `redis://${address}`, { lazyConnect: true });
-      return redis.on('error', () => {});
-    });
+    const nodes = redisAddresses.map((address) =>
+      new Redis(address.includes('://') ? address : `redis://${address}`, { lazyConnect: true }).on('error', () => {}),
+    );
     // Without pg_stat_statements in shared_preload_libraries the view fails to read, and statements are not counted.
-    const statements = async (db: Db) => {
+    const counting = async (db: Db) => {
       await sql`create extension if not exists pg_stat_statements`.execute(db);
-      await sql`select 1 from pg_stat_statements limit 1`.execute(db);
+      await sampleStatements(db);
       return true;
     };
-    const loaded = db && (await statements(db).catch(() => false));
+    const loaded = db && (await counting(db).catch(() => false));
     return new ServerStats(nodes, loaded ? db : null);
   }
 
@@ -41,16 +39,9 @@ export class ServerStats {
   }
 
   private async sample() {
-    const statements = async (db: Db) => {
-      const { rows } = await sql<{ id: string; query: string; calls: number; exec_ms: number }>`
-        select s.queryid::text as id, s.query, s.calls::bigint as calls, s.total_exec_time as exec_ms
-        from pg_stat_statements s join pg_database d on d.oid = s.dbid
-        where d.datname = current_database() and s.query not like '%pg_stat_statements%'`.execute(db);
-      return new Map(rows.map((r) => [r.id, { query: r.query, calls: Number(r.calls), execMs: r.exec_ms }]));
-    };
     const [redis, postgres] = await Promise.all([
       Promise.all(this.nodes.map(sampleRedis)),
-      this.db && statements(this.db),
+      this.db && sampleStatements(this.db),
     ]);
     return { redis, postgres };
   }
@@ -72,19 +63,30 @@ async function sampleRedis(node: Redis) {
   };
 }
 
+async function sampleStatements(db: Db) {
+  const { rows } = await sql<{ id: string; query: string; calls: number; exec_ms: number }>`
+    select s.queryid::text as id, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) as query,
+      s.calls::bigint as calls, s.total_exec_time as exec_ms
+    from pg_stat_statements s join pg_database d on d.oid = s.dbid
+    where d.datname = current_database() and s.query not like '%pg_stat_statements%'`.execute(db);
+  return new Map(rows.map((r) => [r.id, { query: r.query, calls: Number(r.calls), execMs: r.exec_ms }]));
+}
+
+type Sample = Awaited<ReturnType<ServerStats['sample']>>;
+
 function perOrder(before: Sample, after: Sample, orders: number) {
   const per = (n: number) => (orders > 0 ? n / orders : NaN);
   const onPrimaries = new Map<string, number>();
   const nodes = after.redis.map((node, i) => {
     const earlier = before.redis[i]!;
-    const deltas = [...node.calls]
-      .map(([name, n]) => [name, n - (earlier.calls.get(name) ?? 0)] as const)
-      .filter(([, d]) => d > 0);
-    if (node.role === 'primary')
-      for (const [name, d] of deltas) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + d);
+    let commands = 0;
+    for (const [name, n] of node.calls) {
+      const ran = n - (earlier.calls.get(name) ?? 0);
+      commands += ran;
+      if (node.role === 'primary' && ran > 0) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + ran);
+    }
     const cpuMsPerOrder = per((node.cpuSeconds - earlier.cpuSeconds) * 1000);
-    const commandsPerOrder = per(sum(deltas.map(([, d]) => d)));
-    return { address: node.address, role: node.role, commandsPerOrder, cpuMsPerOrder };
+    return { address: node.address, role: node.role, commandsPerOrder: per(commands), cpuMsPerOrder };
   });
   const statements = [...(after.postgres ?? [])].flatMap(([id, now]) => {
     const then = before.postgres?.get(id);
@@ -93,7 +95,6 @@ function perOrder(before: Sample, after: Sample, orders: number) {
   });
   const top = statements.sort((a, b) => b.calls - a.calls).slice(0, 8);
   return {
-    orders,
     redis: {
       /** Every node: commands it ran (a replica's are its primary's writes, replicated) and its CPU. */
       nodes,
@@ -106,11 +107,7 @@ function perOrder(before: Sample, after: Sample, orders: number) {
     postgres: after.postgres && {
       statementsPerOrder: per(sum(statements.map((s) => s.calls))),
       execMsPerOrder: per(sum(statements.map((s) => s.execMs))),
-      top: top.map((s) => ({
-        query: s.query.replace(/\s+/g, ' ').slice(0, 160),
-        perOrder: per(s.calls),
-        meanMs: s.execMs / s.calls,
-      })),
+      top: top.map((s) => ({ query: s.query, perOrder: per(s.calls), meanMs: s.execMs / s.calls })),
     },
   };
 }

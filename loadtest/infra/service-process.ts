@@ -10,7 +10,6 @@ const programs = {
   echo: script('../alternative/echo.js'),
 };
 
-/** A service under test, started by this run (`startService`). */
 export type ServiceTarget = Awaited<ReturnType<typeof startService>>;
 
 export interface LocalServiceOptions {
@@ -43,8 +42,8 @@ export async function startService(backing: BackingServices, options: LocalServi
       ? await SpawnedService.start(programs[options.program ?? 'service'], env)
       : await SpawnedService.start(script('./cluster-primary.js'), { ...env, ...workers }, { readyLine: /^\{"ready"/ });
   // A cluster primary names its workers on the line that says they all listen.
-  const ready = () => JSON.parse(spawned.output.find((line) => line.startsWith('{"ready"'))!) as { workers: number[] };
-  const pids = instances === 1 ? [spawned.pid] : ready().workers;
+  const readyLine = spawned.output.find((line) => line.startsWith('{"ready"'));
+  const pids = instances === 1 ? [spawned.pid] : (JSON.parse(readyLine!) as { workers: number[] }).workers;
   return {
     label,
     url: spawned.url,
@@ -53,8 +52,8 @@ export async function startService(backing: BackingServices, options: LocalServi
     /** The service instances' process ids, and with a cluster's primary (`allPids`). */
     pids,
     allPids: [...new Set([spawned.pid, ...pids])],
-    /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
     alive: () => spawned.alive(),
+    /** How the process ended, if it did, and its last lines of output: for the error message when a round fails. */
     diagnostics: () =>
       `${label}: ${spawned.ended() ?? 'still running'}\nlast output:\n${spawned.output.slice(-200).join('\n')}`,
     stop: async (): Promise<void> => void (await spawned.stop('SIGTERM', 20_000)),
