@@ -1,10 +1,8 @@
 /** The common shape of a throughput case (`measureSales`), and the books every case of orders is checked with. */
-import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import pMap from 'p-map';
 import { EVENT_TYPES } from '../../src/events/event-types.js';
+import { EventReceiver } from '../../test/support/event-receiver.js';
 import { auditStocks, booksViolations, type StockAudit } from '../../test/support/invariants.js';
 import { histogramDelta, type MetricsSnapshot } from '../../test/support/scrape-metric.js';
 import type { StockApi } from '../client/stock-api.js';
@@ -72,12 +70,11 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
     const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
     const warmup = await ctx.warmUp(service, round(warm));
     // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
-    const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
+    const warmupBooks = await booksOf(ctx, spec, warm, warmup, connections * quantity);
     const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
     const set = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
     const lockMetrics = path === '/orders' && !spec.alternative;
-    const side = { service, spec: round(set), warmup };
-    cases.push({ spec, connections, lockMetrics, warmupBooks, soldBySku, set, side });
+    cases.push({ spec, connections, lockMetrics, warmupBooks, set, side: { service, spec: round(set), warmup } });
   }
   // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
@@ -87,12 +84,11 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   }
   const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
-  for (const [i, { spec, connections, lockMetrics, warmupBooks, soldBySku, set }] of cases.entries()) {
+  for (const [i, { spec, connections, lockMetrics, warmupBooks, set }] of cases.entries()) {
     const { memory, before, endServerStats } = meters[i]!;
     const { measured, perSecond, cpu } = rounds[i]!;
     const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
     const after = before ? await ctx.scrape(spec.service) : null;
-    const { soldBySku: _, ...books } = await booksOf(ctx, spec, set, measured, 0, soldBySku);
     results.push({
       id: spec.id,
       label: spec.label,
@@ -104,7 +100,7 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
       measured,
       perSecond,
       lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
-      books,
+      books: await booksOf(ctx, spec, set, measured),
       warmupBooks,
       memory: memory(),
       cpu,
@@ -116,8 +112,8 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   return results;
 }
 
-/** The SKUs of one round, and how each request picks one (undefined: every request goes to the first). */
-type SkuSet = { skus: string[]; pick?: () => string };
+/** The SKUs of one round, how each request picks one (undefined: the first), and each one's units sold when checked. */
+type SkuSet = { skus: string[]; pick?: () => string; sold?: Record<string, number> };
 
 /** One SKU, or (spread traffic) `traffic.skus` of them plus, for mixed traffic, one hot SKU first. */
 async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: number): Promise<SkuSet> {
@@ -126,39 +122,37 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  const spread = await pMap(
-    Array.from({ length: count }, (_, i) => `${tag}-${i}`),
-    create,
-    SIXTEEN_AT_A_TIME,
-  );
+  const names = Array.from({ length: count }, (_, i) => `${tag}-${i}`);
+  const spread = await pMap(names, create, SIXTEEN_AT_A_TIME);
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
 }
 
-type Sold = Record<string, number>;
-/** The books of a round's SKUs as one, and each SKU's units sold; `slack`: units sold unanswered (0: exact). */
-async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0, before?: Sold) {
+/**
+ * The books of a round's SKUs as one; `slack`: units sold unanswered (0: exact). Each SKU's units sold are kept on
+ * the set: a set measured again (spread traffic measures on its warm-up's SKUs) counts its sales from there.
+ */
+async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0): Promise<Books> {
   if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
-  // The alternative keeps its own tables: its books are read through its API only.
   const audits = spec.alternative ? null : await auditStocks(ctx.db, set.skus);
   const check = (sku: string) => {
     // A spread round counts the units answered per SKU; a one-SKU round's 201s are all that SKU's.
     const answeredUnits = round.answeredBySku
       ? (round.answeredBySku[sku] ?? 0)
       : (round.statusCounts[201] ?? 0) * ctx.settings.quantity;
-    const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
+    const question = { sku, answeredUnits, slack, soldBefore: set.sold?.[sku], stockIn: spec.stockIn };
     return checkBooks(ctx.api(spec.service), audits, question);
   };
   const all = await pMap(set.skus, check, SIXTEEN_AT_A_TIME);
-  const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
-  if (all.length === 1) return { ...all[0]!, soldBySku };
-  const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
-  const failedOf = (b: Books, i: number) =>
-    b.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` }));
-  const failed = all.flatMap(failedOf);
+  set.sold = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
+  if (all.length === 1) return all[0]!;
+  const sum = (figure: 'available' | 'sold' | 'oversold') => all.reduce((total, books) => total + books[figure], 0);
+  const failed = all.flatMap((books, i) =>
+    books.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` })),
+  );
   const summary = { name: `books of ${all.length} SKUs`, ok: failed.length === 0, detail: `${failed.length} failed` };
-  const totals = { available: sum((b) => b.available), sold: sum((b) => b.sold), oversold: sum((b) => b.oversold) };
-  return { ok: failed.length === 0, checks: [summary, ...failed], ...totals, soldBySku };
+  const totals = { available: sum('available'), sold: sum('sold'), oversold: sum('oversold') };
+  return { ok: failed.length === 0, checks: [summary, ...failed], ...totals };
 }
 
 /** Lock figures for a measured round, from the service's metrics before and after it. */
@@ -187,24 +181,17 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
 
 /** `measureSales` with a webhook receiving every event; then its deliveries and the outbox rows not yet moved. */
 export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Promise<SalesCase> {
-  let delivered = 0;
-  const receiver = createServer((req, res) => {
-    req.resume().on('end', () => {
-      delivered++;
-      res.writeHead(204).end();
-    });
-  });
-  await once(receiver.listen(0, '127.0.0.1'), 'listening');
+  const receiver = new EventReceiver();
+  await receiver.open();
   const api = ctx.api(spec.service);
-  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-  const { id } = await api.call<{ id: string }>(201, 'POST', '/webhooks', { url, types: EVENT_TYPES });
+  const { id } = await api.call<{ id: string }>(201, 'POST', '/webhooks', { url: receiver.url, types: EVENT_TYPES });
   try {
     const result = await measureSales(ctx, spec);
     const outbox = await sql<{ n: number }>`select count(*)::int as n from event_outbox`.execute(ctx.db);
-    return { ...result, delivered, outboxAfter: outbox.rows[0]?.n };
+    return { ...result, delivered: receiver.received.length, outboxAfter: outbox.rows[0]?.n };
   } finally {
     await api.call(204, 'DELETE', `/webhooks/${id}`).catch(() => {});
-    receiver.close();
+    await receiver.close();
   }
 }
 
