@@ -27,12 +27,14 @@ export interface RoundSpec {
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
 type Context = { orderId?: string; sku?: string };
+type Tally = Record<string, number>;
+const add = (tally: Tally, key: string, n: number) => (tally[key] = (tally[key] ?? 0) + n);
 
 // Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
 // steady window: until the first connection sent its last request, while every connection was busy.
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress) {
   const { method = 'POST', path, amount, durationSeconds = 1 } = spec;
-  const answeredBySku: Record<string, number> = {};
+  const answeredBySku: Tally = {};
   const body = method === 'POST' ? JSON.stringify(spec.body) : undefined;
   const { quantity } = spec.body as { quantity: number };
   // Request sequences: place then confirm the order that answer placed; or a SKU chosen afresh for every request.
@@ -50,17 +52,16 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
   };
   const countUnits = (status: number, _text: string, { sku }: Context) => {
-    if (status === 201 && sku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + quantity;
+    if (status === 201 && sku) add(answeredBySku, sku, quantity);
   };
   const spread = [{ method, path, setupRequest: pick, onResponse: countUnits }];
+  const requests = spec.requests ?? (spec.pickSku ? spread : spec.confirmEach ? confirm : undefined);
   const options: autocannon.Options = {
     url: spec.baseUrl + path,
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
     ...(body !== undefined && { body }),
-    ...(spec.confirmEach && { requests: confirm }),
-    ...(spec.pickSku && { requests: spread }),
-    ...(spec.requests && { requests: spec.requests }),
+    ...(requests && { requests }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -113,17 +114,15 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
  * every answer.
  */
 export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
-  const statusCounts: Record<string, number> = {};
-  const steadySeconds: Record<string, number> = {};
-  for (const slice of slices)
+  const [statusCounts, steadySeconds, answeredBySku]: [Tally, Tally, Tally] = [{}, {}, {}];
+  for (const slice of slices) {
     for (const [status, count] of Object.entries(slice.statusCounts)) {
-      statusCounts[status] = (statusCounts[status] ?? 0) + count;
-      steadySeconds[status] = (steadySeconds[status] ?? 0) + count / (slice.ratePerSecond[status] ?? Infinity);
+      add(statusCounts, status, count);
+      add(steadySeconds, status, count / (slice.ratePerSecond[status] ?? Infinity));
     }
+    for (const [sku, units] of Object.entries(slice.answeredBySku ?? {})) add(answeredBySku, sku, units);
+  }
   const rates = Object.entries(statusCounts).map(([status, count]) => [status, count / steadySeconds[status]!]);
-  const bySku = slices.flatMap((slice) => Object.entries(slice.answeredBySku ?? {}));
-  const answeredBySku: Record<string, number> = {};
-  for (const [sku, units] of bySku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + units;
   return {
     title,
     autocannon: { flags: `${slices.length} slices of ${slices[0]!.autocannon.flags}` },
