@@ -109,9 +109,8 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
 }
 
 /**
- * Slices of one round, measured in turn with another's, as one round: the counts (of spread traffic, per SKU too) and
- * durations summed, each status's rate the slices' answers over the time each took at its steady rate, the latencies of
- * every answer.
+ * Slices of one round, measured in turns with another's, as one round: counts and durations summed, each status's rate
+ * its answers over the time the slices took at their steady rates, the latencies of every answer.
  */
 export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
   const [statusCounts, steadySeconds, answeredBySku]: [Tally, Tally, Tally] = [{}, {}, {}];
@@ -158,8 +157,7 @@ export class RunProgress {
   private readonly started = Date.now();
 
   note(message: string): void {
-    const seconds = Math.round((Date.now() - this.started) / 1000);
-    const clock = `${String(Math.floor(seconds / 60)).padStart(2, '0')}:${String(seconds % 60).padStart(2, '0')}`;
-    process.stderr.write(`[${clock}] ${message}\n`);
+    const elapsed = new Date(Date.now() - this.started).toISOString().slice(11, 19); // hh:mm:ss
+    process.stderr.write(`[${elapsed}] ${message}\n`);
   }
 }

@@ -112,11 +112,9 @@ export class RunContext {
   }
 
   /**
-   * Sides measured together, each warmed up first unless it was: each sends as many requests as its warm-up's rate
-   * fills the measuring time with, the sides taking turns (A B, B A, A B…) when there are several, each side's turns
-   * summed, its CPU metered. On a machine whose speed drifts and stalls for moments, sides measured one after the other
-   * for ten seconds each compare those moments as much as the code; in turns, both see the same machine. A turn lasts
-   * at least 1.5 s: a shorter one measures mostly its own start.
+   * Sides measured together, each warmed up first unless it was, each sending what its warm-up's rate fills the
+   * measuring time with. Several take turns (A B, B A, A B…) of at least 1.5 s (a shorter one measures mostly its own
+   * start), so that a machine whose speed drifts and stalls for moments weighs on every side alike.
    */
   async measureInTurns(sides: { service: ServiceTarget; spec: Titled; status?: number; warmup?: RoundResult }[]) {
     const turns = sides.length > 1 ? Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5))) : 1;
@@ -168,11 +166,8 @@ export class RunContext {
    */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
-    const idle = async () => {
-      const metrics = await this.scrape(service);
-      return metrics.sum('stock_orders_in_progress') + metrics.sum('bench_sales_in_progress') === 0;
-    };
-    await waitFor(idle, this.settings.timeoutSeconds * 1000);
+    const inFlight = (m: MetricsSnapshot) => m.sum('stock_orders_in_progress') + m.sum('bench_sales_in_progress');
+    await waitFor(async () => inFlight(await this.scrape(service)) === 0, this.settings.timeoutSeconds * 1000);
   }
 }
 

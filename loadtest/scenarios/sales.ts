@@ -1,8 +1,10 @@
 /** The common shape of a throughput case (`measureSales`), and the books every case of orders is checked with. */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import pMap from 'p-map';
 import { EVENT_TYPES } from '../../src/events/event-types.js';
-import { EventReceiver } from '../../test/support/event-receiver.js';
 import { auditStocks, booksViolations, type StockAudit } from '../../test/support/invariants.js';
 import { histogramDelta, type MetricsSnapshot } from '../../test/support/scrape-metric.js';
 import type { StockApi } from '../client/stock-api.js';
@@ -61,20 +63,21 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   const { quantity } = ctx.settings;
   const cases = [];
   for (const spec of specs) {
-    const { service, path = '/orders' } = spec;
+    const { service, path = '/orders', id, label, segments, profile = 'real', instances = 1 } = spec;
     const connections = spec.connections ?? ctx.settings.connections;
     const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
     const round = (set: SkuSet) => {
-      return { title: spec.label, path, headers, connections, body: { sku: set.skus[0], quantity }, pickSku: set.pick };
+      return { title: label, path, headers, connections, body: { sku: set.skus[0], quantity }, pickSku: set.pick };
     };
-    const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
+    const warm = await createSkus(ctx, spec, `${id}-warm`, WARMUP_STOCK);
     const warmup = await ctx.warmUp(service, round(warm));
     // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
     const warmupBooks = await booksOf(ctx, spec, warm, warmup, connections * quantity);
     const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
-    const set = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
+    const set = spec.traffic ? warm : await createSkus(ctx, spec, id, stock);
     const lockMetrics = path === '/orders' && !spec.alternative;
-    cases.push({ spec, connections, lockMetrics, warmupBooks, set, side: { service, spec: round(set), warmup } });
+    const shown = { id, label, profile, combining: spec.combining ?? lockMetrics, instances, segments, connections };
+    cases.push({ spec, shown, lockMetrics, warmupBooks, set, side: { service, spec: round(set), warmup } });
   }
   // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
@@ -84,22 +87,16 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   }
   const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
-  for (const [i, { spec, connections, lockMetrics, warmupBooks, set }] of cases.entries()) {
+  for (const [i, { spec, shown, warmupBooks, set }] of cases.entries()) {
     const { memory, before, endServerStats } = meters[i]!;
     const { measured, perSecond, cpu } = rounds[i]!;
     const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
-    const after = before ? await ctx.scrape(spec.service) : null;
+    const lock = before && lockStats(before, await ctx.scrape(spec.service), measured.durationSeconds, spec.segments);
     results.push({
-      id: spec.id,
-      label: spec.label,
-      profile: spec.profile ?? 'real',
-      combining: spec.combining ?? lockMetrics,
-      instances: spec.instances ?? 1,
-      segments: spec.segments,
-      connections,
+      ...shown,
       measured,
       perSecond,
-      lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
+      lock,
       books: await booksOf(ctx, spec, set, measured),
       warmupBooks,
       memory: memory(),
@@ -112,7 +109,7 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   return results;
 }
 
-/** The SKUs of one round, how each request picks one (undefined: the first), and each one's units sold when checked. */
+/** A round's SKUs, how each request picks one (undefined: the first), their sales when last checked (counted from). */
 type SkuSet = { skus: string[]; pick?: () => string; sold?: Record<string, number> };
 
 /** One SKU, or (spread traffic) `traffic.skus` of them plus, for mixed traffic, one hot SKU first. */
@@ -128,10 +125,7 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   return { skus: hot ? [hot, ...spread] : spread, pick };
 }
 
-/**
- * The books of a round's SKUs as one; `slack`: units sold unanswered (0: exact). Each SKU's units sold are kept on
- * the set: a set measured again (spread traffic measures on its warm-up's SKUs) counts its sales from there.
- */
+/** A round's SKUs' books as one (`slack`: units that may have sold unanswered); the set keeps each SKU's sales. */
 async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0): Promise<Books> {
   if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
   const audits = spec.alternative ? null : await auditStocks(ctx.db, set.skus);
@@ -171,7 +165,6 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
     lockWaitP99Ms: wait.quantileUpperBound(0.99) * 1000,
     meanHoldMs: hold.mean * 1000,
     acquisitionsPerSecond: delta('stock_lock_acquisitions_total') / seconds,
-    /** Share of the round's time the locks were held: Σ hold / (duration × segments). */
     lockUtilisation: hold.sum / (seconds * segments),
     fencedOut: delta('stock_fenced_out_total'),
     /** The gauge restarts at every scrape, so the one after the round covers the round. */
@@ -181,17 +174,22 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
 
 /** `measureSales` with a webhook receiving every event; then its deliveries and the outbox rows not yet moved. */
 export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Promise<SalesCase> {
-  const receiver = new EventReceiver();
-  await receiver.open();
+  let delivered = 0;
+  const receiver = createServer((req, res) => {
+    delivered++;
+    req.resume().on('end', () => res.writeHead(204).end());
+  });
+  await once(receiver.listen(0, '127.0.0.1'), 'listening');
   const api = ctx.api(spec.service);
-  const { id } = await api.call<{ id: string }>(201, 'POST', '/webhooks', { url: receiver.url, types: EVENT_TYPES });
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const { id } = await api.call<{ id: string }>(201, 'POST', '/webhooks', { url, types: EVENT_TYPES });
   try {
     const result = await measureSales(ctx, spec);
     const outbox = await sql<{ n: number }>`select count(*)::int as n from event_outbox`.execute(ctx.db);
-    return { ...result, delivered: receiver.received.length, outboxAfter: outbox.rows[0]?.n };
+    return { ...result, delivered, outboxAfter: outbox.rows[0]?.n };
   } finally {
     await api.call(204, 'DELETE', `/webhooks/${id}`).catch(() => {});
-    await receiver.close();
+    receiver.close();
   }
 }
 
