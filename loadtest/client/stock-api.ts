@@ -1,18 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SkuView } from '../../src/stock/sku-view.js';
+import type { ServiceTarget } from '../infra/service-process.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
 
 /** The service's HTTP API, as much of it as the load test needs. */
 export class StockApi {
-  /** Headers an admin route needs (and the benchmark routes, when the service has a token). */
-  readonly adminHeaders: Record<string, string>;
+  constructor(private readonly service: Pick<ServiceTarget, 'url' | 'adminToken'>) {}
 
-  constructor(
-    private readonly baseUrl: string,
-    adminToken: string | undefined,
-  ) {
-    this.adminHeaders = adminToken ? { authorization: `Bearer ${adminToken}` } : {};
+  /** Headers an admin route needs (and the benchmark routes, when the service has a token). */
+  get adminHeaders(): Record<string, string> {
+    return this.service.adminToken ? { authorization: `Bearer ${this.service.adminToken}` } : {};
   }
 
   /** `settings`: more of the SKU's fields (a sale window, a limit). */
@@ -50,7 +48,7 @@ export class StockApi {
 
   private async send(method: string, path: string, body?: unknown) {
     const headers = { ...(body !== undefined && { 'content-type': 'application/json' }), ...this.adminHeaders };
-    const response = await fetch(this.baseUrl + path, { method, headers, body: JSON.stringify(body) });
+    const response = await fetch(this.service.url + path, { method, headers, body: JSON.stringify(body) });
     return { status: response.status, text: await response.text() };
   }
 }

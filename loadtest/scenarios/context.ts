@@ -92,7 +92,7 @@ export class RunContext {
     readonly backing: BackingServices,
   ) {}
 
-  api = (service: ServiceTarget) => new StockApi(service.url, service.adminToken);
+  api = (service: ServiceTarget) => new StockApi(service);
   /** The service's metrics (the cluster primary's, aggregated over its workers, for several instances). */
   scrape = (service: ServiceTarget) => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
 

@@ -201,17 +201,14 @@ export async function checkBooks(api: StockApi, audits: Map<string, StockAudit> 
   const { sku, answeredUnits, slack = 0, soldBefore: before = 0 } = question;
   const checks: { name: string; ok: boolean; detail: string }[] = [];
   const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-  const view = await api.sku(sku);
-  const { sold, stock } = view;
+  const { sold, stock, segmentStock, ...view } = await api.sku(sku);
   const counter = question.stockIn === 'redis-counter';
   const available = counter ? ((await api.redisCounter(sku)) ?? view.available) : view.available;
   if (!counter) {
-    const negative = view.segmentStock.filter((s) => s.available < 0).length;
-    check('no segment below 0 (API)', negative === 0, `${negative} negative of ${view.segmentStock.length}`);
+    const negative = segmentStock.filter((s) => s.available < 0).length;
+    check('no segment below 0 (API)', negative === 0, `${negative} negative of ${segmentStock.length}`);
   }
-  const soldName = slack
-    ? 'units sold ≥ Σ 201 quantities, by at most the unanswered requests'
-    : 'units sold = Σ 201 quantities';
+  const soldName = `units sold ${slack ? '≥ Σ 201 quantities, by at most the unanswered requests' : '= Σ 201 quantities'}`;
   const soldDetail = `sold ${sold}${before ? ` (${before} before the round)` : ''}, answered ${answeredUnits}`;
   const inRound = sold - before - answeredUnits;
   check(`${soldName} (API)`, inRound >= 0 && inRound <= slack, soldDetail + (slack ? `, unanswered ≤ ${slack}` : ''));
