@@ -98,13 +98,11 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     ...(spec.pickSku && { answeredBySku }),
   };
   // As the report gives a case: answers of the expected status per second, latency percentiles, every status.
-  const { p50, p99 } = round.latencyMs;
-  const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
+  const latency = `p50 ${ms(round.latencyMs.p50)} ms, p99 ${ms(round.latencyMs.p99)} ms`;
+  const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const errors = result.errors ? `, ${int(result.errors)} connection errors` : '';
-  progress.note(
-    `${spec.title}: ${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`,
-  );
+  progress.note(`${spec.title}: ${rate}, ${latency}; ${statuses.join(', ') || 'no answers'}${errors}`);
   return round;
 }
 
