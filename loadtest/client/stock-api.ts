@@ -1,18 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SkuView } from '../../src/stock/sku-view.js';
+import type { ServiceTarget } from '../infra/service-process.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
 
 /** The service's HTTP API, as much of it as the load test needs. */
 export class StockApi {
-  /** Headers an admin route needs (and the benchmark routes, when the service has a token). */
-  readonly adminHeaders: Record<string, string>;
+  constructor(private readonly service: Pick<ServiceTarget, 'url' | 'adminToken'>) {}
 
-  constructor(
-    private readonly baseUrl: string,
-    adminToken: string | undefined,
-  ) {
-    this.adminHeaders = adminToken ? { authorization: `Bearer ${adminToken}` } : {};
+  /** Headers an admin route needs (and the benchmark routes, when the service has a token). */
+  get adminHeaders(): Record<string, string> {
+    return this.service.adminToken ? { authorization: `Bearer ${this.service.adminToken}` } : {};
   }
 
   /** `settings`: more of the SKU's fields (a sale window, a limit). */
@@ -26,38 +24,31 @@ export class StockApi {
     const path = `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`;
     return (await this.call<{ available: number | null }>(200, 'GET', path)).available;
   };
-
   /** Places an order; answers the status. */
-  async order(sku: string, quantity: number): Promise<number> {
-    const response = await this.send('POST', '/orders', { sku, quantity });
-    await response.text();
-    return response.status;
-  }
+  order = async (sku: string, quantity: number) => (await this.send('POST', '/orders', { sku, quantity })).status;
 
   /** Confirms a reservation; a 503 (the service shedding load a moment) is retried as a client would, four times. */
   async confirm(orderId: string): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const response = await this.send('POST', `/orders/${orderId}/confirm`);
-      const text = await response.text();
-      if (response.status === 200) return;
-      if (response.status !== 503 || attempt === 5)
-        throw new Error(`confirming order ${orderId}: got ${response.status}: ${text.slice(0, 300)}`);
+      const { status, text } = await this.send('POST', `/orders/${orderId}/confirm`);
+      if (status === 200) return;
+      if (status !== 503 || attempt === 5)
+        throw new Error(`confirming order ${orderId}: got ${status}: ${text.slice(0, 300)}`);
       await sleep(250 * attempt);
     }
   }
 
   /** A request that must answer `status`; answers the JSON body. */
   async call<T = SkuView>(status: number, method: string, path: string, body?: unknown): Promise<T> {
-    const response = await this.send(method, path, body);
-    const text = await response.text();
-    if (response.status !== status)
-      throw new Error(`${method} ${path}: expected ${status}, got ${response.status}: ${text.slice(0, 300)}`);
-    return (text ? JSON.parse(text) : undefined) as T;
+    const answer = await this.send(method, path, body);
+    if (answer.status !== status)
+      throw new Error(`${method} ${path}: expected ${status}, got ${answer.status}: ${answer.text.slice(0, 300)}`);
+    return (answer.text ? JSON.parse(answer.text) : undefined) as T;
   }
 
-  private send(method: string, path: string, body?: unknown): Promise<Response> {
-    const json: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
-    const headers = { ...json, ...this.adminHeaders };
-    return fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  private async send(method: string, path: string, body?: unknown) {
+    const headers = { ...(body !== undefined && { 'content-type': 'application/json' }), ...this.adminHeaders };
+    const response = await fetch(this.service.url + path, { method, headers, body: JSON.stringify(body) });
+    return { status: response.status, text: await response.text() };
   }
 }

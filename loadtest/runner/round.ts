@@ -27,12 +27,14 @@ export interface RoundSpec {
 
 export type RoundResult = Awaited<ReturnType<typeof runRound>>;
 type Context = { orderId?: string; sku?: string };
+type Tally = Record<string, number>;
+const add = (tally: Tally, key: string, n: number) => (tally[key] = (tally[key] ?? 0) + n);
 
 // Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
 // steady window: until the first connection sent its last request, while every connection was busy.
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress) {
   const { method = 'POST', path, amount, durationSeconds = 1 } = spec;
-  const answeredBySku: Record<string, number> = {};
+  const answeredBySku: Tally = {};
   const body = method === 'POST' ? JSON.stringify(spec.body) : undefined;
   const { quantity } = spec.body as { quantity: number };
   // Request sequences: place then confirm the order that answer placed; or a SKU chosen afresh for every request.
@@ -50,17 +52,16 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     return { ...request, body: JSON.stringify({ sku: context.sku, quantity }) };
   };
   const countUnits = (status: number, _text: string, { sku }: Context) => {
-    if (status === 201 && sku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + quantity;
+    if (status === 201 && sku) add(answeredBySku, sku, quantity);
   };
   const spread = [{ method, path, setupRequest: pick, onResponse: countUnits }];
+  const requests = spec.requests ?? (spec.pickSku ? spread : spec.confirmEach ? confirm : undefined);
   const options: autocannon.Options = {
     url: spec.baseUrl + path,
     method,
     headers: method === 'POST' ? { 'content-type': 'application/json', ...spec.headers } : { ...spec.headers },
     ...(body !== undefined && { body }),
-    ...(spec.confirmEach && { requests: confirm }),
-    ...(spec.pickSku && { requests: spread }),
-    ...(spec.requests && { requests: spec.requests }),
+    ...(requests && { requests }),
     connections: spec.connections,
     pipelining: 1,
     timeout: spec.timeoutSeconds,
@@ -97,33 +98,28 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     ...(spec.pickSku && { answeredBySku }),
   };
   // As the report gives a case: answers of the expected status per second, latency percentiles, every status.
-  const { p50, p99 } = round.latencyMs;
-  const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
+  const latency = `p50 ${ms(round.latencyMs.p50)} ms, p99 ${ms(round.latencyMs.p99)} ms`;
+  const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
   const errors = result.errors ? `, ${int(result.errors)} connection errors` : '';
-  progress.note(
-    `${spec.title}: ${rate}, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms; ${statuses.join(', ') || 'no answers'}${errors}`,
-  );
+  progress.note(`${spec.title}: ${rate}, ${latency}; ${statuses.join(', ') || 'no answers'}${errors}`);
   return round;
 }
 
 /**
- * Slices of one round, measured in turn with another's, as one round: the counts (of spread traffic, per SKU too) and
- * durations summed, each status's rate the slices' answers over the time each took at its steady rate, the latencies of
- * every answer.
+ * Slices of one round, measured in turns with another's, as one round: counts and durations summed, each status's rate
+ * its answers over the time the slices took at their steady rates, the latencies of every answer.
  */
 export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
-  const statusCounts: Record<string, number> = {};
-  const steadySeconds: Record<string, number> = {};
-  for (const slice of slices)
+  const [statusCounts, steadySeconds, answeredBySku]: [Tally, Tally, Tally] = [{}, {}, {}];
+  for (const slice of slices) {
     for (const [status, count] of Object.entries(slice.statusCounts)) {
-      statusCounts[status] = (statusCounts[status] ?? 0) + count;
-      steadySeconds[status] = (steadySeconds[status] ?? 0) + count / (slice.ratePerSecond[status] ?? Infinity);
+      add(statusCounts, status, count);
+      add(steadySeconds, status, count / (slice.ratePerSecond[status] ?? Infinity));
     }
+    for (const [sku, units] of Object.entries(slice.answeredBySku ?? {})) add(answeredBySku, sku, units);
+  }
   const rates = Object.entries(statusCounts).map(([status, count]) => [status, count / steadySeconds[status]!]);
-  const bySku = slices.flatMap((slice) => Object.entries(slice.answeredBySku ?? {}));
-  const answeredBySku: Record<string, number> = {};
-  for (const [sku, units] of bySku) answeredBySku[sku] = (answeredBySku[sku] ?? 0) + units;
   return {
     title,
     autocannon: { flags: `${slices.length} slices of ${slices[0]!.autocannon.flags}` },
@@ -159,8 +155,7 @@ export class RunProgress {
   private readonly started = Date.now();
 
   note(message: string): void {
-    const seconds = Math.round((Date.now() - this.started) / 1000);
-    const clock = `${String(Math.floor(seconds / 60)).padStart(2, '0')}:${String(seconds % 60).padStart(2, '0')}`;
-    process.stderr.write(`[${clock}] ${message}\n`);
+    const elapsed = new Date(Date.now() - this.started).toISOString().slice(11, 19); // hh:mm:ss
+    process.stderr.write(`[${elapsed}] ${message}\n`);
   }
 }

@@ -92,7 +92,7 @@ export class RunContext {
     readonly backing: BackingServices,
   ) {}
 
-  api = (service: ServiceTarget) => new StockApi(service.url, service.adminToken);
+  api = (service: ServiceTarget) => new StockApi(service);
   /** The service's metrics (the cluster primary's, aggregated over its workers, for several instances). */
   scrape = (service: ServiceTarget) => MetricsSnapshot.scrape(service.metricsUrl, service.adminToken);
 
@@ -112,40 +112,37 @@ export class RunContext {
   }
 
   /**
-   * Sides measured together, each warmed up first unless it was: each sends as many requests as its warm-up's rate
-   * fills the measuring time with, the sides taking turns (A B, B A, A B…) when there are several, each side's turns
-   * summed, its CPU metered. On a machine whose speed drifts and stalls for moments, sides measured one after the other
-   * for ten seconds each compare those moments as much as the code; in turns, both see the same machine. A turn lasts
-   * at least 1.5 s: a shorter one measures mostly its own start.
+   * Sides measured together, each warmed up first unless it was, each sending what its warm-up's rate fills the
+   * measuring time with. Several take turns (A B, B A, A B…) of at least 1.5 s (a shorter one measures mostly its own
+   * start), so that a machine whose speed drifts and stalls for moments weighs on every side alike.
    */
   async measureInTurns(sides: { service: ServiceTarget; spec: Titled; status?: number; warmup?: RoundResult }[]) {
     const turns = sides.length > 1 ? Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5))) : 1;
     const measured = [];
-    for (const { service, spec, status = 201, warmup } of sides) {
-      const warm = warmup ?? (await this.warmUp(service, spec, status));
-      measured.push({ service, spec, status, warmup: warm, slices: [] as RoundResult[], cpu: [] as CpuUsage[] });
+    for (const { service, spec, status = 201, ...side } of sides) {
+      const warmup = side.warmup ?? (await this.warmUp(service, spec, status));
+      const connections = spec.connections ?? this.settings.connections;
+      const share = Math.max(2 * connections, Math.round(this.measuredAmount(warmup, connections, status) / turns));
+      // A reservation round sends two requests per order: a reservation and its confirmation.
+      const amount = share * (spec.confirmEach ? 2 : 1);
+      // Merging turns needs every answer's latency; one turn is reported as it is.
+      const latencies = turns > 1 ? ([] as number[]) : undefined;
+      const [slices, cpu]: [RoundResult[], CpuUsage[]] = [[], []];
+      measured.push({ service, spec, status, warmup, amount, latencies, slices, cpu });
     }
-    // Merging turns needs every answer's latency; one turn is reported as it is.
-    const latencies = measured.map(() => (turns > 1 ? ([] as number[]) : undefined));
     for (let turn = 0; turn < turns; turn++) {
-      const order = turn % 2 ? [...sides.keys()].reverse() : [...sides.keys()];
-      for (const i of order) {
-        const { service, spec, status, warmup, slices, cpu } = measured[i]!;
-        const connections = spec.connections ?? this.settings.connections;
-        const share = Math.max(2 * connections, Math.round(this.measuredAmount(warmup, connections, status) / turns));
-        // A reservation round sends two requests per order: a reservation and its confirmation.
-        const amount = share * (spec.confirmEach ? 2 : 1);
+      const order = turn % 2 ? [...measured].reverse() : measured;
+      for (const { service, spec, status, amount, latencies, slices, cpu } of order) {
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
-        // CPU accounting, when the machine has /proc.
         const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.postgresDir) : null;
-        slices.push(await this.round(service, { ...spec, title, amount, latencies: latencies[i] }, status));
+        slices.push(await this.round(service, { ...spec, title, amount, latencies }, status));
         if (endCpu) cpu.push(endCpu());
       }
     }
-    return measured.map(({ spec, status, warmup, slices, cpu }, i) => {
-      const round = slices.length > 1 ? mergeSlices(spec.title, slices, latencies[i]!) : slices[0]!;
-      const usage: CpuUsage | null = cpu.length ? sumCpu(cpu) : null;
-      return { label: spec.title, warmup, measured: round, perSecond: round.ratePerSecond[status] ?? 0, cpu: usage };
+    return measured.map(({ spec, status, warmup, latencies, slices, cpu }) => {
+      const round = latencies ? mergeSlices(spec.title, slices, latencies) : slices[0]!;
+      const perSecond = round.ratePerSecond[status] ?? 0;
+      return { label: spec.title, warmup, measured: round, perSecond, cpu: cpu.length ? sumCpu(cpu) : null };
     });
   }
 
@@ -169,19 +166,15 @@ export class RunContext {
    */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
-    const idle = async () => {
-      const metrics = await this.scrape(service);
-      return metrics.sum('stock_orders_in_progress') + metrics.sum('bench_sales_in_progress') === 0;
-    };
-    await waitFor(idle, this.settings.timeoutSeconds * 1000);
+    const inFlight = (m: MetricsSnapshot) => m.sum('stock_orders_in_progress') + m.sum('bench_sales_in_progress');
+    await waitFor(async () => inFlight(await this.scrape(service)) === 0, this.settings.timeoutSeconds * 1000);
   }
 }
 
 /** CPU use over several metered stretches as one: each figure weighted by its stretch's length. */
 function sumCpu(parts: CpuUsage[]): CpuUsage {
   const seconds = parts.reduce((sum, part) => sum + part.seconds, 0);
-  const weighted = (of: (part: CpuUsage) => number) => parts.reduce((sum, p) => sum + of(p) * p.seconds, 0) / seconds;
-  const groups = Object.keys(parts[0]!.cores) as (keyof CpuUsage['cores'])[];
-  const cores = Object.fromEntries(groups.map((g) => [g, weighted((p) => p.cores[g])])) as CpuUsage['cores'];
-  return { seconds, cores };
+  const cores = (group: keyof CpuUsage['cores']) =>
+    parts.reduce((sum, p) => sum + p.cores[group] * p.seconds, 0) / seconds;
+  return { seconds, cores: { service: cores('service'), postgres: cores('postgres') } };
 }

@@ -63,21 +63,21 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   const { quantity } = ctx.settings;
   const cases = [];
   for (const spec of specs) {
-    const { service, path = '/orders' } = spec;
+    const { service, path = '/orders', id, label, segments, profile = 'real', instances = 1 } = spec;
     const connections = spec.connections ?? ctx.settings.connections;
     const headers = (await spec.headers?.()) ?? ctx.api(service).adminHeaders;
     const round = (set: SkuSet) => {
-      return { title: spec.label, path, headers, connections, body: { sku: set.skus[0], quantity }, pickSku: set.pick };
+      return { title: label, path, headers, connections, body: { sku: set.skus[0], quantity }, pickSku: set.pick };
     };
-    const warm = await createSkus(ctx, spec, `${spec.id}-warm`, WARMUP_STOCK);
+    const warm = await createSkus(ctx, spec, `${id}-warm`, WARMUP_STOCK);
     const warmup = await ctx.warmUp(service, round(warm));
     // The warm-up was cut off by time: up to one order per connection may have sold without an answer.
-    const { soldBySku, ...warmupBooks } = await booksOf(ctx, spec, warm, warmup, connections * quantity);
+    const warmupBooks = await booksOf(ctx, spec, warm, warmup, connections * quantity);
     const stock = Math.max(10_000, ctx.measuredAmount(warmup, connections) * quantity * STOCK_HEADROOM);
-    const set = spec.traffic ? warm : await createSkus(ctx, spec, spec.id, stock);
+    const set = spec.traffic ? warm : await createSkus(ctx, spec, id, stock);
     const lockMetrics = path === '/orders' && !spec.alternative;
-    const side = { service, spec: round(set), warmup };
-    cases.push({ spec, connections, lockMetrics, warmupBooks, soldBySku, set, side });
+    const shown = { id, label, profile, combining: spec.combining ?? lockMetrics, instances, segments, connections };
+    cases.push({ spec, shown, lockMetrics, warmupBooks, set, side: { service, spec: round(set), warmup } });
   }
   // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
@@ -87,24 +87,17 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   }
   const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
-  for (const [i, { spec, connections, lockMetrics, warmupBooks, soldBySku, set }] of cases.entries()) {
+  for (const [i, { spec, shown, warmupBooks, set }] of cases.entries()) {
     const { memory, before, endServerStats } = meters[i]!;
     const { measured, perSecond, cpu } = rounds[i]!;
     const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
-    const after = before ? await ctx.scrape(spec.service) : null;
-    const { soldBySku: _, ...books } = await booksOf(ctx, spec, set, measured, 0, soldBySku);
+    const lock = before && lockStats(before, await ctx.scrape(spec.service), measured.durationSeconds, spec.segments);
     results.push({
-      id: spec.id,
-      label: spec.label,
-      profile: spec.profile ?? 'real',
-      combining: spec.combining ?? lockMetrics,
-      instances: spec.instances ?? 1,
-      segments: spec.segments,
-      connections,
+      ...shown,
       measured,
       perSecond,
-      lock: before && after ? lockStats(before, after, measured.durationSeconds, spec.segments) : null,
-      books,
+      lock,
+      books: await booksOf(ctx, spec, set, measured),
       warmupBooks,
       memory: memory(),
       cpu,
@@ -116,8 +109,8 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   return results;
 }
 
-/** The SKUs of one round, and how each request picks one (undefined: every request goes to the first). */
-type SkuSet = { skus: string[]; pick?: () => string };
+/** A round's SKUs, how each request picks one (undefined: the first), their sales when last checked (counted from). */
+type SkuSet = { skus: string[]; pick?: () => string; sold?: Record<string, number> };
 
 /** One SKU, or (spread traffic) `traffic.skus` of them plus, for mixed traffic, one hot SKU first. */
 async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: number): Promise<SkuSet> {
@@ -126,39 +119,34 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  const spread = await pMap(
-    Array.from({ length: count }, (_, i) => `${tag}-${i}`),
-    create,
-    SIXTEEN_AT_A_TIME,
-  );
+  const names = Array.from({ length: count }, (_, i) => `${tag}-${i}`);
+  const spread = await pMap(names, create, SIXTEEN_AT_A_TIME);
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
 }
 
-type Sold = Record<string, number>;
-/** The books of a round's SKUs as one, and each SKU's units sold; `slack`: units sold unanswered (0: exact). */
-async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0, before?: Sold) {
+/** A round's SKUs' books as one (`slack`: units that may have sold unanswered); the set keeps each SKU's sales. */
+async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0): Promise<Books> {
   if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
-  // The alternative keeps its own tables: its books are read through its API only.
   const audits = spec.alternative ? null : await auditStocks(ctx.db, set.skus);
   const check = (sku: string) => {
     // A spread round counts the units answered per SKU; a one-SKU round's 201s are all that SKU's.
     const answeredUnits = round.answeredBySku
       ? (round.answeredBySku[sku] ?? 0)
       : (round.statusCounts[201] ?? 0) * ctx.settings.quantity;
-    const question = { sku, answeredUnits, slack, soldBefore: before?.[sku], stockIn: spec.stockIn };
+    const question = { sku, answeredUnits, slack, soldBefore: set.sold?.[sku], stockIn: spec.stockIn };
     return checkBooks(ctx.api(spec.service), audits, question);
   };
   const all = await pMap(set.skus, check, SIXTEEN_AT_A_TIME);
-  const soldBySku = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
-  if (all.length === 1) return { ...all[0]!, soldBySku };
-  const sum = (pick: (b: Books) => number) => all.reduce((total, b) => total + pick(b), 0);
-  const failedOf = (b: Books, i: number) =>
-    b.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` }));
-  const failed = all.flatMap(failedOf);
+  set.sold = Object.fromEntries(set.skus.map((sku, i) => [sku, all[i]!.sold]));
+  if (all.length === 1) return all[0]!;
+  const sum = (figure: 'available' | 'sold' | 'oversold') => all.reduce((total, books) => total + books[figure], 0);
+  const failed = all.flatMap((books, i) =>
+    books.checks.filter((c) => !c.ok).map((c) => ({ ...c, name: `${set.skus[i]}: ${c.name}` })),
+  );
   const summary = { name: `books of ${all.length} SKUs`, ok: failed.length === 0, detail: `${failed.length} failed` };
-  const totals = { available: sum((b) => b.available), sold: sum((b) => b.sold), oversold: sum((b) => b.oversold) };
-  return { ok: failed.length === 0, checks: [summary, ...failed], ...totals, soldBySku };
+  const totals = { available: sum('available'), sold: sum('sold'), oversold: sum('oversold') };
+  return { ok: failed.length === 0, checks: [summary, ...failed], ...totals };
 }
 
 /** Lock figures for a measured round, from the service's metrics before and after it. */
@@ -177,7 +165,6 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
     lockWaitP99Ms: wait.quantileUpperBound(0.99) * 1000,
     meanHoldMs: hold.mean * 1000,
     acquisitionsPerSecond: delta('stock_lock_acquisitions_total') / seconds,
-    /** Share of the round's time the locks were held: Σ hold / (duration × segments). */
     lockUtilisation: hold.sum / (seconds * segments),
     fencedOut: delta('stock_fenced_out_total'),
     /** The gauge restarts at every scrape, so the one after the round covers the round. */
@@ -189,10 +176,8 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
 export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Promise<SalesCase> {
   let delivered = 0;
   const receiver = createServer((req, res) => {
-    req.resume().on('end', () => {
-      delivered++;
-      res.writeHead(204).end();
-    });
+    delivered++;
+    req.resume().on('end', () => res.writeHead(204).end());
   });
   await once(receiver.listen(0, '127.0.0.1'), 'listening');
   const api = ctx.api(spec.service);
@@ -216,17 +201,14 @@ export async function checkBooks(api: StockApi, audits: Map<string, StockAudit> 
   const { sku, answeredUnits, slack = 0, soldBefore: before = 0 } = question;
   const checks: { name: string; ok: boolean; detail: string }[] = [];
   const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-  const view = await api.sku(sku);
-  const { sold, stock } = view;
+  const { sold, stock, segmentStock, ...view } = await api.sku(sku);
   const counter = question.stockIn === 'redis-counter';
   const available = counter ? ((await api.redisCounter(sku)) ?? view.available) : view.available;
   if (!counter) {
-    const negative = view.segmentStock.filter((s) => s.available < 0).length;
-    check('no segment below 0 (API)', negative === 0, `${negative} negative of ${view.segmentStock.length}`);
+    const negative = segmentStock.filter((s) => s.available < 0).length;
+    check('no segment below 0 (API)', negative === 0, `${negative} negative of ${segmentStock.length}`);
   }
-  const soldName = slack
-    ? 'units sold ≥ Σ 201 quantities, by at most the unanswered requests'
-    : 'units sold = Σ 201 quantities';
+  const soldName = `units sold ${slack ? '≥ Σ 201 quantities, by at most the unanswered requests' : '= Σ 201 quantities'}`;
   const soldDetail = `sold ${sold}${before ? ` (${before} before the round)` : ''}, answered ${answeredUnits}`;
   const inRound = sold - before - answeredUnits;
   check(`${soldName} (API)`, inRound >= 0 && inRound <= slack, soldDetail + (slack ? `, unanswered ≤ ${slack}` : ''));
