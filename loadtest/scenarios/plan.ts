@@ -53,17 +53,14 @@ export const emptyCases = () => ({
 export type RunCases = ReturnType<typeof emptyCases>;
 export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k]);
 
-type CaseList = Exclude<keyof RunCases, 'skipped'>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
 /** Why this run cannot measure a row, beyond its services. */
 type Unless = (ctx: RunContext) => string | undefined;
-/** Cases measured together on their services (none: the lock benchmark), each answering the results of its list. */
-type MeasureAll = (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown[]>;
-type Row = [ScenarioName, CaseList[], ServiceSpec[], MeasureAll, Unless?];
-/** A case on one service (none: the lock benchmark), into one list. */
-type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
-type OneCase<K extends CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
+/** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
+type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
+/** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
+type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
 
 /** The service as shipped. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
@@ -71,17 +68,18 @@ const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
+const listOf = <T>(results: T | T[]) => ([] as T[]).concat(results);
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
 const ownServers = (kind: string) => () => (kind === 'zookeeper' ? zookeeperMissing() : undefined);
 
-/** The rows of a run with these settings. */
-function plan(s: RunSettings): Row[] {
+/** The rows of a run with these settings, filing their results in `r`. */
+function plan(s: RunSettings, r: RunCases): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
-  const add = <K extends CaseList>(...[scenario, into, on, measure, unless]: OneCase<K>) =>
-    rows.push([scenario, [into], on ? [on] : [], async (c, service) => [await measure(c, service!)], unless]);
+  const add = <T>(...[scenario, into, on, measure, unless]: [...OneCase<T>, Unless?]) =>
+    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(...listOf(await measure(c, target!))), unless]);
   type Spec = Omit<SalesSpec, 'service'>;
-  const sales = (scenario: ScenarioName, into: CaseList, on: ServiceSpec, spec: Spec, unless?: Unless) =>
+  const sales = (scenario: ScenarioName, into: SalesCase[], on: ServiceSpec, spec: Spec, unless?: Unless) =>
     add(scenario, into, on, (c, service) => measureSales(c, { ...spec, service }), unless);
   const off = (combining: boolean) => (combining ? '' : ' · combining off');
   /** A segment-count comparison: the real section or the business step, combining on or off. */
@@ -90,11 +88,11 @@ function plan(s: RunSettings): Row[] {
     for (const segments of counts) {
       const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
       const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${off(combining)}`;
-      sales(step ? 'business-step' : 'segments', 'segments', service, { id, label, profile, combining, segments });
+      sales(step ? 'business-step' : 'segments', r.segments, service, { id, label, profile, combining, segments });
     }
   };
   const ceiling = (id: string, label: string, on: ServiceSpec = REAL) =>
-    add(on.instances ? 'cluster' : 'ceiling', 'ceiling', on, (c, service) =>
+    add(on.instances ? 'cluster' : 'ceiling', r.ceiling, on, (c, service) =>
       cases.measureCeiling(c, { id, label, service, instances: on.instances }),
     );
   /** The headline SKU's case of a comparison of settings, or of traffic. */
@@ -119,7 +117,7 @@ function plan(s: RunSettings): Row[] {
     for (const segments of combining ? [1, n] : [n]) {
       const label = `${redis} · ${lockName(segments)}${off(combining)}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
-      add('per-order', 'perOrder', service, async (c, target) => {
+      add('per-order', r.perOrder, service, async (c, target) => {
         const nodes = service.onRedisCluster ? (await c.backing.redisCluster()).redisNodes : c.backing.redisNodes;
         const serverStats = await ServerStats.open(nodes, c.db);
         const spec = { id, label, service: target, combining, segments, serverStats, tags: { redis } };
@@ -142,25 +140,23 @@ function plan(s: RunSettings): Row[] {
   // than a rival, runs once per round.
   for (const round of rounds) {
     const bareEcho = { id: 'bare-echo', label: `bare express JSON echo (POST /orders → 201)${of(round)}`, round };
-    add('bare-echo', 'bareEcho', echo, (c, service) =>
+    add('bare-echo', r.bareEcho, echo, (c, service) =>
       cases.measureCeiling(c, { ...bareEcho, path: '/orders', service, status: 201 }),
     );
     for (const [id, name, traffic] of shapes) {
       const [tags, label] = [{ round }, `${name}${of(round)}`];
       const theirs = { id: `alternative-${id}`, label: `the alternative · ${label}`, segments: 1, alternative: true };
       const ours = { id: `real-${id}`, ...hot(label) };
-      const sides = inTurn(round, [['alternative', alternative, theirs] as const, ['spread', REAL, ours] as const]);
-      const specs = sides.map(([, , spec]) => ({ ...spec, traffic, tags }));
-      const compare: MeasureAll = (c, ...on) =>
-        compareSales(
-          c,
-          specs.map((spec, i) => ({ ...spec, service: on[i]! })),
-        );
-      rows.push([traffic ? 'spread' : 'alternative', sides.map(([list]) => list), sides.map(([, on]) => on), compare]);
+      const sides = inTurn(round, [[r.alternative, alternative, theirs] as const, [r.spread, REAL, ours] as const]);
+      const specs = (on: ServiceTarget[]) =>
+        sides.map(([, , spec], i) => ({ ...spec, traffic, tags, service: on[i]! }));
+      const compare = async (c: RunContext, ...on: ServiceTarget[]) =>
+        (await compareSales(c, specs(on))).forEach((result, i) => sides[i]![0].push(result));
+      rows.push([traffic ? 'spread' : 'alternative', sides.map(([, on]) => on), compare]);
     }
     // Refusals against the product's own echo, measured in turns with each of them.
-    add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of(round)));
-    add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', of(round)));
+    add('sold-out', r.soldOut, REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of(round)));
+    add('sale-window', r.soldOut, REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', of(round)));
   }
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
@@ -169,38 +165,38 @@ function plan(s: RunSettings): Row[] {
   sweep('business-step', stepOff, s.segmentCounts);
   sweep('business-step', { label: `${s.businessStepMs} ms business step`, env: step }, endpoints);
 
-  add('lifecycle', 'lifecycle', REAL, (c, service) => cases.runLifecycle(c, service, n));
-  add('dashboard', 'dashboard', REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
+  add('lifecycle', r.lifecycle, REAL, (c, service) => cases.runLifecycle(c, service, n));
+  add('dashboard', r.dashboard, REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
     ['pg-row', 'Postgres conditional UPDATE, 1 row', 'pg-conditional', 1],
     ['pg-rows', `Postgres conditional UPDATE, ${n} rows`, 'pg-conditional', n],
     ['redis-counter', 'Redis Lua counter + Postgres ledger', 'redis-counter', 1],
   ] as const) {
     const where = { path: `/bench/lock-free/${route}`, stockIn: route === 'redis-counter' ? route : undefined };
-    sales('lock-free', 'lockFree', REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
+    sales('lock-free', r.lockFree, REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
   }
   // On a service of its own: what the connections cost, not what the shipped service's earlier cases left behind.
   const wide = s.memoryConnections;
   const memory = { id: `memory-${wide}`, ...hot(`${wide} connections`), connections: wide };
-  sales('memory', 'memory', { label: 'service for the memory case' }, memory);
+  sales('memory', r.memory, { label: 'service for the memory case' }, memory);
 
   const instances = s.clusterInstances;
   const cluster = { label: `${instances} instances behind one port`, instances };
-  add('oversell', 'oversell', REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
+  add('oversell', r.oversell, REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
   ceiling('ceiling-cluster', `HTTP ceiling · ${instances} instances`, cluster);
   for (const segments of s.clusterSegmentCounts) {
     const label = `${instances} instances · ${lockName(segments)}`;
-    sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances, segments });
+    sales('cluster', r.cluster, cluster, { id: `cluster-${segments}`, label, instances, segments });
   }
   for (const guard of Object.values(cases.guards))
-    add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
-  rows.push(['drop', ['drop'], [echo, cluster], async (c, bare, on) => [await runDrop(c, bare!, on!, n)]]);
+    add('oversell', r.oversell, cluster, (c, service) => cases.runOversell(c, service, instances, guard));
+  rows.push(['drop', [echo, cluster], async (c, bare, on) => r.drop.push(await runDrop(c, bare!, on!, n))]);
   // After the drop: the growth case seeds millions of ledger rows into the same Postgres, which stays busy a while.
-  add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, service, n));
+  add('growth', r.growth, REAL, (c, service) => cases.runGrowth(c, service, n));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   for (const [id, name, service, headers] of credentials())
-    sales('auth', 'auth', service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
+    sales('auth', r.auth, service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
   // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service, and the
   // shipped service with its books audit off (what the audit costs an order); in rounds, as the comparisons above.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
@@ -214,7 +210,7 @@ function plan(s: RunSettings): Row[] {
   for (const round of rounds)
     for (const [id, name, service, measure] of inTurn(round, settings)) {
       const spec = { id: `events-${id}`, ...hot(name, of(round)), tags: { events: id, round } };
-      add('events', 'events', service, (c, target) => measure(c, { ...spec, service: target }));
+      add('events', r.events, service, (c, target) => measure(c, { ...spec, service: target }));
     }
 
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
@@ -227,7 +223,7 @@ function plan(s: RunSettings): Row[] {
     for (const holdMs of s.lockHoldsMs) {
       const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs };
       for (const [scenario, name, store] of contenders)
-        add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
+        add(scenario, r.locks, undefined, (c) => runCell(c, name, cell), ownServers(store));
     }
   // The service's order flow on each backend, a business step held in the lock.
   for (const holdMs of s.lockHoldsMs)
@@ -236,13 +232,13 @@ function plan(s: RunSettings): Row[] {
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
       const [label, tags] = [`order flow · ${lockBackend} · ${holdMs} ms step`, { lockBackend, holdMs }];
       const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers, tags };
-      sales('lock-order-flow', 'lockOrderFlow', service, flow, ownServers(lockBackend));
+      sales('lock-order-flow', r.lockOrderFlow, service, flow, ownServers(lockBackend));
     }
   ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
-  add('event-retention', 'eventRetention', keeping, (c, target) => cases.runEventRetention(c, target, n));
+  add('event-retention', r.eventRetention, keeping, (c, target) => cases.runEventRetention(c, target, n));
   return rows;
 }
 
@@ -267,26 +263,24 @@ function credentials() {
 /** Runs the selected rows, a row this run cannot have skipped; a case whose service died fails the run. */
 export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
-  const rows = plan(ctx.settings).filter(([scenario]) => selected.has(scenario));
+  const rows = plan(ctx.settings, results).filter(([scenario]) => selected.has(scenario));
   // Each service starts on first use and stops after its last row.
   const running = new Map<ServiceSpec, ServiceTarget>();
-  const lastRow = new Map(rows.flatMap(([, , specs], i) => specs.map((spec) => [spec, i])));
-  for (const [i, [scenario, into, specs, measure, unless]] of rows.entries()) {
+  const lastRow = new Map(rows.flatMap(([, specs], i) => specs.map((spec) => [spec, i])));
+  for (const [i, [scenario, specs, measure, unless]] of rows.entries()) {
     const reason = unless?.(ctx);
     if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
       results.skipped.push({ scenario, reason });
     if (!reason) {
       for (const spec of specs) if (!running.has(spec)) running.set(spec, await startPrimed(ctx, spec));
       const services = specs.map((spec) => running.get(spec)!);
-      const answers = await measure(ctx, ...services).catch((error: unknown) => {
+      await measure(ctx, ...services).catch((error: unknown) => {
         // A service that died mid-case (a crash, a machine out of memory): the run is worth rerunning, not its figures.
         // Its last output follows (cli.ts prints every started service's).
         const ended = services.find((service) => !service.alive())?.diagnostics();
         if (!ended) throw error;
         throw new Error(`${scenario}: ${ended.split('\n')[0]} during the case; the run stops here`, { cause: error });
       });
-      // A case answers one result, or a list of them (the growth scenario's ledgers), for each list it goes into.
-      into.forEach((list, k) => (results[list] as unknown[]).push(...[answers[k]].flat()));
     }
     for (const spec of specs) {
       const service = running.get(spec);
