@@ -6,12 +6,9 @@ import type { RunContext } from './context.js';
 import { auditStocks } from '../../test/support/invariants.js';
 import { checkBooks, WARMUP_STOCK } from './sales.js';
 
-type Echo = { id: string; label: string; service: ServiceTarget; path?: string; status?: number };
-/**
- * The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`);
- * `round`: the comparison round of a yardstick echo.
- */
-export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number; round?: number }) {
+type Echo = { id: string; label: string; service: ServiceTarget; path?: string; status?: number; round?: number };
+/** The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`). */
+export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number }) {
   const { id, label, service, instances = 1, path, status = 200, round } = spec;
   const [echo] = await ctx.measureInTurns([{ service, spec: echoRequest(ctx, label, path), status }]);
   return { id, instances, round, ...echo! };
@@ -65,15 +62,12 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
     if (status !== 201) throw new Error(`selling out ${sku}: order ${i} answered ${status}`);
   }
   const label = `${soldOut ? 'sold out' : 'not on sale yet'} · ${segments} segments${of}`;
-  const echo = echoRequest(ctx, `HTTP ceiling beside ${label}`);
   const attempts = async () => (await ctx.scrape(service)).sum('stock_lock_attempts_total');
   const attemptsBefore = await attempts();
-  const refused = { title: label, body: { sku, quantity: 1 } };
-  const sides = [
-    { service, spec: refused, status: 409 },
-    { service, spec: echo, status: 200 },
-  ];
-  const [result, beside] = await ctx.measureInTurns(sides);
+  const [result, beside] = await ctx.measureInTurns([
+    { service, spec: { title: label, body: { sku, quantity: 1 } }, status: 409 },
+    { service, spec: echoRequest(ctx, `HTTP ceiling beside ${label}`), status: 200 },
+  ]);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result!.measured.responses + result!.warmup.responses;
@@ -116,9 +110,7 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
   const open = async (_: number, i: number) => {
     const response = await fetch(url, { headers, signal: streams.signal });
     // Read until the streams are aborted at the end of the round.
-    void (async () => {
-      for await (const _chunk of response.body!) events[i]!++;
-    })().catch(() => {});
+    response.body!.pipeTo(new WritableStream({ write: () => void events[i]!++ })).catch(() => {});
   };
   await Promise.all(events.map(open));
   const watched = await round(`${watchers} dashboards watching`);
@@ -130,36 +122,33 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
 /** The SKU view and orders on an empty ledger and on ledgers seeded in bulk with consistent running totals. */
 export async function runGrowth(ctx: RunContext, service: ServiceTarget, segments: number) {
   const api = ctx.api(service);
-  const { growthConnections: connections, growthRequests: amount } = ctx.settings;
+  const round = { connections: ctx.settings.growthConnections, amount: ctx.settings.growthRequests };
   const cases = [];
   for (const rows of ctx.settings.growthLedgerRows) {
     const sku = await ctx.createSku(service, `growth-${rows}`, rows + 100_000 * segments, segments);
-    const started = performance.now();
-    await seedLedger(ctx, sku, rows, segments);
-    const seedSeconds = (performance.now() - started) / 1000;
+    const seedSeconds = await seedLedger(ctx, sku, rows, segments);
     if ((await api.sku(sku)).sold !== rows) throw new Error(`seeding ${sku}: the SKU view disagrees with ${rows} sold`);
     const label = `ledger of ${rows.toLocaleString('en-US')} rows`;
-    const round = { connections, amount };
     const view = { title: `${label} · GET /skus/:sku`, path: `/skus/${encodeURIComponent(sku)}` };
     const skuRead = await ctx.round(service, { ...round, ...view, method: 'GET' }, 200);
     const orders = await ctx.round(service, { ...round, title: `${label} · POST /orders`, body: { sku, quantity: 1 } });
     await ctx.settle(service);
-    const answeredUnits = orders.statusCounts[201] ?? 0;
-    const { ok: booksOk } = await checkBooks(api, null, { sku, answeredUnits, soldBefore: rows });
+    const question = { sku, answeredUnits: orders.statusCounts[201] ?? 0, soldBefore: rows };
+    const { ok: booksOk } = await checkBooks(api, null, question);
     cases.push({ id: `growth-${rows}`, label, ledgerRows: rows, seedSeconds, skuRead, orders, booksOk });
   }
   return cases;
 }
 
-/** `rows` one-unit sales with their orders, ledger rows and totals, in chunks well within the query timeout. */
-async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: number): Promise<void> {
-  const { db } = ctx;
+/** `rows` one-unit sales with their orders, ledger rows and totals; answers the seconds it took. */
+async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: number): Promise<number> {
+  const [{ db }, started] = [ctx, performance.now()];
   const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
-  const of = (n: number) => n.toLocaleString('en-US');
+  const int = (n: number) => n.toLocaleString('en-US');
   // 20,000 rows a statement: within the 10 s query timeout even on a machine busy with other work.
   for (let done = 0; done < rows; done += 20_000) {
     const chunk = Math.min(20_000, rows - done);
-    if (done % 500_000 === 0) ctx.progress.note(`seeding ${sku}: ${of(done)} of ${of(rows)} ledger rows…`);
+    if (done % 500_000 === 0) ctx.progress.note(`seeding ${sku}: ${int(done)} of ${int(rows)} ledger rows…`);
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)
@@ -176,6 +165,7 @@ async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: 
        where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(db);
   }
   await sql`analyze orders, stock_deductions`.execute(db);
+  return (performance.now() - started) / 1000;
 }
 
 /** Whether the feed and the outbox stay bounded under long full-speed orders with a short retention. */
@@ -191,12 +181,8 @@ export async function runEventRetention(ctx: RunContext, service: ServiceTarget,
   while (minutes() < retentionMinutes) {
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
     const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
-    const atSeconds = Math.round(minutes() * 60);
-    samples.push({
-      atSeconds,
-      ordersPerSecond: round.ratePerSecond[201] ?? 0,
-      ...(await counts.execute(ctx.db)).rows[0]!,
-    });
+    const [atSeconds, ordersPerSecond] = [Math.round(minutes() * 60), round.ratePerSecond[201] ?? 0];
+    samples.push({ atSeconds, ordersPerSecond, ...(await counts.execute(ctx.db)).rows[0]! });
   }
   return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };
 }

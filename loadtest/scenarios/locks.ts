@@ -33,32 +33,25 @@ const lockContender = (lock: DistributedLock, key: (k: string) => string, fair: 
   close: () => lock.close(),
 });
 
-/**
- * A connection of the lock benchmark. Its errors are the failed acquisitions the cell counts; a run stopped mid-cell
- * (SIGTERM) stops the server under it, and the reset that follows must not surface as an unhandled error event.
- */
-const connect = (url: string) => new Redis(url).on('error', () => {});
-
 /** A library with its own connection and default waiting, or (`backend:<kind>`) this lock on that backend. */
-async function openContender(ctx: RunContext, name: string): Promise<Contender> {
-  const { backing } = ctx;
-  const kind = name.startsWith('backend:') ? (name.slice('backend:'.length) as LockBackendKind) : undefined;
-  if (kind) {
-    const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
-      redis: async () => new RedisLock({ redis: connect((await backing.lockRedis()).url), ownsConnection: true }),
-      redlock: async () => new RedlockLock({ urls: await backing.redlockUrls() }),
-      postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
-      zookeeper: async () =>
-        new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
-    };
-    return lockContender(await backends[kind](), (k) => `${runId}/${k}`, false);
-  }
-  const redis = connect((await backing.lockRedis()).url);
+async function openContender({ backing }: RunContext, name: string): Promise<Contender> {
+  // Its errors are the failed acquisitions the cell counts; a run stopped mid-cell (SIGTERM) stops the server under it,
+  // and the reset that follows must not surface as an unhandled error event.
+  const connect = async () => new Redis((await backing.lockRedis()).url).on('error', () => {});
+  const backends: Record<LockBackendKind, () => Promise<DistributedLock>> = {
+    redis: async () => new RedisLock({ redis: await connect(), ownsConnection: true }),
+    redlock: async () => new RedlockLock({ urls: await backing.redlockUrls() }),
+    postgres: async () => new PostgresLock({ connectionString: backing.databaseUrl, poolSize: 10 }),
+    zookeeper: async () =>
+      new ZooKeeperLock({ connect: (await backing.zookeeper()).connect, rootPath: `/bench-${runId}` }),
+  };
+  const kind = name.startsWith('backend:') && (name.slice('backend:'.length) as LockBackendKind);
+  if (kind) return lockContender(await backends[kind](), (k) => `${runId}/${k}`, false);
+  const redis = await connect();
   const key = (k: string) => `bench:${runId}:${name}:${k}`;
   if (name === 'redlock') {
     // Retries every 200 ms ± 200 ms, its default; but never gives up.
-    const redlock = new Redlock([redis], { retryCount: -1 });
-    redlock.on('error', () => {});
+    const redlock = new Redlock([redis], { retryCount: -1 }).on('error', () => {});
     const acquire = async (k: string) => {
       const lock = await redlock.acquire([key(k)], LEASE_MS);
       return () => lock.release();

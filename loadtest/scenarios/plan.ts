@@ -12,7 +12,7 @@ import type { RunContext, RunSettings } from './context.js';
 import { runDrop } from './drop.js';
 import { type LockCell, runCell } from './locks.js';
 import { compareSales, measureSales, measureWithWebhook, WARMUP_STOCK } from './sales.js';
-import type { SalesCase, SalesSpec } from './sales.js';
+import type { Profile, SalesCase, SalesSpec } from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
@@ -53,65 +53,71 @@ export const emptyCases = () => ({
 export type RunCases = ReturnType<typeof emptyCases>;
 export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k]);
 
-type CaseList = Exclude<keyof RunCases, 'skipped'>;
-type Measure<K extends CaseList> = (c: RunContext, s: ServiceTarget) => Promise<RunCases[K][number] | RunCases[K]>;
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
 /** Why this run cannot measure a row, beyond its services. */
 type Unless = (ctx: RunContext) => string | undefined;
-/** Cases measured together on their services (none: the lock benchmark), each answering the results of its list. */
-type MeasureAll = (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown[]>;
-type Row = [ScenarioName, CaseList[], ServiceSpec[], MeasureAll, Unless?];
-/** A case on one service (none: the lock benchmark), into one list. */
-type OneCase<K extends CaseList> = [ScenarioName, K, ServiceSpec | undefined, Measure<K>, Unless?];
+/** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
+type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
+/** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
+type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
 
 /** The service as shipped. */
 const REAL: ServiceSpec = { label: 'service (real critical section)' };
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
+const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
+const listOf = <T>(results: T | T[]) => ([] as T[]).concat(results);
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
 const ownServers = (kind: string) => () => (kind === 'zookeeper' ? zookeeperMissing() : undefined);
 
-/** The rows of a run with these settings. */
-function plan(s: RunSettings): Row[] {
+/** The rows of a run with these settings, filing their results in `r`. */
+function plan(s: RunSettings, r: RunCases): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
-  const add = <K extends CaseList>(...[scenario, into, on, measure, unless]: OneCase<K>) =>
-    rows.push([scenario, [into], on ? [on] : [], async (c, service) => [await measure(c, service!)], unless]);
-  const sales = (scenario: ScenarioName, into: CaseList, service: ServiceSpec, spec: Omit<SalesSpec, 'service'>) =>
-    add(scenario, into, service, (c, target) => measureSales(c, { ...spec, service: target }));
+  const add = <T>(...[scenario, into, on, measure, unless]: [...OneCase<T>, Unless?]) =>
+    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(...listOf(await measure(c, target!))), unless]);
+  type Spec = Omit<SalesSpec, 'service'>;
+  const sales = (scenario: ScenarioName, into: SalesCase[], on: ServiceSpec, spec: Spec, unless?: Unless) =>
+    add(scenario, into, on, (c, service) => measureSales(c, { ...spec, service }), unless);
   const off = (combining: boolean) => (combining ? '' : ' · combining off');
   /** A segment-count comparison: the real section or the business step, combining on or off. */
-  const sweep = (scenario: ScenarioName, service: ServiceSpec, step: boolean, combining: boolean, counts: number[]) => {
+  const sweep = (profile: Profile, service: ServiceSpec, counts: number[]) => {
+    const [step, combining] = [profile === 'business-step', combines(service)];
     for (const segments of counts) {
       const id = `${step ? 'step' : 'real'}-${segments}${combining ? '' : '-uncombined'}`;
       const label = `${step ? `${s.businessStepMs} ms step` : 'real'} · ${lockName(segments)}${off(combining)}`;
-      const profile = step ? 'business-step' : 'real';
-      sales(scenario, 'segments', service, { id, label, profile, combining, segments });
+      sales(step ? 'business-step' : 'segments', r.segments, service, { id, label, profile, combining, segments });
     }
   };
-  const ceiling = (id: string, label: string, service = REAL, instances = 1) =>
-    add(id.includes('cluster') ? 'cluster' : 'ceiling', 'ceiling', service, (c, target) =>
-      cases.measureCeiling(c, { id, label, service: target, instances }),
+  const ceiling = (id: string, label: string, on: ServiceSpec = REAL) =>
+    add(on.instances ? 'cluster' : 'ceiling', r.ceiling, on, (c, service) =>
+      cases.measureCeiling(c, { id, label, service, instances: on.instances }),
     );
+  /** The headline SKU's case of a comparison of settings, or of traffic. */
+  const hot = (name: string, suffix = '') => ({ label: `real · ${lockName(n)} · ${name}${suffix}`, segments: n });
+  /** The comparisons' rounds and their labels' suffix; in turn, each side goes first in every other round. */
+  const rounds = Array.from({ length: s.comparisonRounds }, (_, i) => i + 1);
+  const of = (round: number) => (s.comparisonRounds > 1 ? ` · round ${round}` : '');
+  const inTurn = <T>(round: number, sides: readonly T[]) => (round % 2 ? sides : [...sides].reverse());
   const endpoints = s.segmentCounts.filter((k) => k === 1 || k === n);
 
   ceiling('ceiling-first', 'HTTP ceiling (first)');
   const uncombined: ServiceSpec = { label: 'service, combining off', env: COMBINING_OFF };
-  sweep('segments', REAL, false, true, s.segmentCounts);
-  sweep('segments', uncombined, false, false, endpoints);
+  sweep('real', REAL, s.segmentCounts);
+  sweep('real', uncombined, endpoints);
 
   // What an order costs each server: the shipped service and combining off, on one Redis and on a Redis Cluster.
   const onCluster: ServiceSpec = { label: 'service on a Redis Cluster', onRedisCluster: true };
   const offOnCluster = { ...uncombined, ...onCluster, label: 'service on a Redis Cluster, combining off' };
   for (const service of [REAL, uncombined, onCluster, offOnCluster]) {
-    const combining = service.env !== COMBINING_OFF;
+    const combining = combines(service);
     const redis = service.onRedisCluster ? 'Redis Cluster' : 'one Redis';
     for (const segments of combining ? [1, n] : [n]) {
       const label = `${redis} · ${lockName(segments)}${off(combining)}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
-      add('per-order', 'perOrder', service, async (c, target) => {
+      add('per-order', r.perOrder, service, async (c, target) => {
         const nodes = service.onRedisCluster ? (await c.backing.redisCluster()).redisNodes : c.backing.redisNodes;
         const serverStats = await ServerStats.open(nodes, c.db);
         const spec = { id, label, service: target, combining, segments, serverStats, tags: { redis } };
@@ -130,95 +136,82 @@ function plan(s: RunSettings): Row[] {
     ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
   // The product against its yardsticks in rounds, the report judging each comparison's median round by the ratio of
-  // its two sides. Within a round the product and the alternative, and the refusals and their echo, are measured in
-  // turns (A B, B A…): on a machine whose speed drifts and stalls for moments, two cases measured one after the other
-  // compare the machine as much as the code. The bare echo, a ceiling rather than a rival, runs once per round.
-  for (let round = 1; round <= s.comparisonRounds; round++) {
-    const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
-    const echoLabel = `bare express JSON echo (POST /orders → 201)${of}`;
-    const echoCase = { id: 'bare-echo', label: echoLabel, path: '/orders', round };
-    add('bare-echo', 'bareEcho', echo, (c, service) => cases.measureCeiling(c, { ...echoCase, service, status: 201 }));
+  // its two sides, measured in turns within a round (`RunContext.measureInTurns`). The bare echo, a ceiling rather
+  // than a rival, runs once per round.
+  for (const round of rounds) {
+    const bareEcho = { id: 'bare-echo', label: `bare express JSON echo (POST /orders → 201)${of(round)}`, round };
+    add('bare-echo', r.bareEcho, echo, (c, service) =>
+      cases.measureCeiling(c, { ...bareEcho, path: '/orders', service, status: 201 }),
+    );
     for (const [id, name, traffic] of shapes) {
-      const [tags, label] = [{ round }, `${name}${of}`];
-      const other = { id: `alternative-${id}`, label: `the alternative · ${label}`, segments: 1, traffic, tags };
-      const ours = { id: `real-${id}`, label: `real · ${lockName(n)} · ${label}`, segments: n, traffic, tags };
-      // Each side warms up and takes its turns first in every other round.
-      const sides = [
-        ['alternative', alternative, { ...other, alternative: true }],
-        ['spread', REAL, ours],
-      ] as const;
-      const [first, second] = round % 2 ? sides : ([sides[1], sides[0]] as const);
-      const specs = (on: ServiceTarget[]) => [first, second].map(([, , spec], i) => ({ ...spec, service: on[i]! }));
-      const measure: MeasureAll = (c, ...on) => compareSales(c, specs(on));
-      rows.push([traffic ? 'spread' : 'alternative', [first[0], second[0]], [first[1], second[1]], measure]);
+      const [tags, label] = [{ round }, `${name}${of(round)}`];
+      const theirs = { id: `alternative-${id}`, label: `the alternative · ${label}`, segments: 1, alternative: true };
+      const ours = { id: `real-${id}`, ...hot(label) };
+      const sides = inTurn(round, [[r.alternative, alternative, theirs] as const, [r.spread, REAL, ours] as const]);
+      const specs = (on: ServiceTarget[]) =>
+        sides.map(([, , spec], i) => ({ ...spec, traffic, tags, service: on[i]! }));
+      const compare = async (c: RunContext, ...on: ServiceTarget[]) =>
+        (await compareSales(c, specs(on))).forEach((result, i) => sides[i]![0].push(result));
+      rows.push([traffic ? 'spread' : 'alternative', sides.map(([, on]) => on), compare]);
     }
     // Refusals against the product's own echo, measured in turns with each of them.
-    add('sold-out', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of));
-    add('sale-window', 'soldOut', REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', of));
+    add('sold-out', r.soldOut, REAL, (c, service) => cases.runRefusals(c, service, n, 'sold-out', of(round)));
+    add('sale-window', r.soldOut, REAL, (c, service) => cases.runRefusals(c, service, n, 'not-on-sale', of(round)));
   }
 
   // The sweep without combining shows what segmenting alone buys; then combining on, at the endpoints.
   const step = { CRITICAL_SECTION_DELAY_MS: String(s.businessStepMs) };
   const stepOff = { label: `${s.businessStepMs} ms business step, combining off`, env: { ...step, ...COMBINING_OFF } };
-  const stepOn = { label: `${s.businessStepMs} ms business step`, env: step };
-  sweep('business-step', stepOff, true, false, s.segmentCounts);
-  sweep('business-step', stepOn, true, true, endpoints);
+  sweep('business-step', stepOff, s.segmentCounts);
+  sweep('business-step', { label: `${s.businessStepMs} ms business step`, env: step }, endpoints);
 
-  add('lifecycle', 'lifecycle', REAL, (c, service) => cases.runLifecycle(c, service, n));
-  add('dashboard', 'dashboard', REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
+  add('lifecycle', r.lifecycle, REAL, (c, service) => cases.runLifecycle(c, service, n));
+  add('dashboard', r.dashboard, REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
     ['pg-row', 'Postgres conditional UPDATE, 1 row', 'pg-conditional', 1],
     ['pg-rows', `Postgres conditional UPDATE, ${n} rows`, 'pg-conditional', n],
     ['redis-counter', 'Redis Lua counter + Postgres ledger', 'redis-counter', 1],
   ] as const) {
     const where = { path: `/bench/lock-free/${route}`, stockIn: route === 'redis-counter' ? route : undefined };
-    sales('lock-free', 'lockFree', REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
+    sales('lock-free', r.lockFree, REAL, { id, label: `lock-free · ${label}`, segments, combining: false, ...where });
   }
-  const wide = s.memoryConnections;
-  const memoryLabel = `real · ${n} segments · ${wide} connections`;
   // On a service of its own: what the connections cost, not what the shipped service's earlier cases left behind.
-  const fresh = { label: 'service for the memory case' };
-  sales('memory', 'memory', fresh, { id: `memory-${wide}`, label: memoryLabel, segments: n, connections: wide });
+  const wide = s.memoryConnections;
+  const memory = { id: `memory-${wide}`, ...hot(`${wide} connections`), connections: wide };
+  sales('memory', r.memory, { label: 'service for the memory case' }, memory);
 
   const instances = s.clusterInstances;
   const cluster = { label: `${instances} instances behind one port`, instances };
-  add('oversell', 'oversell', REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
-  ceiling('ceiling-cluster', `HTTP ceiling · ${instances} instances`, cluster, instances);
+  add('oversell', r.oversell, REAL, (c, service) => cases.runOversell(c, service, 1, cases.guards.localMutex));
+  ceiling('ceiling-cluster', `HTTP ceiling · ${instances} instances`, cluster);
   for (const segments of s.clusterSegmentCounts) {
     const label = `${instances} instances · ${lockName(segments)}`;
-    sales('cluster', 'cluster', cluster, { id: `cluster-${segments}`, label, instances, segments });
+    sales('cluster', r.cluster, cluster, { id: `cluster-${segments}`, label, instances, segments });
   }
   for (const guard of Object.values(cases.guards))
-    add('oversell', 'oversell', cluster, (c, service) => cases.runOversell(c, service, instances, guard));
-  rows.push(['drop', ['drop'], [echo, cluster], async (c, bare, on) => [await runDrop(c, bare!, on!, n)]]);
+    add('oversell', r.oversell, cluster, (c, service) => cases.runOversell(c, service, instances, guard));
+  rows.push(['drop', [echo, cluster], async (c, bare, on) => r.drop.push(await runDrop(c, bare!, on!, n))]);
   // After the drop: the growth case seeds millions of ledger rows into the same Postgres, which stays busy a while.
-  add('growth', 'growth', REAL, (c, service) => cases.runGrowth(c, service, n));
+  add('growth', r.growth, REAL, (c, service) => cases.runGrowth(c, service, n));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
-  const hot = (scenario: 'auth' | 'events', id: string, name: string, of = '') => {
-    const label = `real · ${lockName(n)} · ${name}${of}`;
-    return { id: `${scenario}-${id}`, label, segments: n, tags: { [scenario]: id } };
-  };
   for (const [id, name, service, headers] of credentials())
-    sales('auth', 'auth', service, { ...hot('auth', id, name), headers });
+    sales('auth', r.auth, service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
   // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service, and the
   // shipped service with its books audit off (what the audit costs an order); in rounds, as the comparisons above.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
   const auditOff = { label: 'service with AUDIT_INTERVAL_MS=0', env: { AUDIT_INTERVAL_MS: '0' } };
-  for (let round = 1; round <= s.comparisonRounds; round++) {
-    const of = s.comparisonRounds > 1 ? ` · round ${round}` : '';
-    const settings = [
-      ['off', 'events off', eventsOff, measureSales],
-      ['on', 'events on', REAL, measureSales],
-      ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
-      ['audit-off', 'events on, books audit off', auditOff, measureSales],
-    ] as const;
-    for (const [id, name, service, measure] of round % 2 ? settings : [...settings].reverse()) {
-      const spec = hot('events', id, name, of);
-      const tags = { ...spec.tags, round };
-      add('events', 'events', service, (c, target) => measure(c, { ...spec, tags, service: target }));
+  const settings = [
+    ['off', 'events off', eventsOff, measureSales],
+    ['on', 'events on', REAL, measureSales],
+    ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
+    ['audit-off', 'events on, books audit off', auditOff, measureSales],
+  ] as const;
+  for (const round of rounds)
+    for (const [id, name, service, measure] of inTurn(round, settings)) {
+      const spec = { id: `events-${id}`, ...hot(name, of(round)), tags: { events: id, round } };
+      add('events', r.events, service, (c, target) => measure(c, { ...spec, service: target }));
     }
-  }
 
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
   const contenders = [
@@ -230,29 +223,22 @@ function plan(s: RunSettings): Row[] {
     for (const holdMs of s.lockHoldsMs) {
       const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs };
       for (const [scenario, name, store] of contenders)
-        add(scenario, 'locks', undefined, (c) => runCell(c, name, cell), ownServers(store));
+        add(scenario, r.locks, undefined, (c) => runCell(c, name, cell), ownServers(store));
     }
   // The service's order flow on each backend, a business step held in the lock.
   for (const holdMs of s.lockHoldsMs)
     for (const lockBackend of s.lockBackends) {
       const env = { CRITICAL_SECTION_DELAY_MS: String(holdMs), LOCK_WAIT_MS: String(s.lockWaitMs), PG_POOL_SIZE: '40' };
       const service = { label: `service on the ${lockBackend} lock backend, ${holdMs} ms step`, env, lockBackend };
-      const label = `order flow · ${lockBackend} · ${holdMs} ms step`;
-      const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers };
-      const tags = { lockBackend, holdMs };
-      add(
-        'lock-order-flow',
-        'lockOrderFlow',
-        service,
-        (c, target) => measureSales(c, { ...flow, service: target, tags }),
-        ownServers(lockBackend),
-      );
+      const [label, tags] = [`order flow · ${lockBackend} · ${holdMs} ms step`, { lockBackend, holdMs }];
+      const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers, tags };
+      sales('lock-order-flow', r.lockOrderFlow, service, flow, ownServers(lockBackend));
     }
   ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
-  add('event-retention', 'eventRetention', keeping, (c, target) => cases.runEventRetention(c, target, n));
+  add('event-retention', r.eventRetention, keeping, (c, target) => cases.runEventRetention(c, target, n));
   return rows;
 }
 
@@ -277,65 +263,52 @@ function credentials() {
 /** Runs the selected rows, a row this run cannot have skipped; a case whose service died fails the run. */
 export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
-  const rows = plan(ctx.settings).filter(([scenario]) => selected.has(scenario));
+  const rows = plan(ctx.settings, results).filter(([scenario]) => selected.has(scenario));
+  // Each service starts on first use and stops after its last row.
   const running = new Map<ServiceSpec, ServiceTarget>();
-  const release = async (spec: ServiceSpec) => {
-    const service = running.get(spec);
-    running.delete(spec);
-    if (service && ctx.started.delete(service)) await service.stop();
-  };
-  /** The service of `spec`, started on first use and primed. */
-  const get = async (spec: ServiceSpec) => {
-    if (running.has(spec)) return running.get(spec)!;
-    const { backing } = ctx;
-    const { onRedisCluster, lockBackend, ...options } = spec;
-    ctx.progress.note(`starting ${options.label}…`);
-    const cluster = onRedisCluster && (await backing.redisCluster()).redisEnv;
-    const env: Record<string, string> = { ...options.env, ...cluster };
-    if (lockBackend) env.LOCK_BACKEND = lockBackend;
-    if (lockBackend === 'redlock') env.REDIS_LOCK_URLS = (await backing.redlockUrls()).join();
-    if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
-    const service = await startService(backing, { ...options, env });
-    ctx.started.add(service);
-    running.set(spec, service);
-    // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none).
-    if (!options.program) ctx.progress.note(`${options.label}: dashboard ${dashboardUrl(service)}`);
-    // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
-    if (spec.program !== 'echo') {
-      const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
-      await ctx.warmUp(service, { title: `priming ${service.label}`, body });
-    }
-    return service;
-  };
-  const use = async (scenario: ScenarioName, specs: ServiceSpec[], measure: MeasureAll) => {
-    const services: ServiceTarget[] = [];
-    for (const spec of specs) services.push(await get(spec));
-    return measure(ctx, ...services).catch((error: unknown) => {
-      // A service that died mid-case (a crash, a machine out of memory): the run is worth rerunning, not its figures.
-      // Its last output follows (cli.ts prints every started service's).
-      const ended = services
-        .find((service) => !service.alive())
-        ?.diagnostics()
-        .split('\n')[0];
-      if (ended) throw new Error(`${scenario}: ${ended} during the case; the run stops here`, { cause: error });
-      throw error;
-    });
-  };
-  const lastRow = new Map(rows.flatMap(([, , services], i) => services.map((service) => [service, i])));
-  for (const [i, [scenario, into, services, measure, unless]] of rows.entries()) {
+  const lastRow = new Map(rows.flatMap(([, specs], i) => specs.map((spec) => [spec, i])));
+  for (const [i, [scenario, specs, measure, unless]] of rows.entries()) {
     const reason = unless?.(ctx);
-    if (!reason) {
-      // A case answers one result, or a list of them (the growth scenario's ledgers), for each list it goes into.
-      const answers = await use(scenario, services, measure);
-      into.forEach((list, k) => (results[list] as unknown[]).push(...[answers[k]].flat()));
-    } else if (!results.skipped.some((x) => x.scenario === scenario && x.reason === reason)) {
+    if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
       results.skipped.push({ scenario, reason });
+    if (!reason) {
+      for (const spec of specs) if (!running.has(spec)) running.set(spec, await startPrimed(ctx, spec));
+      const services = specs.map((spec) => running.get(spec)!);
+      await measure(ctx, ...services).catch((error: unknown) => {
+        // A service that died mid-case (a crash, a machine out of memory): the run is worth rerunning, not its figures.
+        // Its last output follows (cli.ts prints every started service's).
+        const ended = services.find((service) => !service.alive())?.diagnostics();
+        if (!ended) throw error;
+        throw new Error(`${scenario}: ${ended.split('\n')[0]} during the case; the run stops here`, { cause: error });
+      });
     }
-    for (const service of services) if (lastRow.get(service) === i) await release(service);
+    for (const spec of specs) {
+      const service = running.get(spec);
+      if (service && lastRow.get(spec) === i && ctx.started.delete(service)) await service.stop();
+    }
   }
   return results;
 }
 
-/** The service's dashboard, with its token in the fragment (which the browser never sends) when it has one. */
-const dashboardUrl = (service: { url: string; adminToken: string | undefined }) =>
-  `${service.url}/dashboard${service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : ''}`;
+/** The service of `spec`, started on the run's servers and primed. */
+async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, ...options }: ServiceSpec) {
+  const { backing, progress } = ctx;
+  progress.note(`starting ${options.label}…`);
+  const cluster = onRedisCluster ? (await backing.redisCluster()).redisEnv : {};
+  const env: Record<string, string> = { ...options.env, ...cluster };
+  if (lockBackend) env.LOCK_BACKEND = lockBackend;
+  if (lockBackend === 'redlock') env.REDIS_LOCK_URLS = (await backing.redlockUrls()).join();
+  if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
+  const service = await startService(backing, { ...options, env });
+  ctx.started.add(service);
+  // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none); its token goes in the
+  // fragment, which the browser never sends.
+  const token = service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : '';
+  if (!options.program) progress.note(`${options.label}: dashboard ${service.url}/dashboard${token}`);
+  // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
+  if (options.program !== 'echo') {
+    const body = { sku: await ctx.createSku(service, 'prime', WARMUP_STOCK, 4), quantity: ctx.settings.quantity };
+    await ctx.warmUp(service, { title: `priming ${service.label}`, body });
+  }
+  return service;
+}
