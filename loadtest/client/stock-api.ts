@@ -13,7 +13,6 @@ export class StockApi {
     return this.service.adminToken ? { authorization: `Bearer ${this.service.adminToken}` } : {};
   }
 
-  /** `settings`: more of the SKU's fields (a sale window, a limit). */
   createSku = (sku: string, stock: number, segments: number, settings = {}) =>
     this.call(201, 'POST', '/skus', { sku, stock, segments, ...settings });
   updateSku = (sku: string, changes: Record<string, unknown>) => this.call(200, 'PATCH', skuPath(sku), changes);
@@ -24,7 +23,6 @@ export class StockApi {
     const path = `/bench/lock-free/redis-counter/${encodeURIComponent(sku)}`;
     return (await this.call<{ available: number | null }>(200, 'GET', path)).available;
   };
-  /** Places an order; answers the status. */
   order = async (sku: string, quantity: number) => (await this.send('POST', '/orders', { sku, quantity })).status;
 
   /** Confirms a reservation; a 503 (the service shedding load a moment) is retried as a client would, four times. */

@@ -5,7 +5,6 @@ import { int, ms } from '../report/figures.js';
 export interface RoundSpec {
   title: string;
   baseUrl: string;
-  /** POST (default), with `body` as JSON; or GET. */
   method?: 'GET' | 'POST';
   path: string;
   body?: unknown;

@@ -22,10 +22,9 @@ const full = {
   quantity: 1,
   timeoutSeconds: 10,
   maxRequestsPerRound: 200_000,
-  /** SKUs of the spread and mixed scenarios, and the mixed one's share to one hot SKU. */
   spreadSkus: 400,
   mixedHotShare: 0.2,
-  /** Rounds of each comparison of the product with a yardstick (the alternative, the bare echo), sides alternating. */
+  /** Rounds of each comparison of the product with a yardstick, sides alternating. */
   comparisonRounds: 3,
   dashboardWatchers: 20,
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
@@ -44,7 +43,6 @@ const full = {
   lockBackends: ['redis', 'redlock', 'postgres', 'zookeeper'] as LockBackendKind[],
   /** The order flow on each backend: its LOCK_WAIT_MS. */
   lockWaitMs: 10_000,
-  /** The event-retention scenario: its length, the retention the service runs with, and how often it samples. */
   retentionMinutes: 10,
   retentionSeconds: 60,
   retentionSampleSeconds: 30,
@@ -111,11 +109,8 @@ export class RunContext {
     return runRound({ ...base, ...spec }, status, this.progress);
   }
 
-  /**
-   * Sides measured together, each warmed up first unless it was, each sending what its warm-up's rate fills the
-   * measuring time with. Several take turns (A B, B A, A B…) of at least 1.5 s (a shorter one measures mostly its own
-   * start), so that a machine whose speed drifts and stalls for moments weighs on every side alike.
-   */
+  // Sides measured in turns (A B, B A…) of at least 1.5 s (a shorter one measures mostly its start), so a machine
+  // whose speed drifts or stalls weighs on each alike; each warmed up unless it was, sized by its warm-up rate.
   async measureInTurns(sides: { service: ServiceTarget; spec: Titled; status?: number; warmup?: RoundResult }[]) {
     const turns = sides.length > 1 ? Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5))) : 1;
     const measured = [];
@@ -160,10 +155,7 @@ export class RunContext {
     return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
   }
 
-  /**
-   * Waits until the service has no order or benchmark sale in flight, so what a timed round left parked neither runs
-   * into the next round nor commits after the round's books were read.
-   */
+  /** Waits until nothing is in flight: what a timed round left parked must not reach the next round or its books. */
   async settle(service: ServiceTarget): Promise<void> {
     await sleep(100);
     const inFlight = (m: MetricsSnapshot) => m.sum('stock_orders_in_progress') + m.sum('bench_sales_in_progress');

@@ -28,7 +28,6 @@ export interface SalesSpec {
   id: string;
   label: string;
   service: ServiceTarget;
-  /** What sells: the product's POST /orders (default), or a benchmark route. */
   path?: string;
   profile?: Profile;
   /** Whether the service combines queued orders (COMBINE_MAX_BATCH > 1); defaults to the product's own flow. */
@@ -44,7 +43,6 @@ export interface SalesSpec {
   serverStats?: ServerStats;
   /** Spread traffic: a random one of `skus` SKUs per request, `hotShare` of them to one hot SKU instead. */
   traffic?: { skus: number; hotShare: number };
-  /** Told apart in the report: which Redis, lock backend or credential the case used, and in which round. */
   tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string; round?: number };
 }
 
@@ -54,11 +52,8 @@ export async function measureSales(ctx: RunContext, spec: SalesSpec) {
   return result!;
 }
 
-/**
- * Cases compared with each other: each warmed up on fresh SKUs, then all measured in turns
- * (`RunContext.measureInTurns`) on SKUs sized by each one's warm-up rate, the books checked after the warm-up and
- * after the turns. Server costs (`serverStats`) count everything the servers did meanwhile: a case measured alone.
- */
+// Cases compared: each warmed up on fresh SKUs, then all measured in turns on SKUs sized by its warm-up rate, books
+// checked after both. Server costs (`serverStats`) count all the servers did meanwhile: a case measured alone.
 export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   const { quantity } = ctx.settings;
   const cases = [];
