@@ -6,7 +6,7 @@ import type { RunCases } from './scenarios/plan.js';
 
 export type RunResults = { meta: ReturnType<typeof describeRun> } & RunCases;
 
-/** The run's machine, commit, command and settings: the report's "Machine and method". */
+// The report's "Machine and method".
 export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunContext) {
   return {
     startedAt: startedAt.toISOString(),

@@ -96,7 +96,6 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
     latencyMs: summarize(answers.map((a) => a.ms)),
     ...(spec.pickSku && { answeredBySku }),
   };
-  // As the report gives a case: answers of the expected status per second, latency percentiles, every status.
   const rate = `${int(round.ratePerSecond[expectedStatus] ?? 0)} answers/s (${expectedStatus})`;
   const latency = `p50 ${ms(round.latencyMs.p50)} ms, p99 ${ms(round.latencyMs.p99)} ms`;
   const statuses = Object.entries(round.statusCounts).map(([code, n]) => `${code}: ${int(n)}`);
@@ -105,10 +104,7 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   return round;
 }
 
-/**
- * Slices of one round, measured in turns with another's, as one round: counts and durations summed, each status's rate
- * its answers over the time the slices took at their steady rates, the latencies of every answer.
- */
+/** A round's slices as one: counts summed, each rate its answers over the slices' steady time, every latency. */
 export function mergeSlices(title: string, slices: RoundResult[], latencies: number[]): RoundResult {
   const [statusCounts, steadySeconds, answeredBySku]: [Tally, Tally, Tally] = [{}, {}, {}];
   for (const slice of slices) {

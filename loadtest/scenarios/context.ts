@@ -76,7 +76,6 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
 /** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
 type Titled = Partial<RoundSpec> & { title: string };
 
-/** What every case gets: the settings, progress, the database for the books, the run's servers, rounds. */
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   private counter = 0;
@@ -101,7 +100,6 @@ export class RunContext {
     return sku;
   }
 
-  /** A round against a service: the run's connections, timeout and quantity, the service's token, POST /orders. */
   round(service: ServiceTarget, spec: Titled, status = 201) {
     const { connections, timeoutSeconds, quantity } = this.settings;
     const headers = this.api(service).adminHeaders;

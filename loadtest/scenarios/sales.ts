@@ -114,8 +114,7 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
   const { skus: count, hotShare } = spec.traffic;
   const hot = hotShare > 0 ? await create(`${tag}-hot`) : undefined;
   ctx.progress.note(`${spec.label}: creating ${count + (hot ? 1 : 0)} SKUs…`);
-  const names = Array.from({ length: count }, (_, i) => `${tag}-${i}`);
-  const spread = await pMap(names, create, SIXTEEN_AT_A_TIME);
+  const spread = await pMap(Array(count).keys(), (i) => create(`${tag}-${i}`), SIXTEEN_AT_A_TIME);
   const pick = () => (hot && Math.random() < hotShare ? hot : spread[Math.floor(Math.random() * spread.length)]!);
   return { skus: hot ? [hot, ...spread] : spread, pick };
 }
@@ -144,7 +143,6 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
   return { ok: failed.length === 0, checks: [summary, ...failed], ...totals };
 }
 
-/** Lock figures for a measured round, from the service's metrics before and after it. */
 function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: number, segments: number) {
   const delta = (name: string) => after.sum(name) - before.sum(name);
   const answered = delta('stock_orders_total');
