@@ -29,8 +29,7 @@ type Context = { orderId?: string; sku?: string };
 type Tally = Record<string, number>;
 const add = (tally: Tally, key: string, n: number) => (tally[key] = (tally[key] ?? 0) + n);
 
-// Every answer counted to the microsecond (autocannon's histogram keeps whole ms of 2xx only), and rates over the
-// steady window: until the first connection sent its last request, while every connection was busy.
+// Answers timed to the µs (autocannon keeps whole ms of 2xx only); rates over the window every connection was busy.
 export async function runRound(spec: RoundSpec, expectedStatus: number, progress: RunProgress) {
   const { method = 'POST', path, amount, durationSeconds = 1 } = spec;
   const answeredBySku: Tally = {};
