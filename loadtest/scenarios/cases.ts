@@ -45,8 +45,7 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 
-/** Why a refusal case's orders are refused: the SKU is sold out, or its sale window has not opened. */
-export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
+export const refusalKinds = ['sold-out', 'not-on-sale'] as const; // Why a refusal case's orders are refused.
 type Refusal = (typeof refusalKinds)[number];
 /** Orders refused with 409 (sold out, or not yet on sale), in turns with the echo; reopened, the next must sell. */
 export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal, of: string) {
@@ -148,12 +147,10 @@ async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: 
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)
-        select gen_random_uuid(), ${id}, 1, now() from generate_series(1, ${chunk})
-        returning id
+        select gen_random_uuid(), ${id}, 1, now() from generate_series(1, ${chunk}) returning id
       ), ledger as (
         insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
-        select id, ${id}, (row_number() over ()) % ${segments}, 1, 1, 0 from placed
-        returning segment
+        select id, ${id}, (row_number() over ()) % ${segments}, 1, 1, 0 from placed returning segment
       )
       update stock_segments s
          set available = s.available - c.sold, sold = s.sold + c.sold

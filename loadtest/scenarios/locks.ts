@@ -11,12 +11,9 @@ import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
 import type { RunContext } from './context.js';
 
-/** Long enough that no section outlives its lease, as in the libraries' own examples. */
-const LEASE_MS = 10_000;
-/** Nobody gives up waiting: waiting is what is measured. */
-const WAIT_MS = 600_000;
-/** Keys of this run, apart from any earlier run's on the same servers. */
-const runId = Date.now().toString(36);
+const LEASE_MS = 10_000; // No section outlives its lease, as in the libraries' own examples.
+const WAIT_MS = 600_000; // Nobody gives up waiting: waiting is what is measured.
+const runId = Date.now().toString(36); // Keys of this run, apart from any earlier run's on the same servers.
 
 /** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
 type Contender = {
@@ -109,13 +106,11 @@ export async function runCell(ctx: RunContext, name: string, keys: number, holdM
   return {
     contender: name,
     ...cell,
-    /** Critical sections completed in the measured window, per second. */
-    sectionsPerSecond: sections / (durationMs / 1000),
+    sectionsPerSecond: sections / (durationMs / 1000), // Critical sections completed in the measured window.
     maxWaitMs: waits.at(-1) ?? 0,
     p99WaitMs: waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] ?? 0,
     /** Time actually spent in a hold (a timer of H ms fires late): the real ceiling is K × 1000 / this. */
     meanHoldMs: holds ? holdTotal / holds : 0,
-    /** Acquisitions that failed for another reason than the end of the run. */
-    errors,
+    errors, // Acquisitions that failed for another reason than the end of the run.
   };
 }

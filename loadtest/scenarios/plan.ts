@@ -1,5 +1,4 @@
-// Every case of a run as one table: scenario, service, where its result goes, how it is measured. The rows run in
-// order so one service is busy at a time; the ceiling is measured first and last to show drift.
+// A run's cases as one table, run in order so one service is busy at a time; the ceiling first and last shows drift.
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
@@ -22,8 +21,7 @@ export const scenarioNames = [
 export type ScenarioName = (typeof scenarioNames)[number];
 /** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
 export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention'];
-/** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
-export const HEADLINE_SEGMENTS = 20;
+export const HEADLINE_SEGMENTS = 20; // The segment count the targets are judged at (reference article 002).
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 /** Cases sold through a service, books checked each round; `spread`: the product's side against the alternative. */
@@ -51,15 +49,13 @@ export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k
 
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-/** Why this run cannot measure a row, beyond its services. */
-type Unless = (ctx: RunContext) => string | undefined;
+type Unless = (ctx: RunContext) => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
 /** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
 type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
 
-/** The service as shipped. */
-const REAL: ServiceSpec = { label: 'service (real critical section)' };
+const REAL: ServiceSpec = { label: 'service (real critical section)' }; // The service as shipped.
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
@@ -269,7 +265,6 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
   return results;
 }
 
-/** The service of `spec`, started on the run's servers and primed. */
 async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, ...options }: ServiceSpec) {
   const { backing, progress } = ctx;
   progress.note(`starting ${options.label}…`);
