@@ -54,8 +54,7 @@ async function openContender({ backing }: RunContext, name: string): Promise<Con
     // Retries every 10 ms, its default.
     const acquire = async (k: string, stop: AbortSignal) => {
       const mutex = new Mutex(redis, key(k), { lockTimeout: LEASE_MS, acquireTimeout: WAIT_MS });
-      await mutex.acquire(stop);
-      return () => mutex.release();
+      return mutex.acquire(stop).then(() => () => mutex.release());
     };
     return { acquire, close: () => redis.quit() };
   }
