@@ -10,15 +10,15 @@ type Echo = { id: string; label: string; service: ServiceTarget; path?: string; 
 /** The HTTP ceiling: POST /bench/echo through the service's stack (200), or another echo at `path` (`status`). */
 export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?: number }) {
   const { id, label, service, instances = 1, path, status = 200, round } = spec;
-  const [echo] = await ctx.measureInTurns([{ service, spec: echoRequest(ctx, label, path), status }]);
+  const [echo] = await ctx.measureInTurns([{ service, spec: echoRequest(label, ctx.settings.quantity, path), status }]);
   return { id, instances, round, ...echo! };
 }
 
 /** A request of the ceiling: an order's body, sent to an echo (the product's own POST /bench/echo by default). */
-const echoRequest = (ctx: RunContext, title: string, path = '/bench/echo') => ({
+const echoRequest = (title: string, quantity: number, path = '/bench/echo') => ({
   title,
   path,
-  body: { sku: 'ceiling', quantity: ctx.settings.quantity },
+  body: { sku: 'ceiling', quantity },
 });
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
@@ -45,13 +45,9 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
 
-/** Why a refusal case's orders are refused: the SKU is sold out, or its sale window has not opened. */
-export const refusalKinds = ['sold-out', 'not-on-sale'] as const;
+export const refusalKinds = ['sold-out', 'not-on-sale'] as const; // Why a refusal case's orders are refused.
 type Refusal = (typeof refusalKinds)[number];
-/**
- * Orders refused at once with 409 (sold out, or the sale window opens tomorrow); reopened, the next must sell. The
- * product's own echo, what they are a share of, is measured in turns with them (`RunContext.measureInTurns`).
- */
+/** Orders refused with 409 (sold out, or not yet on sale), in turns with the echo; reopened, the next must sell. */
 export async function runRefusals(ctx: RunContext, service: ServiceTarget, segments: number, why: Refusal, of: string) {
   const api = ctx.api(service);
   const soldOut = why === 'sold-out';
@@ -66,7 +62,7 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const attemptsBefore = await attempts();
   const [result, beside] = await ctx.measureInTurns([
     { service, spec: { title: label, body: { sku, quantity: 1 } }, status: 409 },
-    { service, spec: echoRequest(ctx, `HTTP ceiling beside ${label}`), status: 200 },
+    { service, spec: echoRequest(`HTTP ceiling beside ${label}`, ctx.settings.quantity), status: 200 },
   ]);
   // The warm-up's attempts count too: there should be none at all.
   const attempted = (await attempts()) - attemptsBefore;
@@ -104,11 +100,10 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
     return { label, measured: await ctx.round(service, { title, body, amount: first!.measured.responses }) };
   };
   const events = Array.from({ length: watchers }, () => 0);
-  const url = `${service.url}/dashboard/events?sku=${sku}`;
   const [headers, streams] = [ctx.api(service).adminHeaders, new AbortController()];
   setMaxListeners(watchers, streams.signal); // Every open stream listens to it.
   const open = async (_: number, i: number) => {
-    const response = await fetch(url, { headers, signal: streams.signal });
+    const response = await fetch(`${service.url}/dashboard/events?sku=${sku}`, { headers, signal: streams.signal });
     // Read until the streams are aborted at the end of the round.
     response.body!.pipeTo(new WritableStream({ write: () => void events[i]!++ })).catch(() => {});
   };
@@ -152,12 +147,10 @@ async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: 
     await sql`
       with placed as (
         insert into orders (id, sku_id, quantity, created_at)
-        select gen_random_uuid(), ${id}, 1, now() from generate_series(1, ${chunk})
-        returning id
+        select gen_random_uuid(), ${id}, 1, now() from generate_series(1, ${chunk}) returning id
       ), ledger as (
         insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
-        select id, ${id}, (row_number() over ()) % ${segments}, 1, 1, 0 from placed
-        returning segment
+        select id, ${id}, (row_number() over ()) % ${segments}, 1, 1, 0 from placed returning segment
       )
       update stock_segments s
          set available = s.available - c.sold, sold = s.sold + c.sold
@@ -174,13 +167,16 @@ export async function runEventRetention(ctx: RunContext, service: ServiceTarget,
   const sku = await ctx.createSku(service, `retention-${segments}`, WARMUP_STOCK, segments);
   const counts = sql<{ events: number; outbox: number }>`
     select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`;
-  const body = { sku, quantity: 1 };
   const samples: { atSeconds: number; ordersPerSecond: number; events: number; outbox: number }[] = [];
   const started = performance.now();
   const minutes = () => (performance.now() - started) / 60_000;
   while (minutes() < retentionMinutes) {
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
-    const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
+    const round = await ctx.round(service, {
+      title,
+      body: { sku, quantity: 1 },
+      durationSeconds: retentionSampleSeconds,
+    });
     const [atSeconds, ordersPerSecond] = [Math.round(minutes() * 60), round.ratePerSecond[201] ?? 0];
     samples.push({ atSeconds, ordersPerSecond, ...(await counts.execute(ctx.db)).rows[0]! });
   }

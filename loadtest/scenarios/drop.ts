@@ -1,5 +1,4 @@
-// A drop: 1,000 units sold through a line to 100,000 customers (10,000 in a quick run) joining at once; joins/s against the bare
-// echo, the line's order checked in Postgres, status reads, the time from the last confirmation until all read sold out.
+// A drop: a crowd joins a line for 1,000 units at once: joins/s beside the bare echo, the line's order, sold-out time.
 import type autocannon from 'autocannon';
 import { sql } from 'kysely';
 import pMap from 'p-map';

@@ -11,12 +11,9 @@ import { ZooKeeperLock } from '../../src/lock/backends/zookeeper.js';
 import type { DistributedLock, LockBackendKind } from '../../src/lock/distributed-lock.js';
 import type { RunContext } from './context.js';
 
-/** Long enough that no section outlives its lease, as in the libraries' own examples. */
-const LEASE_MS = 10_000;
-/** Nobody gives up waiting: waiting is what is measured. */
-const WAIT_MS = 600_000;
-/** Keys of this run, apart from any earlier run's on the same servers. */
-const runId = Date.now().toString(36);
+const LEASE_MS = 10_000; // No section outlives its lease, as in the libraries' own examples.
+const WAIT_MS = 600_000; // Nobody gives up waiting: waiting is what is measured.
+const runId = Date.now().toString(36); // Keys of this run, apart from any earlier run's on the same servers.
 
 /** Acquire (waiting as long as it takes, or until `stop`), answering the release. */
 type Contender = {
@@ -26,10 +23,8 @@ type Contender = {
 export type LockCell = Awaited<ReturnType<typeof runCell>>;
 
 const lockContender = (lock: DistributedLock, key: (k: string) => string, fair: boolean): Contender => ({
-  acquire: async (k, signal) => {
-    const lease = await lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal });
-    return () => lock.release(lease);
-  },
+  acquire: (k, signal) =>
+    lock.acquire(key(k), { fair, waitMs: WAIT_MS, signal }).then((lease) => () => lock.release(lease)),
   close: () => lock.close(),
 });
 
@@ -52,33 +47,30 @@ async function openContender({ backing }: RunContext, name: string): Promise<Con
   if (name === 'redlock') {
     // Retries every 200 ms ± 200 ms, its default; but never gives up.
     const redlock = new Redlock([redis], { retryCount: -1 }).on('error', () => {});
-    const acquire = async (k: string) => {
-      const lock = await redlock.acquire([key(k)], LEASE_MS);
-      return () => lock.release();
-    };
+    const acquire = (k: string) => redlock.acquire([key(k)], LEASE_MS).then((lock) => () => lock.release());
     return { acquire, close: () => redlock.quit() };
   }
   if (name === 'redis-semaphore') {
     // Retries every 10 ms, its default.
     const acquire = async (k: string, stop: AbortSignal) => {
       const mutex = new Mutex(redis, key(k), { lockTimeout: LEASE_MS, acquireTimeout: WAIT_MS });
-      await mutex.acquire(stop);
-      return () => mutex.release();
+      return mutex.acquire(stop).then(() => () => mutex.release());
     };
     return { acquire, close: () => redis.quit() };
   }
   return lockContender(new RedisLock({ redis, ttlMs: LEASE_MS, ownsConnection: true }), key, name === 'this-lock-fair');
 }
 
-type Cell = { workers: number; keys: number; holdMs: number; warmupMs: number; durationMs: number };
 // Worker w takes key (w + i) mod K on its i-th round: after a release it waits on another key, so a key stays busy only
 // if the lock wakes its waiters promptly.
-export async function runCell(ctx: RunContext, name: string, { warmupMs, durationMs, ...cell }: Cell) {
-  ctx.progress.note(`K=${cell.keys} H=${cell.holdMs} ms ${name}…`);
+export async function runCell(ctx: RunContext, name: string, keys: number, holdMs: number) {
+  const { lockWorkers: workers, lockWarmupSeconds, lockMeasureSeconds } = ctx.settings;
+  const [cell, durationMs] = [{ workers, keys, holdMs }, lockMeasureSeconds * 1000];
+  ctx.progress.note(`K=${keys} H=${holdMs} ms ${name}…`);
   const contender = await openContender(ctx, name);
   const stop = new AbortController();
-  setMaxListeners(cell.workers * 2, stop.signal); // Every waiting worker listens to it.
-  const windowStart = performance.now() + warmupMs;
+  setMaxListeners(workers * 2, stop.signal); // Every waiting worker listens to it.
+  const windowStart = performance.now() + lockWarmupSeconds * 1000;
   const windowEnd = windowStart + durationMs;
   const inWindow = (at: number) => at >= windowStart && at < windowEnd;
   const waits: number[] = [];
@@ -88,23 +80,21 @@ export async function runCell(ctx: RunContext, name: string, { warmupMs, duratio
     for (let round = 0; performance.now() < windowEnd; round++) {
       const askedAt = performance.now();
       openWaits.add(askedAt);
-      const release = await contender.acquire(`k${(w + round) % cell.keys}`, stop.signal).catch(() => undefined);
+      // A failure once the run is over ends the loop: `stop` fires only after the window.
+      const failed = () => void (stop.signal.aborted || errors++);
+      const release = await contender.acquire(`k${(w + round) % keys}`, stop.signal).catch(failed);
       openWaits.delete(askedAt);
-      if (!release) {
-        if (stop.signal.aborted) return;
-        errors++;
-        continue;
-      }
+      if (!release) continue;
       const gotAt = performance.now();
       if (inWindow(askedAt)) waits.push(gotAt - askedAt);
-      if (cell.holdMs > 0) await sleep(cell.holdMs);
+      if (holdMs > 0) await sleep(holdMs);
       holdTotal += performance.now() - gotAt;
       holds++;
       await release().catch(() => errors++);
       if (inWindow(performance.now())) sections++;
     }
   };
-  const running = Promise.all(Array.from({ length: cell.workers }, (_, w) => worker(w)));
+  const running = Promise.all(Array.from({ length: workers }, (_, w) => worker(w)));
   await sleep(windowEnd - performance.now());
   // Waits still open at the end count as long as they have lasted: starvation must not hide.
   for (const askedAt of openWaits) if (askedAt >= windowStart) waits.push(performance.now() - askedAt);
@@ -115,13 +105,11 @@ export async function runCell(ctx: RunContext, name: string, { warmupMs, duratio
   return {
     contender: name,
     ...cell,
-    /** Critical sections completed in the measured window, per second. */
-    sectionsPerSecond: sections / (durationMs / 1000),
+    sectionsPerSecond: sections / (durationMs / 1000), // Critical sections completed in the measured window.
     maxWaitMs: waits.at(-1) ?? 0,
     p99WaitMs: waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] ?? 0,
     /** Time actually spent in a hold (a timer of H ms fires late): the real ceiling is K × 1000 / this. */
     meanHoldMs: holds ? holdTotal / holds : 0,
-    /** Acquisitions that failed for another reason than the end of the run. */
-    errors,
+    errors, // Acquisitions that failed for another reason than the end of the run.
   };
 }

@@ -1,5 +1,4 @@
-// Every case of a run as one table: scenario, service, where its result goes, how it is measured. The rows run in
-// order so one service is busy at a time; the ceiling is measured first and last to show drift.
+// A run's cases as one table, run in order so one service is busy at a time; the ceiling first and last shows drift.
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
@@ -22,14 +21,10 @@ export const scenarioNames = [
 export type ScenarioName = (typeof scenarioNames)[number];
 /** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
 export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention'];
-/** Segment count of the segmented cases the targets are judged at (reference article 002: 20 segments). */
-export const HEADLINE_SEGMENTS = 20;
+export const HEADLINE_SEGMENTS = 20; // The segment count the targets are judged at (reference article 002).
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
-/**
- * The lists of cases that sold through a service and had their books checked after each round. `spread` holds the
- * product's side of the comparisons with the alternative: one hot SKU, spread and mixed traffic.
- */
+/** Cases sold through a service, books checked each round; `spread`: the product's side against the alternative. */
 const salesLists = [
   ...['segments', 'cluster', 'perOrder', 'lockFree', 'alternative', 'spread', 'memory'],
   ...['auth', 'events', 'lockOrderFlow'],
@@ -47,7 +42,6 @@ export const emptyCases = () => ({
   eventRetention: [] as Result<typeof cases.runEventRetention>[],
   drop: [] as Result<typeof runDrop>[],
   locks: [] as LockCell[],
-  /** Scenarios not run, and why. */
   skipped: [] as { scenario: string; reason: string }[],
 });
 export type RunCases = ReturnType<typeof emptyCases>;
@@ -55,22 +49,20 @@ export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k
 
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-/** Why this run cannot measure a row, beyond its services. */
-type Unless = (ctx: RunContext) => string | undefined;
+type Unless = (ctx: RunContext) => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
 /** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
 type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
 
-/** The service as shipped. */
-const REAL: ServiceSpec = { label: 'service (real critical section)' };
+const REAL: ServiceSpec = { label: 'service (real critical section)' }; // The service as shipped.
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
 const listOf = <T>(results: T | T[]) => ([] as T[]).concat(results);
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
-const ownServers = (kind: string) => () => (kind === 'zookeeper' ? zookeeperMissing() : undefined);
+const ownServers = (store: string) => () => (store.endsWith('zookeeper') ? zookeeperMissing() : undefined);
 
 /** The rows of a run with these settings, filing their results in `r`. */
 function plan(s: RunSettings, r: RunCases): Row[] {
@@ -112,8 +104,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   const onCluster: ServiceSpec = { label: 'service on a Redis Cluster', onRedisCluster: true };
   const offOnCluster = { ...uncombined, ...onCluster, label: 'service on a Redis Cluster, combining off' };
   for (const service of [REAL, uncombined, onCluster, offOnCluster]) {
-    const combining = combines(service);
-    const redis = service.onRedisCluster ? 'Redis Cluster' : 'one Redis';
+    const [combining, redis] = [combines(service), service.onRedisCluster ? 'Redis Cluster' : 'one Redis'];
     for (const segments of combining ? [1, n] : [n]) {
       const label = `${redis} · ${lockName(segments)}${off(combining)}`;
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
@@ -135,9 +126,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
     ['spread', `spread over ${spread} SKUs`, { skus: spread, hotShare: 0 }],
     ['mixed', mixed, { skus: spread, hotShare }],
   ] as const;
-  // The product against its yardsticks in rounds, the report judging each comparison's median round by the ratio of
-  // its two sides, measured in turns within a round (`RunContext.measureInTurns`). The bare echo, a ceiling rather
-  // than a rival, runs once per round.
+  // In rounds, sides in turns: the report judges each comparison's median round; the bare echo runs once a round.
   for (const round of rounds) {
     const bareEcho = { id: 'bare-echo', label: `bare express JSON echo (POST /orders → 201)${of(round)}`, round };
     add('bare-echo', r.bareEcho, echo, (c, service) =>
@@ -195,10 +184,20 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   add('growth', r.growth, REAL, (c, service) => cases.runGrowth(c, service, n));
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
-  for (const [id, name, service, headers] of credentials())
+  const key = serviceKey('loadtest', ['orders:place']);
+  const [ADMIN_TOKEN, secret] = [randomBytes(24).toString('hex'), randomBytes(32).toString('hex')];
+  const claims = { sub: 'loadtest-customer', iss: ISSUER, aud: AUDIENCE };
+  const signed = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('12h');
+  const issuer = { CUSTOMER_JWT_SECRET: secret, CUSTOMER_JWT_ISSUER: ISSUER, CUSTOMER_JWT_AUDIENCE: AUDIENCE };
+  const keyService = { label: 'service with API_KEYS_FILE', env: { ADMIN_TOKEN, API_KEYS_FILE: writeKeysFile([key]) } };
+  const tokenService = { label: 'service with a customer issuer', env: { ADMIN_TOKEN, ...issuer } };
+  for (const [id, name, service, headers] of [
+    ['none', 'no credential (open mode)', REAL, async () => ({})],
+    ['key', 'service key', keyService, async () => bearer(key.key)],
+    ['token', 'customer token (HS256 JWT)', tokenService, async () => bearer(await signed.sign(Buffer.from(secret)))],
+  ] as const)
     sales('auth', r.auth, service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
-  // Events off, on, and on with a webhook endpoint receiving every event, the last two on the shipped service, and the
-  // shipped service with its books audit off (what the audit costs an order); in rounds, as the comparisons above.
+  // Events off, on, on with a webhook receiving them, and the books audit off (what it costs); in rounds, in turns.
   const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
   const auditOff = { label: 'service with AUDIT_INTERVAL_MS=0', env: { AUDIT_INTERVAL_MS: '0' } };
   const settings = [
@@ -214,17 +213,13 @@ function plan(s: RunSettings, r: RunCases): Row[] {
     }
 
   // The lock alone: K keys × H ms × each contender, on the lock benchmark's own servers.
-  const contenders = [
-    ...s.lockContenders.map((name) => ['locks', name, name] as const),
-    ...s.lockBackends.map((kind) => ['lock-backends', `backend:${kind}`, kind] as const),
-  ];
-  const [warmupMs, durationMs] = [s.lockWarmupSeconds * 1000, s.lockMeasureSeconds * 1000];
+  const contenders = [...s.lockContenders, ...s.lockBackends.map((kind) => `backend:${kind}`)];
   for (const keys of s.lockKeys)
-    for (const holdMs of s.lockHoldsMs) {
-      const cell = { workers: s.lockWorkers, keys, holdMs, warmupMs, durationMs };
-      for (const [scenario, name, store] of contenders)
-        add(scenario, r.locks, undefined, (c) => runCell(c, name, cell), ownServers(store));
-    }
+    for (const holdMs of s.lockHoldsMs)
+      for (const name of contenders) {
+        const scenario = name.startsWith('backend:') ? 'lock-backends' : 'locks';
+        add(scenario, r.locks, undefined, (c) => runCell(c, name, keys, holdMs), ownServers(name));
+      }
   // The service's order flow on each backend, a business step held in the lock.
   for (const holdMs of s.lockHoldsMs)
     for (const lockBackend of s.lockBackends) {
@@ -242,55 +237,34 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   return rows;
 }
 
-/** No credential, a service key, a customer token; the closed services get an admin token for the runner. */
-function credentials() {
-  const key = serviceKey('loadtest', ['orders:place']);
-  const ADMIN_TOKEN = randomBytes(24).toString('hex');
-  const secret = randomBytes(32).toString('hex');
-  const claims = { sub: 'loadtest-customer', iss: ISSUER, aud: AUDIENCE };
-  const signed = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('12h');
-  const token = () => signed.sign(new TextEncoder().encode(secret));
-  const issuer = { CUSTOMER_JWT_SECRET: secret, CUSTOMER_JWT_ISSUER: ISSUER, CUSTOMER_JWT_AUDIENCE: AUDIENCE };
-  const keyService = { label: 'service with API_KEYS_FILE', env: { ADMIN_TOKEN, API_KEYS_FILE: writeKeysFile([key]) } };
-  const tokenService = { label: 'service with a customer issuer', env: { ADMIN_TOKEN, ...issuer } };
-  return [
-    ['none', 'no credential (open mode)', REAL, async () => ({})],
-    ['key', 'service key', keyService, async () => bearer(key.key)],
-    ['token', 'customer token (HS256 JWT)', tokenService, async () => bearer(await token())],
-  ] as const;
-}
-
 /** Runs the selected rows, a row this run cannot have skipped; a case whose service died fails the run. */
 export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
-  const rows = plan(ctx.settings, results).filter(([scenario]) => selected.has(scenario));
+  const rows = plan(ctx.settings, results).filter(([scenario, , , unless]) => {
+    const reason = selected.has(scenario) && unless?.(ctx);
+    if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
+      results.skipped.push({ scenario, reason });
+    return selected.has(scenario) && !reason;
+  });
   // Each service starts on first use and stops after its last row.
   const running = new Map<ServiceSpec, ServiceTarget>();
   const lastRow = new Map(rows.flatMap(([, specs], i) => specs.map((spec) => [spec, i])));
-  for (const [i, [scenario, specs, measure, unless]] of rows.entries()) {
-    const reason = unless?.(ctx);
-    if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
-      results.skipped.push({ scenario, reason });
-    if (!reason) {
-      for (const spec of specs) if (!running.has(spec)) running.set(spec, await startPrimed(ctx, spec));
-      const services = specs.map((spec) => running.get(spec)!);
-      await measure(ctx, ...services).catch((error: unknown) => {
-        // A service that died mid-case (a crash, a machine out of memory): the run is worth rerunning, not its figures.
-        // Its last output follows (cli.ts prints every started service's).
-        const ended = services.find((service) => !service.alive())?.diagnostics();
-        if (!ended) throw error;
-        throw new Error(`${scenario}: ${ended.split('\n')[0]} during the case; the run stops here`, { cause: error });
-      });
-    }
-    for (const spec of specs) {
-      const service = running.get(spec);
-      if (service && lastRow.get(spec) === i && ctx.started.delete(service)) await service.stop();
-    }
+  for (const [i, [scenario, specs, measure]] of rows.entries()) {
+    for (const spec of specs) if (!running.has(spec)) running.set(spec, await startPrimed(ctx, spec));
+    const services = specs.map((spec) => running.get(spec)!);
+    await measure(ctx, ...services).catch((error: unknown) => {
+      // A service that died mid-case (a crash, out of memory): the run is worth rerunning, not its figures (cli.ts
+      // prints every started service's last output).
+      const ended = services.find((service) => !service.alive())?.diagnostics();
+      if (!ended) throw error;
+      throw new Error(`${scenario}: ${ended.split('\n')[0]} during the case; the run stops here`, { cause: error });
+    });
+    for (const [j, spec] of specs.entries())
+      if (lastRow.get(spec) === i && ctx.started.delete(services[j]!)) await services[j]!.stop();
   }
   return results;
 }
 
-/** The service of `spec`, started on the run's servers and primed. */
 async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, ...options }: ServiceSpec) {
   const { backing, progress } = ctx;
   progress.note(`starting ${options.label}…`);
@@ -301,8 +275,7 @@ async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, ...op
   if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
   const service = await startService(backing, { ...options, env });
   ctx.started.add(service);
-  // Watch a round live: the page lists the run's SKUs (the alternative and the echo have none); its token goes in the
-  // fragment, which the browser never sends.
+  // Watch a round live (the alternative and the echo have no page); the token goes in the fragment, never sent.
   const token = service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : '';
   if (!options.program) progress.note(`${options.label}: dashboard ${service.url}/dashboard${token}`);
   // A fresh process runs its first seconds unoptimised and with cold pools: a throwaway round pays for that.
