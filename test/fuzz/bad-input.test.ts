@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, type Db } from '../../src/db/database.js';
+import type { Db } from '../../src/db/database.js';
 import { errorCatalog } from '../../src/errors.js';
 import { cartOrderBody, createSkuBody, resegmentBody, restockBody, singleOrderBody } from '../../src/http/schemas.js';
+import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { rawRequest } from '../support/raw-http.js';
 import { call, ServiceProcess, testEndpoints, uniqueSku } from '../support/service.js';
 import { databaseFingerprint, redisChanges, redisFingerprint } from '../support/state-fingerprint.js';
@@ -230,6 +231,7 @@ const idempotencyKeyHeader = fc.option(
 describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => {
   let service: ServiceProcess;
   let port: number;
+  let own: OwnDatabase;
   let db: Db;
   let redis: Redis;
   let target: string;
@@ -295,11 +297,15 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
   );
 
   beforeAll(async () => {
-    service = await ServiceProcess.spawn({ ADMIN_TOKEN, MAX_ORDER_QUANTITY: String(MAX_ORDER_QUANTITY) });
+    // A database of its own, so that "nothing changed" is exact: on the shared one, reservations earlier test files
+    // left expire, and waiting lines they left admit tickets, while this file runs.
+    own = await createOwnDatabase('fuzz_input');
+    expect((await own.migrator.migrateToLatest()).error).toBeUndefined();
+    db = own.db;
+    const env = { ADMIN_TOKEN, MAX_ORDER_QUANTITY: String(MAX_ORDER_QUANTITY), DATABASE_URL: own.url };
+    service = await ServiceProcess.spawn(env);
     port = Number(new URL(service.url).port);
-    const { databaseUrl, redisUrl } = testEndpoints();
-    db = createDatabase(databaseUrl, 2);
-    redis = new Redis(redisUrl);
+    redis = new Redis(testEndpoints().redisUrl);
     target = uniqueSku('fuzz');
     const created = await call(
       service.url,
@@ -313,7 +319,7 @@ describe('fuzzed input: only 4xx, nothing changed, the process stays up', () => 
   afterAll(async () => {
     await service?.stop();
     redis?.disconnect();
-    await db?.destroy();
+    await own?.drop();
   });
 
   const snapshot = async () => ({ database: await databaseFingerprint(db), redis: await redisFingerprint(redis) });
