@@ -19,11 +19,9 @@ const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + 
 export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>
   [...rounds].sort((a, b) => by(a) - by(b))[(rounds.length - 1) >> 1];
 
-/** A case of a comparison measured in rounds names its round. */
 type InRound = { round?: number };
 /** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
 export type Answers = InRound & { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
-/** CPU ms a process group spent per answer. */
 export const msPerAnswer = (c: Answers, group: keyof CpuUsage['cores'] = 'service') =>
   c.cpu && c.perSecond > 0 ? (c.cpu.cores[group] / c.perSecond) * 1000 : NaN;
 /** This lock, in either mode or on any backend (the others are the peer libraries). */
@@ -39,35 +37,29 @@ export type RunFigures = ReturnType<typeof runFigures>;
 /** The figures the targets, tables and charts are stated in, derived once from a run. */
 export function runFigures(run: RunResults) {
   const ceilings = run.ceiling.filter((c) => c.instances === 1);
-  // A profile's sweep: the real section as shipped (combining on), the business step with combining off.
+  // The real section's sweep is as shipped (combining on), the business step's with combining off.
   const sweep = (p: Profile, on = p === 'real') =>
     run.segments.filter((c) => c.profile === p && c.combining === on).sort((a, b) => a.segments - b.segments);
-  /** A profile's case at a segment count, by default in its sweep's combining mode. */
   const at = (p: Profile, segments = HEADLINE_SEGMENTS, combining = p === 'real') =>
     run.segments.find((c) => c.profile === p && c.segments === segments && c.combining === combining);
   // A comparison is judged round by round: the two sides of a round took turns, so their ratio compares the code, not
-  // the machine's drift over minutes; the median round by that ratio stands for the comparison.
-  /** The case of `cases` in the same round as `c` when `c` is a comparison case, else `cases`' median round. */
+  // the machine's drift over minutes; the median round by that ratio stands for the comparison. A case measured
+  // outside the rounds is set against the other side's median round.
   const sameRound = <T extends Answers>(cases: T[], c: InRound) =>
     c.round === undefined ? median(cases) : cases.find((x) => x.round === c.round);
-  /** The alternative on the same traffic: of the same round for a case of the comparisons, else its median round. */
-  const alternativeFor = (c: InRound & { traffic?: string }) => {
-    const onTraffic = run.alternative.filter((a) => a.traffic === c.traffic);
-    return sameRound(onTraffic, c);
-  };
+  const alternativeFor = (c: InRound & { traffic?: string }) =>
+    sameRound(
+      run.alternative.filter((a) => a.traffic === c.traffic),
+      c,
+    );
   const overAlternative = (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN);
-  /** The bare echo of the same round for a case of the comparisons, else the bare echo's median round. */
   const echoFor = (c: InRound) => sameRound(run.bareEcho, c);
   const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
   /** The product's rounds beside its yardsticks on a traffic (one hot SKU: none). */
   const roundsOn = (kind?: 'spread' | 'mixed') => run.spread.filter((c) => c.traffic === kind);
-  /** The product's median round on a traffic against the alternative. */
   const traffic = (kind?: 'spread' | 'mixed') => median(roundsOn(kind), overAlternative);
-  /** The product on one hot SKU beside the alternative (none when only the sweep measured it). */
-  const hotBeside = traffic();
-  /** The HTTP ceiling every other figure is a fraction of: the mean of the single-instance measurements. */
+  // The HTTP ceiling every other figure is a fraction of.
   const ceiling = mean(ceilings.map((c) => c.perSecond));
-  /** Refused orders as a share of the echo measured beside them. */
   const refusalShare = (c: RunResults['soldOut'][number]) => c.perSecond / c.echoBeside.perSecond;
   return {
     run,
@@ -78,33 +70,26 @@ export function runFigures(run: RunResults) {
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
     echoFor,
     overEcho,
-    /** The hot SKU's median round against the bare echo of its round. */
     hotOverEcho: median(roundsOn(), overEcho),
     roundsOn,
     sweep,
     at,
-    /** The product as shipped: the single lock and the headline segment count. */
     product: [1, HEADLINE_SEGMENTS].flatMap((n) => at('real', n) ?? []),
-    /** Every case of the profile: the sweep, then the other combining mode's rows. */
     allOf: (p: Profile) => [...sweep(p), ...sweep(p, p !== 'real')],
     alternativeFor,
-    hotBeside,
-    /**
-     * The headline SKU's case the targets without a yardstick in its rounds judge (the share of the ceiling, measured
-     * first and last): its median round by rate, else the sweep's.
-     */
+    /** The product on one hot SKU beside the alternative (none when only the sweep measured it). */
+    hotBeside: traffic(),
+    /** The hot SKU's case for targets without a yardstick in its rounds: its median round by rate, else the sweep's. */
     hot: median(roundsOn()) ?? at('real'),
     traffic,
     refusalShare,
-    /** Each kind of refusal's median round by its share of the echo. */
     refusals: refusalKinds.flatMap((why) => {
       const rounds = run.soldOut.filter((c) => c.why === why);
       return rounds.length ? [median(rounds, refusalShare)!] : [];
     }),
     overAlternative,
-    /** Orders/s relative to the single lock of the same profile and combining mode. */
     speedup: (c: SalesCase) => c.perSecond / (at(c.profile, 1, c.combining)?.perSecond ?? NaN),
-    /** The lock benchmark's cell of K keys held H ms, and its fastest contender of this lock or of the peers. */
+    // The lock benchmark's cell of K keys held H ms, and its fastest contender of this lock or of the peers.
     lockCell: (keys: number, holdMs: number) => run.locks.filter((r) => r.keys === keys && r.holdMs === holdMs),
     fastest: (cell: RunResults['locks'], ours: boolean) =>
       cell.filter((r) => isOurs(r.contender) === ours).sort((a, b) => b.sectionsPerSecond - a.sectionsPerSecond)[0],
