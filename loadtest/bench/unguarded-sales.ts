@@ -7,6 +7,7 @@ import type { SkuRow } from '../../src/db/schema.js';
 import { AppError } from '../../src/errors.js';
 import { redisKeys } from '../../src/lock/keys.js';
 import { outOfStock } from '../../src/orders/outcome.js';
+import { readSkuStock } from '../../src/stock/stock.repository.js';
 
 /** What guards the oversell demonstration's read-decide-write: nothing, a process-local mutex, or the segment lock. */
 export const guardModes = ['none', 'local-mutex', 'redis-lock'] as const;
@@ -19,17 +20,15 @@ if tonumber(stock) < tonumber(ARGV[1]) then return -1 end
 return redis.call('DECRBY', KEYS[1], ARGV[1])
 `;
 
-type Sku = Pick<SkuRow, 'id' | 'sku' | 'segment_count' | 'layout_version'>;
 /** One sale as the benchmark routes write it: the order row and its single ledger row, on one segment. */
-const saleOf = (sku: Sku, segment: number, quantity: number) => ({ orderId: randomUUID(), sku, segment, quantity });
+const saleOf = (sku: SkuRow, segment: number, quantity: number) => ({ orderId: randomUUID(), sku, segment, quantity });
 type BenchSale = ReturnType<typeof saleOf>;
 const segmentOf = ({ sku, segment }: BenchSale) =>
   sql`sku_id = ${sku.id} and layout_version = ${sku.layout_version} and segment = ${segment}`;
 
 /** Sales the product never makes: the oversell demonstration and lock-free designs, writing the product's rows. */
 export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 'db' | 'redis' | 'locks' | 'config'>) {
-  /** Benchmark SKUs are never re-segmented, so a layout read once stays true. */
-  const skus = new Map<string, Sku>();
+  const skus = new Map<string, SkuRow>();
   /** The lock a single-instance service might use: a process-local mutex per SKU, first come first served. */
   const mutexes = new Map<string, Mutex>();
   redis.defineCommand('benchTakeStock', { numberOfKeys: 1, lua: takeStockLua });
@@ -87,7 +86,7 @@ export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 
       const sold = await withOrderAndLedger(sale, deduct);
       if (sold) return sold;
     }
-    throw outOfStock(sku.sku, quantity, await availableOf(sku.id));
+    throw outOfStock(sku.sku, quantity, await availableOf(sku));
   }
 
   /** Stock in a Redis counter (seeded once from Postgres), decremented by a script; the ledger goes to Postgres. */
@@ -96,7 +95,7 @@ export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 
     const key = redisKeys.benchStock(sku.sku);
     let left = await commands.benchTakeStock(key, quantity);
     if (left === -2) {
-      await redis.set(key, await availableOf(sku.id), 'NX');
+      await redis.set(key, await availableOf(sku), 'NX');
       left = await commands.benchTakeStock(key, quantity);
     }
     if (left < 0) throw outOfStock(sku.sku, quantity, Number(await redis.get(key)));
@@ -123,20 +122,17 @@ export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 
     return rows.length === 1 ? { orderId, sku: sku.sku, quantity } : null;
   }
 
-  async function availableOf(skuId: number): Promise<number> {
-    const { rows } = await sql<{ available: string }>`
-      select coalesce(sum(available), 0) as available from stock_segments where sku_id = ${skuId}`.execute(db);
-    return Number(rows[0]!.available);
-  }
-
-  async function skuOf(name: string): Promise<Sku> {
-    const cached = skus.get(name);
-    if (cached) return cached;
-    const columns = ['id', 'sku', 'segment_count', 'layout_version'] as const;
-    const row = await db.selectFrom('skus').select(columns).where('sku', '=', name).executeTakeFirst();
+  /** A SKU's row, read once: benchmark SKUs are never re-segmented, so its layout stays true. */
+  async function skuOf(name: string): Promise<SkuRow> {
+    const row = skus.get(name) ?? (await readSkuStock(db, name))?.sku;
     if (!row) throw new AppError('sku_not_found', `SKU '${name}' does not exist`);
     skus.set(name, row);
     return row;
+  }
+
+  async function availableOf(sku: SkuRow): Promise<number> {
+    const { segments } = (await readSkuStock(db, sku.sku))!;
+    return segments.reduce((sum, segment) => sum + segment.available, 0);
   }
   return { sellGuarded, sellConditional, sellFromCounter };
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SkuView } from '../../src/stock/sku-view.js';
+import { call } from '../../test/support/service.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
@@ -28,10 +29,10 @@ export class StockApi {
   /** Confirms a reservation; a 503 (the service shedding load a moment) is retried as a client would, four times. */
   async confirm(orderId: string): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const { status, text } = await this.send('POST', `/orders/${orderId}/confirm`);
+      const { status, body } = await this.send('POST', `/orders/${orderId}/confirm`);
       if (status === 200) return;
       if (status !== 503 || attempt === 5)
-        throw new Error(`confirming order ${orderId}: got ${status}: ${text.slice(0, 300)}`);
+        throw new Error(`confirming order ${orderId}: got ${status}: ${JSON.stringify(body)?.slice(0, 300)}`);
       await sleep(250 * attempt);
     }
   }
@@ -40,13 +41,10 @@ export class StockApi {
   async call<T = SkuView>(status: number, method: string, path: string, body?: unknown): Promise<T> {
     const answer = await this.send(method, path, body);
     if (answer.status !== status)
-      throw new Error(`${method} ${path}: expected ${status}, got ${answer.status}: ${answer.text.slice(0, 300)}`);
-    return (answer.text ? JSON.parse(answer.text) : undefined) as T;
+      throw new Error(`${method} ${path}: expected ${status}, got ${answer.status}: ${JSON.stringify(answer.body)}`);
+    return answer.body as T;
   }
 
-  private async send(method: string, path: string, body?: unknown) {
-    const headers = { ...(body !== undefined && { 'content-type': 'application/json' }), ...this.adminHeaders };
-    const response = await fetch(this.service.url + path, { method, headers, body: JSON.stringify(body) });
-    return { status: response.status, text: await response.text() };
-  }
+  private send = (method: string, path: string, body?: unknown) =>
+    call(this.service.url, method, path, body, this.adminHeaders);
 }

@@ -77,7 +77,9 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
  * (max_connections 100). There every service gets smaller pools that fit, and the report says so, rather than the run
  * failing halfway with "too many clients".
  */
-const [INSTANCES_AT_ONCE, PER_INSTANCE_BESIDES_POOLS, RUN_OWN] = [3, 2, 10];
+const INSTANCES_AT_ONCE = 3;
+const PER_INSTANCE_BESIDES_POOLS = 2;
+const RUN_OWN = 10;
 async function poolsThatFit(databaseUrl: string) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
