@@ -14,12 +14,10 @@ export async function measureCeiling(ctx: RunContext, spec: Echo & { instances?:
   return { id, instances, round, ...echo! };
 }
 
-/** A request of the ceiling: an order's body, sent to an echo (the product's own POST /bench/echo by default). */
-const echoRequest = (title: string, quantity: number, path = '/bench/echo') => ({
-  title,
-  path,
-  body: { sku: 'ceiling', quantity },
-});
+/** An order's body sent to an echo: the product's own POST /bench/echo unless `path` names another. */
+const echoRequest = (title: string, quantity: number, path = '/bench/echo') => {
+  return { title, path, body: { sku: 'ceiling', quantity } };
+};
 
 const guarded = (id: string, label: string, guard = id, path = `/bench/oversell/${id}`) => ({ id, label, guard, path });
 type Guard = (typeof guards)['none'];
@@ -68,8 +66,9 @@ export async function runRefusals(ctx: RunContext, service: ServiceTarget, segme
   const attempted = (await attempts()) - attemptsBefore;
   const requests = result!.measured.responses + result!.warmup.responses;
   const lockAttemptsPerRequest = result!.measured.responses > 0 ? attempted / requests : null;
+  const how = soldOut ? 'restock +100' : 'window opened';
   await (soldOut ? api.restock(sku, 100) : api.updateSku(sku, { saleStartsAt: null }));
-  const [how, started] = [soldOut ? 'restock +100' : 'window opened', performance.now()];
+  const started = performance.now();
   const firstOrderStatus = await api.order(sku, 1);
   const reopen = { how, firstOrderStatus, firstOrderMs: performance.now() - started };
   const echoBeside = { perSecond: beside!.perSecond, cpu: beside!.cpu };
@@ -100,7 +99,8 @@ export async function runDashboardCost(ctx: RunContext, service: ServiceTarget, 
     return { label, measured: await ctx.round(service, { title, body, amount: first!.measured.responses }) };
   };
   const events = Array.from({ length: watchers }, () => 0);
-  const [headers, streams] = [ctx.api(service).adminHeaders, new AbortController()];
+  const headers = ctx.api(service).adminHeaders;
+  const streams = new AbortController();
   setMaxListeners(watchers, streams.signal); // Every open stream listens to it.
   const open = async (_: number, i: number) => {
     const response = await fetch(`${service.url}/dashboard/events?sku=${sku}`, { headers, signal: streams.signal });
@@ -137,8 +137,8 @@ export async function runGrowth(ctx: RunContext, service: ServiceTarget, segment
 
 /** `rows` one-unit sales with their orders, ledger rows and totals; answers the seconds it took. */
 async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: number): Promise<number> {
-  const [{ db }, started] = [ctx, performance.now()];
-  const { id } = await db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+  const started = performance.now();
+  const { id } = await ctx.db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
   const int = (n: number) => n.toLocaleString('en-US');
   // 20,000 rows a statement: within the 10 s query timeout even on a machine busy with other work.
   for (let done = 0; done < rows; done += 20_000) {
@@ -155,9 +155,9 @@ async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: 
       update stock_segments s
          set available = s.available - c.sold, sold = s.sold + c.sold
         from (select segment, count(*) as sold from ledger group by segment) c
-       where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(db);
+       where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(ctx.db);
   }
-  await sql`analyze orders, stock_deductions`.execute(db);
+  await sql`analyze orders, stock_deductions`.execute(ctx.db);
   return (performance.now() - started) / 1000;
 }
 
@@ -167,18 +167,16 @@ export async function runEventRetention(ctx: RunContext, service: ServiceTarget,
   const sku = await ctx.createSku(service, `retention-${segments}`, WARMUP_STOCK, segments);
   const counts = sql<{ events: number; outbox: number }>`
     select (select count(*) from events)::int as events, (select count(*) from event_outbox)::int as outbox`;
-  const samples: { atSeconds: number; ordersPerSecond: number; events: number; outbox: number }[] = [];
+  const body = { sku, quantity: 1 };
+  const samples = [];
   const started = performance.now();
   const minutes = () => (performance.now() - started) / 60_000;
   while (minutes() < retentionMinutes) {
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
-    const round = await ctx.round(service, {
-      title,
-      body: { sku, quantity: 1 },
-      durationSeconds: retentionSampleSeconds,
-    });
-    const [atSeconds, ordersPerSecond] = [Math.round(minutes() * 60), round.ratePerSecond[201] ?? 0];
-    samples.push({ atSeconds, ordersPerSecond, ...(await counts.execute(ctx.db)).rows[0]! });
+    const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
+    const atSeconds = Math.round(minutes() * 60);
+    const { rows } = await counts.execute(ctx.db);
+    samples.push({ atSeconds, ordersPerSecond: round.ratePerSecond[201] ?? 0, ...rows[0]! });
   }
   return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };
 }

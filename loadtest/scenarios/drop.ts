@@ -10,7 +10,8 @@ import { measureCeiling } from './cases.js';
 import type { RunContext } from './context.js';
 import { SIXTEEN_AT_A_TIME } from './sales.js';
 
-const [UNITS, SAMPLE] = [1_000, 1_000];
+const UNITS = 1_000;
+const SAMPLE = 1_000; // Waiting tickets whose status is read, during the reads round and once sold out.
 /** Each join a customer of its own, as a drop's crowd is; `midway` is called once half the crowd has been sent. */
 const crowd = (customers: number, midway = () => {}): autocannon.Request[] => {
   let sent = 0;
@@ -49,7 +50,10 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
     from line_tickets t join skus k on k.id = t.sku_id where k.sku = ${sku} order by t.number`;
   let tickets: Ticket[] = [];
   const admitted = () => tickets.filter((t) => t.orderId);
-  const admitting = async () => ((tickets = (await query.execute(ctx.db)).rows), admitted().length >= UNITS);
+  const admitting = async () => {
+    tickets = (await query.execute(ctx.db)).rows;
+    return admitted().length >= UNITS;
+  };
   await waitFor(admitting, 120_000, 250);
   const { seed, preLineTickets } = (await line()).draw;
   const numberOf = new Map(tickets.filter((t) => t.preLine).map((t) => [t.id, t.number]));
@@ -75,9 +79,18 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
     allSold: sold === UNITS && available === 0 && reserved === 0,
     sampleToldSoldOut: told.every((v) => v.status === 'sold_out'),
   };
-  const [perSecond, figures] = [burst.ratePerSecond[201] ?? 0, { tickets: tickets.length, preLine: drawn.length }];
   return {
-    ...{ id: 'drop', label: title, customers, ...figures, checks, soldOutMs, reads },
-    ...{ warmup, measured: burst, perSecond, echo: echoed },
+    id: 'drop',
+    label: title,
+    customers,
+    tickets: tickets.length,
+    preLine: drawn.length,
+    checks,
+    soldOutMs,
+    reads,
+    warmup,
+    measured: burst,
+    perSecond: burst.ratePerSecond[201] ?? 0,
+    echo: echoed,
   };
 }

@@ -65,33 +65,33 @@ async function openContender({ backing }: RunContext, name: string): Promise<Con
 // if the lock wakes its waiters promptly.
 export async function runCell(ctx: RunContext, name: string, keys: number, holdMs: number) {
   const { lockWorkers: workers, lockWarmupSeconds, lockMeasureSeconds } = ctx.settings;
-  const [cell, durationMs] = [{ workers, keys, holdMs }, lockMeasureSeconds * 1000];
+  const cell = { workers, keys, holdMs };
   ctx.progress.note(`K=${keys} H=${holdMs} ms ${name}…`);
   const contender = await openContender(ctx, name);
   const stop = new AbortController();
   setMaxListeners(workers * 2, stop.signal); // Every waiting worker listens to it.
   const windowStart = performance.now() + lockWarmupSeconds * 1000;
-  const windowEnd = windowStart + durationMs;
+  const windowEnd = windowStart + lockMeasureSeconds * 1000;
   const inWindow = (at: number) => at >= windowStart && at < windowEnd;
   const waits: number[] = [];
   const openWaits = new Set<number>();
-  let [sections, errors, holdTotal, holds] = [0, 0, 0, 0];
+  const tally = { sections: 0, errors: 0, holds: 0, heldMs: 0 };
   const worker = async (w: number) => {
     for (let round = 0; performance.now() < windowEnd; round++) {
       const askedAt = performance.now();
       openWaits.add(askedAt);
       // A failure once the run is over ends the loop: `stop` fires only after the window.
-      const failed = () => void (stop.signal.aborted || errors++);
+      const failed = () => void (stop.signal.aborted || tally.errors++);
       const release = await contender.acquire(`k${(w + round) % keys}`, stop.signal).catch(failed);
       openWaits.delete(askedAt);
       if (!release) continue;
       const gotAt = performance.now();
       if (inWindow(askedAt)) waits.push(gotAt - askedAt);
       if (holdMs > 0) await sleep(holdMs);
-      holdTotal += performance.now() - gotAt;
-      holds++;
-      await release().catch(() => errors++);
-      if (inWindow(performance.now())) sections++;
+      tally.heldMs += performance.now() - gotAt;
+      tally.holds++;
+      await release().catch(() => tally.errors++);
+      if (inWindow(performance.now())) tally.sections++;
     }
   };
   const running = Promise.all(Array.from({ length: workers }, (_, w) => worker(w)));
@@ -105,11 +105,11 @@ export async function runCell(ctx: RunContext, name: string, keys: number, holdM
   return {
     contender: name,
     ...cell,
-    sectionsPerSecond: sections / (durationMs / 1000), // Critical sections completed in the measured window.
+    sectionsPerSecond: tally.sections / lockMeasureSeconds, // Critical sections completed in the measured window.
     maxWaitMs: waits.at(-1) ?? 0,
     p99WaitMs: waits[Math.min(waits.length - 1, Math.floor(waits.length * 0.99))] ?? 0,
     /** Time actually spent in a hold (a timer of H ms fires late): the real ceiling is K × 1000 / this. */
-    meanHoldMs: holds ? holdTotal / holds : 0,
-    errors, // Acquisitions that failed for another reason than the end of the run.
+    meanHoldMs: tally.holds ? tally.heldMs / tally.holds : 0,
+    errors: tally.errors, // Acquisitions that failed for another reason than the end of the run.
   };
 }

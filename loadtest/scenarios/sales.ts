@@ -146,13 +146,13 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
 function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: number, segments: number) {
   const delta = (name: string) => after.sum(name) - before.sum(name);
   const answered = delta('stock_orders_total');
-  const perOrder = (value: number) => (answered > 0 ? value / answered : 0);
+  const perOrder = (name: string) => (answered > 0 ? delta(name) / answered : 0);
   const wait = histogramDelta(before, after, 'stock_lock_wait_seconds');
   const hold = histogramDelta(before, after, 'stock_lock_hold_seconds');
   return {
-    lockAttemptsPerOrder: perOrder(delta('stock_lock_attempts_total')),
-    busyPerOrder: perOrder(delta('stock_lock_busy_total')),
-    waitsPerOrder: perOrder(delta('stock_lock_waits_total')),
+    lockAttemptsPerOrder: perOrder('stock_lock_attempts_total'),
+    busyPerOrder: perOrder('stock_lock_busy_total'),
+    waitsPerOrder: perOrder('stock_lock_waits_total'),
     segmentVisitsP99: histogramDelta(before, after, 'stock_order_segment_visits').quantileUpperBound(0.99),
     meanLockWaitMs: wait.mean * 1000,
     lockWaitP99Ms: wait.quantileUpperBound(0.99) * 1000,
