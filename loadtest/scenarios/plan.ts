@@ -52,15 +52,14 @@ type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend
 type Unless = (ctx: RunContext) => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
-/** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
-type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
+/** A case on one service (none: the lock benchmark) filing its result in T[]. */
+type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T>];
 
 const REAL: ServiceSpec = { label: 'service (real critical section)' }; // The service as shipped.
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
-const listOf = <T>(results: T | T[]) => ([] as T[]).concat(results);
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
 const ownServers = (store: string) => () => (store.endsWith('zookeeper') ? zookeeperMissing() : undefined);
 
@@ -69,7 +68,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
   const add = <T>(...[scenario, into, on, measure, unless]: [...OneCase<T>, Unless?]) =>
-    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(...listOf(await measure(c, target!))), unless]);
+    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(await measure(c, target!)), unless]);
   type Spec = Omit<SalesSpec, 'service'>;
   const sales = (scenario: ScenarioName, into: SalesCase[], on: ServiceSpec, spec: Spec, unless?: Unless) =>
     add(scenario, into, on, (c, service) => measureSales(c, { ...spec, service }), unless);
@@ -181,7 +180,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
     add('oversell', r.oversell, cluster, (c, service) => cases.runOversell(c, service, instances, guard));
   rows.push(['drop', [echo, cluster], async (c, bare, on) => r.drop.push(await runDrop(c, bare!, on!, n))]);
   // After the drop: the growth case seeds millions of ledger rows into the same Postgres, which stays busy a while.
-  add('growth', r.growth, REAL, (c, service) => cases.runGrowth(c, service, n));
+  rows.push(['growth', [REAL], async (c, service) => r.growth.push(...(await cases.runGrowth(c, service!, n)))]);
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const key = serviceKey('loadtest', ['orders:place']);
