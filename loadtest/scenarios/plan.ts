@@ -87,7 +87,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       cases.measureCeiling(c, { id, label, service, instances: on.instances }),
     );
   /** The headline SKU's case of a comparison of settings, or of traffic. */
-  const hot = (name: string, suffix = '') => ({ label: `real · ${lockName(n)} · ${name}${suffix}`, segments: n });
+  const hot = (name: string) => ({ label: `real · ${lockName(n)} · ${name}`, segments: n });
   /** The comparisons' rounds and their labels' suffix; in turn, each side goes first in every other round. */
   const rounds = Array.from({ length: s.comparisonRounds }, (_, i) => i + 1);
   const of = (round: number) => (s.comparisonRounds > 1 ? ` · round ${round}` : '');
@@ -118,7 +118,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
 
   const echo = { label: 'a bare express JSON echo', program: 'echo' } as const;
   const alternative = { label: 'the alternative (express + pg, conditional UPDATE)', program: 'alternative' } as const;
-  const [spread, hotShare] = [s.spreadSkus, s.mixedHotShare];
+  const { spreadSkus: spread, mixedHotShare: hotShare } = s;
   const mixed = `mixed: ${pct(1 - hotShare)} spread over ${spread} SKUs, ${pct(hotShare)} one hot SKU`;
   const shapes = [
     ['hot', 'one hot SKU', undefined],
@@ -207,7 +207,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   ] as const;
   for (const round of rounds)
     for (const [id, name, service, measure] of inTurn(round, settings)) {
-      const spec = { id: `events-${id}`, ...hot(name, of(round)), tags: { events: id, round } };
+      const spec = { id: `events-${id}`, ...hot(`${name}${of(round)}`), tags: { events: id, round } };
       add('events', r.events, service, (c, target) => measure(c, { ...spec, service: target }));
     }
 
