@@ -197,13 +197,12 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   ] as const)
     sales('auth', r.auth, service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
   // Events off, on, on with a webhook receiving them, and the books audit off (what it costs); in rounds, in turns.
-  const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
-  const auditOff = { label: 'service with AUDIT_INTERVAL_MS=0', env: { AUDIT_INTERVAL_MS: '0' } };
+  const withEnv = (name: string, value: string) => ({ label: `service with ${name}=${value}`, env: { [name]: value } });
   const settings = [
-    ['off', 'events off', eventsOff, measureSales],
+    ['off', 'events off', withEnv('EVENTS', 'off'), measureSales],
     ['on', 'events on', REAL, measureSales],
     ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
-    ['audit-off', 'events on, books audit off', auditOff, measureSales],
+    ['audit-off', 'events on, books audit off', withEnv('AUDIT_INTERVAL_MS', '0'), measureSales],
   ] as const;
   for (const round of rounds)
     for (const [id, name, service, measure] of inTurn(round, settings)) {
