@@ -49,7 +49,7 @@ export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k
 
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-type Unless = (ctx: RunContext) => string | undefined; // Why this run cannot measure a row, beyond its services.
+type Unless = () => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
 /** A case on one service (none: the lock benchmark) filing its result in T[]. */
@@ -239,7 +239,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
 export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
   const rows = plan(ctx.settings, results).filter(([scenario, , , unless]) => {
-    const reason = selected.has(scenario) && unless?.(ctx);
+    const reason = selected.has(scenario) && unless?.();
     if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
       results.skipped.push({ scenario, reason });
     return selected.has(scenario) && !reason;
