@@ -148,7 +148,7 @@ export class RunContext {
   }
 
   /** Requests for the measured round: what the warm-up rate fills the measuring time with. */
-  measuredAmount(warmup: RoundResult, connections = this.settings.connections, status = 201): number {
+  measuredAmount(warmup: RoundResult, connections: number, status = 201): number {
     const wanted = Math.round((warmup.ratePerSecond[status] ?? 0) * this.settings.measureSeconds);
     return Math.max(connections * 2, Math.min(wanted, this.settings.maxRequestsPerRound));
   }

@@ -49,18 +49,17 @@ export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k
 
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
 type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
-type Unless = (ctx: RunContext) => string | undefined; // Why this run cannot measure a row, beyond its services.
+type Unless = () => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
-/** A case on one service (none: the lock benchmark) filing its result, or a list of them (the growth ledgers), in T[]. */
-type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T | T[]>];
+/** A case on one service (none: the lock benchmark) filing its result in T[]. */
+type OneCase<T> = [ScenarioName, T[], ServiceSpec | undefined, (c: RunContext, s: ServiceTarget) => Promise<T>];
 
 const REAL: ServiceSpec = { label: 'service (real critical section)' }; // The service as shipped.
 const COMBINING_OFF = { COMBINE_MAX_BATCH: '1' };
 const combines = (service: ServiceSpec) => service.env?.COMBINE_MAX_BATCH !== '1';
 export const lockName = (segments: number) => (segments === 1 ? 'single lock' : `${segments} segments`);
 const pct = (share: number) => `${Math.round(share * 100)} %`;
-const listOf = <T>(results: T | T[]) => ([] as T[]).concat(results);
 /** The lock benchmark's stores are started beside the run's own servers (ZooKeeper only where it is installed). */
 const ownServers = (store: string) => () => (store.endsWith('zookeeper') ? zookeeperMissing() : undefined);
 
@@ -69,7 +68,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   const n = HEADLINE_SEGMENTS;
   const rows: Row[] = [];
   const add = <T>(...[scenario, into, on, measure, unless]: [...OneCase<T>, Unless?]) =>
-    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(...listOf(await measure(c, target!))), unless]);
+    rows.push([scenario, on ? [on] : [], async (c, target) => into.push(await measure(c, target!)), unless]);
   type Spec = Omit<SalesSpec, 'service'>;
   const sales = (scenario: ScenarioName, into: SalesCase[], on: ServiceSpec, spec: Spec, unless?: Unless) =>
     add(scenario, into, on, (c, service) => measureSales(c, { ...spec, service }), unless);
@@ -88,7 +87,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       cases.measureCeiling(c, { id, label, service, instances: on.instances }),
     );
   /** The headline SKU's case of a comparison of settings, or of traffic. */
-  const hot = (name: string, suffix = '') => ({ label: `real · ${lockName(n)} · ${name}${suffix}`, segments: n });
+  const hot = (name: string) => ({ label: `real · ${lockName(n)} · ${name}`, segments: n });
   /** The comparisons' rounds and their labels' suffix; in turn, each side goes first in every other round. */
   const rounds = Array.from({ length: s.comparisonRounds }, (_, i) => i + 1);
   const of = (round: number) => (s.comparisonRounds > 1 ? ` · round ${round}` : '');
@@ -119,7 +118,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
 
   const echo = { label: 'a bare express JSON echo', program: 'echo' } as const;
   const alternative = { label: 'the alternative (express + pg, conditional UPDATE)', program: 'alternative' } as const;
-  const [spread, hotShare] = [s.spreadSkus, s.mixedHotShare];
+  const { spreadSkus: spread, mixedHotShare: hotShare } = s;
   const mixed = `mixed: ${pct(1 - hotShare)} spread over ${spread} SKUs, ${pct(hotShare)} one hot SKU`;
   const shapes = [
     ['hot', 'one hot SKU', undefined],
@@ -181,7 +180,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
     add('oversell', r.oversell, cluster, (c, service) => cases.runOversell(c, service, instances, guard));
   rows.push(['drop', [echo, cluster], async (c, bare, on) => r.drop.push(await runDrop(c, bare!, on!, n))]);
   // After the drop: the growth case seeds millions of ledger rows into the same Postgres, which stays busy a while.
-  add('growth', r.growth, REAL, (c, service) => cases.runGrowth(c, service, n));
+  rows.push(['growth', [REAL], async (c, service) => r.growth.push(...(await cases.runGrowth(c, service!, n)))]);
 
   // What authentication and events cost an order: the same hot-SKU load on services that differ in one setting.
   const key = serviceKey('loadtest', ['orders:place']);
@@ -198,17 +197,16 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   ] as const)
     sales('auth', r.auth, service, { id: `auth-${id}`, ...hot(name), tags: { auth: id }, headers });
   // Events off, on, on with a webhook receiving them, and the books audit off (what it costs); in rounds, in turns.
-  const eventsOff = { label: 'service with EVENTS=off', env: { EVENTS: 'off' } };
-  const auditOff = { label: 'service with AUDIT_INTERVAL_MS=0', env: { AUDIT_INTERVAL_MS: '0' } };
+  const withEnv = (name: string, value: string) => ({ label: `service with ${name}=${value}`, env: { [name]: value } });
   const settings = [
-    ['off', 'events off', eventsOff, measureSales],
+    ['off', 'events off', withEnv('EVENTS', 'off'), measureSales],
     ['on', 'events on', REAL, measureSales],
     ['webhook', 'events on, a webhook receiving them', REAL, measureWithWebhook],
-    ['audit-off', 'events on, books audit off', auditOff, measureSales],
+    ['audit-off', 'events on, books audit off', withEnv('AUDIT_INTERVAL_MS', '0'), measureSales],
   ] as const;
   for (const round of rounds)
     for (const [id, name, service, measure] of inTurn(round, settings)) {
-      const spec = { id: `events-${id}`, ...hot(name, of(round)), tags: { events: id, round } };
+      const spec = { id: `events-${id}`, ...hot(`${name}${of(round)}`), tags: { events: id, round } };
       add('events', r.events, service, (c, target) => measure(c, { ...spec, service: target }));
     }
 
@@ -241,7 +239,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
 export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioName>) {
   const results = emptyCases();
   const rows = plan(ctx.settings, results).filter(([scenario, , , unless]) => {
-    const reason = selected.has(scenario) && unless?.(ctx);
+    const reason = selected.has(scenario) && unless?.();
     if (reason && !results.skipped.some((x) => x.scenario === scenario && x.reason === reason))
       results.skipped.push({ scenario, reason });
     return selected.has(scenario) && !reason;
