@@ -1,4 +1,4 @@
-/** What the run's processes use, from /proc (Linux): the service's and Postgres's CPU, the service's resident memory. */
+/** What the run's processes use, from /proc (Linux): the service's and Postgres's CPU, the service's peak memory. */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
@@ -54,24 +54,15 @@ function snapshot(servicePids: number[], postgresDir: string | undefined) {
   return { at: performance.now(), ticks };
 }
 
-/** Samples resident memory every 250 ms; the returned function answers the largest RSS seen and the peak (VmHWM). */
-export function sampleMemory(pids: number[]) {
-  let maxRssBytes = 0;
-  const sample = () =>
-    pids.flatMap((pid) => {
-      try {
-        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-        const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-        maxRssBytes = Math.max(maxRssBytes, kib('VmRSS') * 1024);
-        return [kib('VmHWM') * 1024];
-      } catch {
-        return []; // The process is gone or /proc is unavailable: no sample.
-      }
-    });
-  const timer = pids.length > 0 ? setInterval(sample, 250) : undefined;
-  return () => {
-    if (!timer) return null;
-    clearInterval(timer);
-    return { maxRssBytes, peakRssBytes: Math.max(0, ...sample()) };
-  };
+/** The largest peak resident memory (VmHWM, since start) of these processes; null where /proc cannot tell. */
+export function peakMemory(pids: number[]) {
+  const peaks = pids.flatMap((pid) => {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      return [Number(/^VmHWM:\s+(\d+) kB/m.exec(status)![1]) * 1024];
+    } catch {
+      return []; // The process is gone or /proc is unavailable.
+    }
+  });
+  return peaks.length ? { peakRssBytes: Math.max(...peaks) } : null;
 }

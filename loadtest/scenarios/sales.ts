@@ -9,7 +9,7 @@ import { auditStocks, booksViolations, type StockAudit } from '../../test/suppor
 import { histogramDelta, type MetricsSnapshot } from '../../test/support/scrape-metric.js';
 import type { StockApi } from '../client/stock-api.js';
 import type { ServerStats } from '../infra/server-stats.js';
-import { sampleMemory } from '../infra/process-usage.js';
+import { peakMemory } from '../infra/process-usage.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 import type { RoundResult } from '../runner/round.js';
 import type { RunContext } from './context.js';
@@ -78,12 +78,12 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   const meters = [];
   for (const { spec, lockMetrics } of cases) {
     const before = lockMetrics ? await ctx.scrape(spec.service) : null;
-    meters.push({ memory: sampleMemory(spec.service.pids), before, endServerStats: await spec.serverStats?.start() });
+    meters.push({ before, endServerStats: await spec.serverStats?.start() });
   }
   const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
   for (const [i, { spec, shown, warmupBooks, set }] of cases.entries()) {
-    const { memory, before, endServerStats } = meters[i]!;
+    const { before, endServerStats } = meters[i]!;
     const { measured, perSecond, cpu } = rounds[i]!;
     const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
     const lock = before && lockStats(before, await ctx.scrape(spec.service), measured.durationSeconds, spec.segments);
@@ -94,7 +94,7 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
       lock,
       books: await booksOf(ctx, spec, set, measured),
       warmupBooks,
-      memory: memory(),
+      memory: peakMemory(spec.service.pids),
       cpu,
       ...(serverCost && { serverCost }),
       ...spec.tags,
