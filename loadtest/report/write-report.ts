@@ -166,11 +166,6 @@ function tableRows(f: RunFigures) {
     ...f.refusals.map((c) => ({ ...c, label: `${c.label} (409s)` })),
     ...variants('business-step'),
   ].filter((c) => c !== undefined);
-  // What an order costs each server, counted by the servers, with the Redis load per node.
-  const costed = run.perOrder.filter((c) => c.serverCost);
-  const redis = (c: SalesCase) => c.serverCost!.redis;
-  // The statements do not depend on the Redis: those of the cases on the first one.
-  const onFirstRedis = costed.filter((c) => c.redis === costed[0]?.redis);
   return {
     headline: headline.map((r) => ({
       ...r,
@@ -194,15 +189,16 @@ function tableRows(f: RunFigures) {
         { ...reserved, ratio: reserved.perSecond / direct.perSecond },
       ].map((r) => ({ ...r, requestsPerSecond: Object.values(r.measured.ratePerSecond).reduce((a, b) => a + b, 0) })),
     ),
-    costed: costed.map((c) => ({
-      ...c,
-      busiest: Math.max(...redis(c).nodes.map((n) => n.cpuMsPerOrder)),
-      byCommand: Object.entries(redis(c).byCommand)
-        .map(([name, n]) => `${name} ${num(n, 3)}`)
-        .join(', '),
-    })),
-    nodes: costed.flatMap((c) => redis(c).nodes.map((n) => ({ c, n }))),
-    statements: onFirstRedis.flatMap((c) => (c.serverCost!.postgres?.top ?? []).map((st) => ({ c, st }))),
+    // What an order costs each server, counted by the servers.
+    costed: run.perOrder
+      .filter((c) => c.serverCost)
+      .map((c) => ({
+        ...c,
+        busiest: Math.max(...c.serverCost!.redis.nodes.map((n) => n.cpuMsPerOrder)),
+        byCommand: Object.entries(c.serverCost!.redis.byCommand)
+          .map(([name, n]) => `${name} ${num(n, 3)}`)
+          .join(', '),
+      })),
     lockFree: run.lockFree.length ? sales([...f.product, ...run.alternative, ...run.lockFree]) : [],
     memory: run.memory,
     growth: run.growth,
