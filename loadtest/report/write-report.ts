@@ -80,12 +80,11 @@ export async function writeReport(run: RunResults, file: string, resultsFile: st
   const notesFile = resultsFile.replace(/\.json$/, '.notes.md');
   const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
   mkdirSync(chartDir, { recursive: true });
-  const more: Record<string, string | undefined> = {
+  const charts = await renderCharts(runFigures(run), chartDir);
+  const text = renderReport(run, path.relative(dir, resultsFile), {
     notes: existsSync(notesFile) ? readFileSync(notesFile, 'utf8').trim() : undefined,
-  };
-  for (const c of await renderCharts(runFigures(run), chartDir))
-    more[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
-  const text = renderReport(run, path.relative(dir, resultsFile), more);
+    ...Object.fromEntries(charts.map((c) => [`chart:${c.name}`, `![${c.title}](${path.relative(dir, c.file)})`])),
+  });
   writeFileSync(file, text);
   return verdictOf(text);
 }
@@ -121,7 +120,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
     headlineSegments: String(HEADLINE_SEGMENTS),
     exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
     httpCeiling: ceiling,
-    ceilingRate: int(ceiling),
     ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
     skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
@@ -143,18 +141,14 @@ function tableRows(f: RunFigures) {
       visits: c.lock && bounded(c.lock.segmentVisitsP99, '> 256', (n) => `≤ ${n}`),
       waitP99: c.lock && bounded(c.lock.lockWaitP99Ms, '> 5,000', ms),
     }));
-  /** Orders/s against the case of the same table (and round) whose `key` is `value`. */
-  const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K]) =>
-    cases.map((c) => {
-      const base = cases.find((x) => x[key] === value && x.round === c.round)?.perSecond ?? NaN;
-      return { ...c, ratio: c.perSecond / base };
-    });
+  /** Orders/s against the case of the same table that `isBase` picks for each. */
+  const against = <T extends SalesCase>(cases: T[], isBase: (x: T, c: T) => boolean) =>
+    cases.map((c) => ({ ...c, ratio: c.perSecond / (cases.find((x) => isBase(x, c))?.perSecond ?? NaN) }));
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   // A lock cell is compared with the better peer library of its cell; comparing backends, with the Redis backend.
   const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
     f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
-  const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
   // under "Where the CPU went".
   const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
@@ -170,7 +164,7 @@ function tableRows(f: RunFigures) {
     headline: headline.map((r) => ({
       ...r,
       overAlternative: 'books' in r ? f.overAlternative(r as SalesCase) : NaN,
-      overEcho: r.perSecond / (f.echoFor(r)?.perSecond ?? NaN),
+      overEcho: f.overEcho(r),
     })),
     echoes: [...run.ceiling, ...run.bareEcho],
     real: sales(f.allOf('real')),
@@ -205,17 +199,16 @@ function tableRows(f: RunFigures) {
     dashboard: run.dashboard.flatMap((c) =>
       c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
     ),
-    auth: against(run.auth, 'auth', 'none'),
-    events: against(run.events, 'events', 'off'),
+    auth: against(run.auth, (x, c) => x.auth === 'none' && x.round === c.round),
+    events: against(run.events, (x, c) => x.events === 'off' && x.round === c.round),
     retention: run.eventRetention.flatMap((c) =>
       c.samples.map((x) => ({ ...x, expected: c.retentionSeconds * x.ordersPerSecond })),
     ),
     locks: run.locks.map((r) => ({ ...r, ratio: r.sectionsPerSecond / (lockBaseline(r)?.sectionsPerSecond ?? NaN) })),
-    lockOrderFlow: run.lockOrderFlow.map((c) => ({
-      ...c,
-      ratio: c.perSecond / (onRedis(c)?.perSecond ?? NaN),
-      notPlaced: c.measured.responses - (c.measured.statusCounts[201] ?? 0),
-    })),
+    lockOrderFlow: against(
+      run.lockOrderFlow.map((c) => ({ ...c, notPlaced: c.measured.responses - (c.measured.statusCounts[201] ?? 0) })),
+      (x, c) => x.lockBackend === 'redis' && x.holdMs === c.holdMs,
+    ),
     // Where each round's CPU went, by process group.
     cpu: [
       ...[run.ceiling, run.bareEcho, f.allOf('real'), f.allOf('business-step')],
