@@ -19,8 +19,7 @@ const NOT_MEASURED = '_Not measured in this run._';
 const TARGET_ROW = /^\| .* \| \{\{([\w:.-]+)\.result\}\} \|$/;
 const JUDGED_ROW = /^\| (.*?) \| (.*) \| \*\*(met|not met)\*\* \|$/gm;
 
-// The template's helpers: the number formats, a ratio, CPU ms per answer, and a table's rows or, when it has none,
-// that it was not measured.
+// The template's helpers: number formats, a ratio, CPU ms per answer; a table without rows says it was not measured.
 const handlebars = Handlebars.create();
 const formats = { int, ms, pct, times, num, mib };
 const over = (part: number, whole: number) => part / whole;
@@ -106,15 +105,14 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
   const { settings, startedAt, finishedAt } = meta;
   const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
-  const asText = (v: unknown) => (Number.isInteger(v) ? int(v as number) : String(v));
+  // Whole numbers as the prose writes them (10,000).
+  const asWritten = (v: unknown) => (Number.isInteger(v) ? int(v as number) : v);
   return {
-    ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asText(v)])),
+    ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asWritten(v)])),
     date: startedAt.slice(0, 10),
     minutes: String(Math.round((Date.parse(finishedAt) - Date.parse(startedAt)) / 60000)),
     resultsName: path.basename(resultsPath),
     resultsPath,
-    cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
-    cpuCount: String(meta.cpus.count),
     machineMemory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
