@@ -22,10 +22,9 @@ export class ServerStats {
     const counting = async (db: Db) => {
       await sql`create extension if not exists pg_stat_statements`.execute(db);
       await sampleStatements(db);
-      return true;
+      return db;
     };
-    const loaded = db && (await counting(db).catch(() => false));
-    return new ServerStats(nodes, loaded ? db : null);
+    return new ServerStats(nodes, db && (await counting(db).catch(() => null)));
   }
 
   /** Starts counting; the returned function ends it and divides by the orders the round answered. */
