@@ -55,7 +55,6 @@ async function sampleRedis(node: Redis) {
   // The INFO commands this measurement sends itself are left out.
   const calls = [...commandstats!.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].filter(([, name]) => name !== 'info');
   return {
-    address: `${node.options.host}:${node.options.port}`,
     role: /^role:master/m.test(replication!) ? 'primary' : 'replica',
     cpuSeconds: field('used_cpu_user') + field('used_cpu_sys'),
     calls: new Map(calls.map(([, name, n]) => [name!, Number(n)])),
@@ -82,8 +81,7 @@ function perOrder(before: Sample, after: Sample, orders: number) {
         const ran = n - (earlier.calls.get(name) ?? 0);
         if (ran > 0) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + ran);
       }
-    const cpuMsPerOrder = per((node.cpuSeconds - earlier.cpuSeconds) * 1000);
-    return { address: node.address, role: node.role, cpuMsPerOrder };
+    return { role: node.role, cpuMsPerOrder: per((node.cpuSeconds - earlier.cpuSeconds) * 1000) };
   });
   const statements = [...(after.postgres ?? [])].flatMap(([id, now]) => {
     const then = before.postgres?.get(id);
