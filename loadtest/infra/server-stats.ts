@@ -22,10 +22,9 @@ export class ServerStats {
     const counting = async (db: Db) => {
       await sql`create extension if not exists pg_stat_statements`.execute(db);
       await sampleStatements(db);
-      return true;
+      return db;
     };
-    const loaded = db && (await counting(db).catch(() => false));
-    return new ServerStats(nodes, loaded ? db : null);
+    return new ServerStats(nodes, db && (await counting(db).catch(() => null)));
   }
 
   /** Starts counting; the returned function ends it and divides by the orders the round answered. */
@@ -56,7 +55,6 @@ async function sampleRedis(node: Redis) {
   // The INFO commands this measurement sends itself are left out.
   const calls = [...commandstats!.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].filter(([, name]) => name !== 'info');
   return {
-    address: `${node.options.host}:${node.options.port}`,
     role: /^role:master/m.test(replication!) ? 'primary' : 'replica',
     cpuSeconds: field('used_cpu_user') + field('used_cpu_sys'),
     calls: new Map(calls.map(([, name, n]) => [name!, Number(n)])),
@@ -64,12 +62,11 @@ async function sampleRedis(node: Redis) {
 }
 
 async function sampleStatements(db: Db) {
-  const { rows } = await sql<{ id: string; query: string; calls: number; exec_ms: number }>`
-    select s.queryid::text as id, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) as query,
-      s.calls::bigint as calls, s.total_exec_time as exec_ms
+  const { rows } = await sql<{ id: string; calls: number; exec_ms: number }>`
+    select s.queryid::text as id, s.calls::bigint as calls, s.total_exec_time as exec_ms
     from pg_stat_statements s join pg_database d on d.oid = s.dbid
     where d.datname = current_database() and s.query not like '%pg_stat_statements%'`.execute(db);
-  return new Map(rows.map((r) => [r.id, { query: r.query, calls: Number(r.calls), execMs: r.exec_ms }]));
+  return new Map(rows.map((r) => [r.id, { calls: Number(r.calls), execMs: r.exec_ms }]));
 }
 
 type Sample = Awaited<ReturnType<ServerStats['sample']>>;
@@ -79,24 +76,21 @@ function perOrder(before: Sample, after: Sample, orders: number) {
   const onPrimaries = new Map<string, number>();
   const nodes = after.redis.map((node, i) => {
     const earlier = before.redis[i]!;
-    let commands = 0;
-    for (const [name, n] of node.calls) {
-      const ran = n - (earlier.calls.get(name) ?? 0);
-      commands += ran;
-      if (node.role === 'primary' && ran > 0) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + ran);
-    }
-    const cpuMsPerOrder = per((node.cpuSeconds - earlier.cpuSeconds) * 1000);
-    return { address: node.address, role: node.role, commandsPerOrder: per(commands), cpuMsPerOrder };
+    if (node.role === 'primary')
+      for (const [name, n] of node.calls) {
+        const ran = n - (earlier.calls.get(name) ?? 0);
+        if (ran > 0) onPrimaries.set(name, (onPrimaries.get(name) ?? 0) + ran);
+      }
+    return { role: node.role, cpuMsPerOrder: per((node.cpuSeconds - earlier.cpuSeconds) * 1000) };
   });
   const statements = [...(after.postgres ?? [])].flatMap(([id, now]) => {
     const then = before.postgres?.get(id);
     const calls = now.calls - (then?.calls ?? 0);
-    return calls > 0 ? [{ query: now.query, calls, execMs: now.execMs - (then?.execMs ?? 0) }] : [];
+    return calls > 0 ? [{ calls, execMs: now.execMs - (then?.execMs ?? 0) }] : [];
   });
-  const top = statements.sort((a, b) => b.calls - a.calls).slice(0, 8);
   return {
     redis: {
-      /** Every node: commands it ran (a replica's are its primary's writes, replicated) and its CPU. */
+      /** Every node's CPU; a replica's is its primary's writes, replicated. */
       nodes,
       scriptCallsPerOrder: per(sum([...onPrimaries].filter(([name]) => SCRIPT_CALLS.has(name)).map(([, n]) => n))),
       /** Every command the primaries ran, the scripts' inner commands included. */
@@ -107,7 +101,6 @@ function perOrder(before: Sample, after: Sample, orders: number) {
     postgres: after.postgres && {
       statementsPerOrder: per(sum(statements.map((s) => s.calls))),
       execMsPerOrder: per(sum(statements.map((s) => s.execMs))),
-      top: top.map((s) => ({ query: s.query, perOrder: per(s.calls), meanMs: s.execMs / s.calls })),
     },
   };
 }

@@ -29,7 +29,6 @@ export async function renderCharts(f: RunFigures, dir: string) {
     ...run.lockFree.map((c) => bar(c.label.replace(/^lock-free · /, ''), c.perSecond, 'lock-free baseline')),
     ...f.refusals.map((c) => bar(`${c.label.split(' · ')[0]}: 409 answers`, c.perSecond, 'product')),
   ];
-  const guards = ['no shared lock', 'lock shared by every caller'];
   const datasets: Record<string, object[]> = {
     sales: points,
     ceiling,
@@ -49,7 +48,7 @@ export async function renderCharts(f: RunFigures, dir: string) {
     oversold: run.oversell.map((c) => ({
       label: oversellName(c),
       oversold: c.books.oversold,
-      guard: guards[Number(expectedSafe(c))],
+      guard: expectedSafe(c) ? 'lock shared by every caller' : 'no shared lock',
     })),
   };
   const first = run.oversell[0];

@@ -19,8 +19,7 @@ const NOT_MEASURED = '_Not measured in this run._';
 const TARGET_ROW = /^\| .* \| \{\{([\w:.-]+)\.result\}\} \|$/;
 const JUDGED_ROW = /^\| (.*?) \| (.*) \| \*\*(met|not met)\*\* \|$/gm;
 
-// The template's helpers: the number formats, a ratio, CPU ms per answer, and a table's rows or, when it has none,
-// that it was not measured.
+// The template's helpers: number formats, a ratio, CPU ms per answer; a table without rows says it was not measured.
 const handlebars = Handlebars.create();
 const formats = { int, ms, pct, times, num, mib };
 const over = (part: number, whole: number) => part / whole;
@@ -80,12 +79,11 @@ export async function writeReport(run: RunResults, file: string, resultsFile: st
   const notesFile = resultsFile.replace(/\.json$/, '.notes.md');
   const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
   mkdirSync(chartDir, { recursive: true });
-  const more: Record<string, string | undefined> = {
+  const charts = await renderCharts(runFigures(run), chartDir);
+  const text = renderReport(run, path.relative(dir, resultsFile), {
     notes: existsSync(notesFile) ? readFileSync(notesFile, 'utf8').trim() : undefined,
-  };
-  for (const c of await renderCharts(runFigures(run), chartDir))
-    more[`chart:${c.name}`] = `![${c.title}](${path.relative(dir, c.file)})`;
-  const text = renderReport(run, path.relative(dir, resultsFile), more);
+    ...Object.fromEntries(charts.map((c) => [`chart:${c.name}`, `![${c.title}](${path.relative(dir, c.file)})`])),
+  });
   writeFileSync(file, text);
   return verdictOf(text);
 }
@@ -107,21 +105,19 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
   const { settings, startedAt, finishedAt } = meta;
   const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
-  const asText = (v: unknown) => (Number.isInteger(v) ? int(v as number) : String(v));
+  // Whole numbers as the prose writes them (10,000).
+  const asWritten = (v: unknown) => (Number.isInteger(v) ? int(v as number) : v);
   return {
-    ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asText(v)])),
+    ...Object.fromEntries(Object.entries({ ...meta, ...settings }).map(([name, v]) => [name, asWritten(v)])),
     date: startedAt.slice(0, 10),
     minutes: String(Math.round((Date.parse(finishedAt) - Date.parse(startedAt)) / 60000)),
     resultsName: path.basename(resultsPath),
     resultsPath,
-    cpu: `${meta.cpus.count} × ${meta.cpus.model}`,
-    cpuCount: String(meta.cpus.count),
     machineMemory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
     exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
     httpCeiling: ceiling,
-    ceilingRate: int(ceiling),
     ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
     skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
@@ -143,18 +139,14 @@ function tableRows(f: RunFigures) {
       visits: c.lock && bounded(c.lock.segmentVisitsP99, '> 256', (n) => `≤ ${n}`),
       waitP99: c.lock && bounded(c.lock.lockWaitP99Ms, '> 5,000', ms),
     }));
-  /** Orders/s against the case of the same table (and round) whose `key` is `value`. */
-  const against = <K extends keyof SalesCase>(cases: SalesCase[], key: K, value: SalesCase[K]) =>
-    cases.map((c) => {
-      const base = cases.find((x) => x[key] === value && x.round === c.round)?.perSecond ?? NaN;
-      return { ...c, ratio: c.perSecond / base };
-    });
+  /** Orders/s against the case of the same table that `isBase` picks for each. */
+  const against = <T extends SalesCase>(cases: T[], isBase: (x: T, c: T) => boolean) =>
+    cases.map((c) => ({ ...c, ratio: c.perSecond / (cases.find((x) => isBase(x, c))?.perSecond ?? NaN) }));
   const variants = (p: SalesCase['profile']) =>
     [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   // A lock cell is compared with the better peer library of its cell; comparing backends, with the Redis backend.
   const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
     f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
-  const onRedis = (c: SalesCase) => run.lockOrderFlow.find((x) => x.lockBackend === 'redis' && x.holdMs === c.holdMs);
   // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
   // under "Where the CPU went".
   const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
@@ -166,16 +158,11 @@ function tableRows(f: RunFigures) {
     ...f.refusals.map((c) => ({ ...c, label: `${c.label} (409s)` })),
     ...variants('business-step'),
   ].filter((c) => c !== undefined);
-  // What an order costs each server, counted by the servers, with the Redis load per node.
-  const costed = run.perOrder.filter((c) => c.serverCost);
-  const redis = (c: SalesCase) => c.serverCost!.redis;
-  // The statements do not depend on the Redis: those of the cases on the first one.
-  const onFirstRedis = costed.filter((c) => c.redis === costed[0]?.redis);
   return {
     headline: headline.map((r) => ({
       ...r,
       overAlternative: 'books' in r ? f.overAlternative(r as SalesCase) : NaN,
-      overEcho: r.perSecond / (f.echoFor(r)?.perSecond ?? NaN),
+      overEcho: f.overEcho(r),
     })),
     echoes: [...run.ceiling, ...run.bareEcho],
     real: sales(f.allOf('real')),
@@ -194,32 +181,32 @@ function tableRows(f: RunFigures) {
         { ...reserved, ratio: reserved.perSecond / direct.perSecond },
       ].map((r) => ({ ...r, requestsPerSecond: Object.values(r.measured.ratePerSecond).reduce((a, b) => a + b, 0) })),
     ),
-    costed: costed.map((c) => ({
-      ...c,
-      busiest: Math.max(...redis(c).nodes.map((n) => n.cpuMsPerOrder)),
-      byCommand: Object.entries(redis(c).byCommand)
-        .map(([name, n]) => `${name} ${num(n, 3)}`)
-        .join(', '),
-    })),
-    nodes: costed.flatMap((c) => redis(c).nodes.map((n) => ({ c, n }))),
-    statements: onFirstRedis.flatMap((c) => (c.serverCost!.postgres?.top ?? []).map((st) => ({ c, st }))),
+    // What an order costs each server, counted by the servers.
+    costed: run.perOrder
+      .filter((c) => c.serverCost)
+      .map((c) => ({
+        ...c,
+        busiest: Math.max(...c.serverCost!.redis.nodes.map((n) => n.cpuMsPerOrder)),
+        byCommand: Object.entries(c.serverCost!.redis.byCommand)
+          .map(([name, n]) => `${name} ${num(n, 3)}`)
+          .join(', '),
+      })),
     lockFree: run.lockFree.length ? sales([...f.product, ...run.alternative, ...run.lockFree]) : [],
     memory: run.memory,
     growth: run.growth,
     dashboard: run.dashboard.flatMap((c) =>
       c.rounds.map((r) => ({ ...r, events: r.label.includes('watching') ? int(c.minEventsPerWatcher) : '–' })),
     ),
-    auth: against(run.auth, 'auth', 'none'),
-    events: against(run.events, 'events', 'off'),
+    auth: against(run.auth, (x, c) => x.auth === 'none' && x.round === c.round),
+    events: against(run.events, (x, c) => x.events === 'off' && x.round === c.round),
     retention: run.eventRetention.flatMap((c) =>
       c.samples.map((x) => ({ ...x, expected: c.retentionSeconds * x.ordersPerSecond })),
     ),
     locks: run.locks.map((r) => ({ ...r, ratio: r.sectionsPerSecond / (lockBaseline(r)?.sectionsPerSecond ?? NaN) })),
-    lockOrderFlow: run.lockOrderFlow.map((c) => ({
-      ...c,
-      ratio: c.perSecond / (onRedis(c)?.perSecond ?? NaN),
-      notPlaced: c.measured.responses - (c.measured.statusCounts[201] ?? 0),
-    })),
+    lockOrderFlow: against(
+      run.lockOrderFlow.map((c) => ({ ...c, notPlaced: c.measured.responses - (c.measured.statusCounts[201] ?? 0) })),
+      (x, c) => x.lockBackend === 'redis' && x.holdMs === c.holdMs,
+    ),
     // Where each round's CPU went, by process group.
     cpu: [
       ...[run.ceiling, run.bareEcho, f.allOf('real'), f.allOf('business-step')],
