@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     // A run made before a scenario existed has no list of its cases.
     const earlier = { ...plan.emptyCases(), ...JSON.parse(readFileSync(resultsFile, 'utf8')) } as RunResults;
     const reportFile = path.resolve((cli.report as string | undefined) ?? resultsFile.replace(/\.json$/, '.md'));
-    const verdict = await writeReport(earlier, reportFile, resultsFile);
+    const verdict = writeReport(earlier, reportFile, resultsFile);
     return void process.stderr.write(`report: ${path.relative(process.cwd(), reportFile)}\n\n${verdict.join('\n')}\n`);
   }
   const mode = cli.quick ? 'quick' : 'full';
@@ -115,9 +115,7 @@ async function main(): Promise<void> {
     const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
     const reportFile =
       cli.report !== false && path.resolve(cli.report ?? (whole ? 'docs/benchmarks.md' : besideResults));
-    const verdict = reportFile
-      ? await writeReport(run, reportFile, resultsFile)
-      : verdictOf(renderReport(run, resultsFile));
+    const verdict = reportFile ? writeReport(run, reportFile, resultsFile) : verdictOf(renderReport(run, resultsFile));
     if (reportFile) progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);

@@ -1,4 +1,4 @@
-/** What the report's tables, targets and charts share: number formats and a run's key figures. */
+/** What the report's tables and targets share: number formats and a run's key figures. */
 import type { CpuUsage } from '../infra/process-usage.js';
 import type { RunResults } from '../run-results.js';
 import type { RoundResult } from '../runner/round.js';
@@ -34,7 +34,7 @@ export const expectedSafe = (c: { guard: string; instances: number }) =>
 
 export type RunFigures = ReturnType<typeof runFigures>;
 
-/** The figures the targets, tables and charts are stated in, derived once from a run. */
+/** The figures the targets and tables are stated in, derived once from a run. */
 export function runFigures(run: RunResults) {
   const ceilings = run.ceiling.filter((c) => c.instances === 1);
   // The real section's sweep is as shipped (combining on), the business step's with combining off.

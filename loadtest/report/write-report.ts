@@ -1,10 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Handlebars from 'handlebars';
 import type { RunResults } from '../run-results.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
-import { renderCharts } from './charts.js';
 import { type Answers, expectedSafe, int, mib, ms, num, pct, type RunFigures } from './figures.js';
 import { msPerAnswer, oversellName, runFigures, times } from './figures.js';
 import { JUDGED_WHEN_QUICK, judgeTargets } from './targets.js';
@@ -44,13 +43,13 @@ handlebars.registerHelper({
 
 /**
  * The report of a run: the template filled with its figures and tables, and the Targets table's rows of targets the
- * run did not measure left out. `more`: the charts, when they were drawn, and the notes someone wrote about the run.
+ * run did not measure left out. `notes`: what someone wrote about the run.
  */
-export function renderReport(run: RunResults, resultsPath: string, more: Record<string, string | undefined> = {}) {
+export function renderReport(run: RunResults, resultsPath: string, notes?: string) {
   const f = runFigures(run);
   const quick = run.meta.mode === 'quick';
   const targets = judgeTargets(f);
-  const data: Record<string, unknown> = { ...facts(f, resultsPath), rows: tableRows(f), quick, ...more };
+  const data: Record<string, unknown> = { ...facts(f, resultsPath), rows: tableRows(f), quick, notes };
   for (const [name, target] of Object.entries(targets)) {
     const judged = !quick || JUDGED_WHEN_QUICK.has(name);
     const result = !judged ? 'not judged in a quick run' : target.met ? '**met**' : '**not met**';
@@ -71,19 +70,14 @@ export function renderReport(run: RunResults, resultsPath: string, more: Record<
 }
 
 /**
- * Writes the report and its charts; answers the report's headline and verdict, for the console. What someone wrote
+ * Writes the report; answers the report's headline and verdict, for the console. What someone wrote
  * about the run beside its results (`<results>.notes.md`) goes into its analysis.
  */
-export async function writeReport(run: RunResults, file: string, resultsFile: string): Promise<string[]> {
+export function writeReport(run: RunResults, file: string, resultsFile: string): string[] {
   const dir = path.dirname(file);
   const notesFile = resultsFile.replace(/\.json$/, '.notes.md');
-  const chartDir = path.join(dir, file.endsWith('benchmarks.md') ? 'charts' : `${path.basename(file, '.md')}-charts`);
-  mkdirSync(chartDir, { recursive: true });
-  const charts = await renderCharts(runFigures(run), chartDir);
-  const text = renderReport(run, path.relative(dir, resultsFile), {
-    notes: existsSync(notesFile) ? readFileSync(notesFile, 'utf8').trim() : undefined,
-    ...Object.fromEntries(charts.map((c) => [`chart:${c.name}`, `![${c.title}](${path.relative(dir, c.file)})`])),
-  });
+  const notes = existsSync(notesFile) ? readFileSync(notesFile, 'utf8').trim() : undefined;
+  const text = renderReport(run, path.relative(dir, resultsFile), notes);
   writeFileSync(file, text);
   return verdictOf(text);
 }
