@@ -97,7 +97,6 @@ export function verdictOf(report: string): string[] {
 function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
   const { meta } = run;
   const { settings, startedAt, finishedAt } = meta;
-  const example = (run.segments[0] ?? run.ceiling[0])?.measured.autocannon.flags;
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
   // Whole numbers as the prose writes them (10,000).
   const asWritten = (v: unknown) => (Number.isInteger(v) ? int(v as number) : v);
@@ -110,7 +109,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
     machineMemory: `${(meta.memoryBytes / 2 ** 30).toFixed(1)} GiB`,
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
-    exampleFlags: example && `\`\`\`\n${example}\n\`\`\``,
     httpCeiling: ceiling,
     ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),

@@ -87,7 +87,6 @@ export async function runRound(spec: RoundSpec, expectedStatus: number, progress
   const steady = Object.entries(statusCounts(answers.filter((a) => a.at <= steadyMs)));
   const round = {
     title: spec.title,
-    autocannon: { flags: flagsOf(options, spec) },
     responses: answers.length,
     statusCounts: statusCounts(answers),
     durationSeconds: elapsedMs / 1000,
@@ -116,7 +115,6 @@ export function mergeSlices(title: string, slices: RoundResult[], latencies: num
   const rates = Object.entries(statusCounts).map(([status, count]) => [status, count / steadySeconds[status]!]);
   return {
     title,
-    autocannon: { flags: `${slices.length} slices of ${slices[0]!.autocannon.flags}` },
     responses: slices.reduce((sum, slice) => sum + slice.responses, 0),
     statusCounts,
     durationSeconds: slices.reduce((sum, slice) => sum + slice.durationSeconds, 0),
@@ -130,18 +128,6 @@ function summarize(values: number[]) {
   const sorted = Float64Array.from(values).sort();
   const at = (q: number) => sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1))] ?? 0;
   return { p50: at(0.5), p97_5: at(0.975), p99: at(0.99), max: at(1) };
-}
-
-/** The same round as autocannon command-line flags, for the report; request sequences have no flag, so it says so. */
-function flagsOf(options: autocannon.Options, spec: RoundSpec): string {
-  const parts = [`-c ${options.connections}`, `-p ${options.pipelining}`, `-t ${options.timeout}`];
-  parts.push(options.amount !== undefined ? `-a ${options.amount}` : `-d ${options.duration}`, `-m ${options.method}`);
-  for (const [name, value] of Object.entries(options.headers ?? {})) parts.push(`-H '${name}: ${value}'`);
-  if (options.body !== undefined) parts.push(`-b '${options.body as string}'`);
-  if (spec.confirmEach) parts.push('(each placed order then confirmed: a request sequence, set in code)');
-  if (spec.pickSku) parts.push('(a random SKU per request: a setupRequest callback, set in code)');
-  if (spec.requests) parts.push('(each request made afresh: a setupRequest callback, set in code)');
-  return `autocannon ${parts.join(' ')} ${String(options.url)}`;
 }
 
 /** Progress while the run goes: a line when a round starts and one with its figures when it ends. */

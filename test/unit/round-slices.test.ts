@@ -5,7 +5,6 @@ import { mergeSlices, type RoundResult } from '../../loadtest/runner/round.js';
 
 const slice = (answers: number, perSecond: number): RoundResult => ({
   title: 'slice',
-  autocannon: { flags: `autocannon -c 64 -a ${answers}` },
   responses: answers,
   statusCounts: { 409: answers },
   durationSeconds: answers / perSecond + 0.01,
@@ -21,7 +20,6 @@ describe('a round measured in slices', () => {
     expect(merged.statusCounts).toEqual({ 409: 400 });
     expect(merged.responses).toBe(400);
     expect(merged.durationSeconds).toBeCloseTo(0.32, 6);
-    expect(merged.autocannon.flags).toBe('2 slices of autocannon -c 64 -a 100');
   });
 
   it('summarises the latencies of every answer of every slice', () => {
