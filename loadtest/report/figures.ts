@@ -65,7 +65,6 @@ export function runFigures(run: RunResults) {
     run,
     ceilings,
     ceiling,
-    drift: ceilings.length > 1 ? ceilings.at(-1)!.perSecond / ceilings[0]!.perSecond : NaN,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
     echoFor,

@@ -94,7 +94,7 @@ export function verdictOf(report: string): string[] {
 }
 
 /** The run's machine, settings and single figures the prose quotes; the settings under their own names. */
-function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
+function facts({ run, ceiling }: RunFigures, resultsPath: string) {
   const { meta } = run;
   const { settings, startedAt, finishedAt } = meta;
   const clusterCeiling = run.ceiling.find((c) => c.instances > 1);
@@ -110,7 +110,6 @@ function facts({ run, ceiling, drift }: RunFigures, resultsPath: string) {
     mixedSpread: pct(1 - settings.mixedHotShare),
     headlineSegments: String(HEADLINE_SEGMENTS),
     httpCeiling: ceiling,
-    ceilingDrift: num(drift),
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
     skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
   };

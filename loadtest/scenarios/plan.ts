@@ -1,4 +1,4 @@
-// A run's cases as one table, run in order so one service is busy at a time; the ceiling first and last shows drift.
+// A run's cases as one table, run in order so one service is busy at a time.
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
@@ -94,7 +94,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   const inTurn = <T>(round: number, sides: readonly T[]) => (round % 2 ? sides : [...sides].reverse());
   const endpoints = s.segmentCounts.filter((k) => k === 1 || k === n);
 
-  ceiling('ceiling-first', 'HTTP ceiling (first)');
+  ceiling('ceiling', 'HTTP ceiling');
   const uncombined: ServiceSpec = { label: 'service, combining off', env: COMBINING_OFF };
   sweep('real', REAL, s.segmentCounts);
   sweep('real', uncombined, endpoints);
@@ -227,7 +227,6 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers, tags };
       sales('lock-order-flow', r.lockOrderFlow, service, flow, ownServers(lockBackend));
     }
-  ceiling('ceiling-last', 'HTTP ceiling (last)');
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
