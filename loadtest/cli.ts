@@ -5,7 +5,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { expectedSafe } from './report/figures.js';
-import { renderReport, verdictOf, writeReport } from './report/write-report.js';
+import { writeReport } from './report/write-report.js';
 import { RunProgress } from './runner/round.js';
 import { describeRun, type RunResults } from './run-results.js';
 import { presets, RunContext, type RunSettings } from './scenarios/context.js';
@@ -53,7 +53,6 @@ const program = new Command('loadtest')
   .option('--only <list>', `run only these: ${plan.scenarioNames.join(', ')}`, oneOf(plan.scenarioNames))
   .option('--results-dir <dir>', 'where the raw results go', 'loadtest/results')
   .option('--report <file>', 'markdown report (default: docs/benchmarks.md for a whole run, else beside results)')
-  .option('--no-report', 'write the results json only')
   .option('--report-from <results>', 'measure nothing: write the report of an earlier run from its results json')
   .addHelpText('after', '\nThe run starts its own Redis and Postgres, or uses REDIS_URL / DATABASE_URL.');
 const settingFlags = settingOptions.map(([flags, help, parse, ...names]) => {
@@ -112,11 +111,11 @@ async function main(): Promise<void> {
     progress.note(`results: ${path.relative(process.cwd(), resultsFile)}`);
     // docs/benchmarks.md is the report of a whole run; any other run's goes beside its results.
     const whole = mode === 'full' && !named;
-    const besideResults = path.join(cli.resultsDir as string, `${stamp}.md`);
-    const reportFile =
-      cli.report !== false && path.resolve(cli.report ?? (whole ? 'docs/benchmarks.md' : besideResults));
-    const verdict = reportFile ? writeReport(run, reportFile, resultsFile) : verdictOf(renderReport(run, resultsFile));
-    if (reportFile) progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
+    const reportFile = path.resolve(
+      cli.report ?? (whole ? 'docs/benchmarks.md' : resultsFile.replace(/\.json$/, '.md')),
+    );
+    const verdict = writeReport(run, reportFile, resultsFile);
+    progress.note(`report: ${path.relative(process.cwd(), reportFile)}`);
     const failures = bookFailures(run);
     for (const failure of failures) progress.note(`INVARIANT FAILED: ${failure}`);
     // Last, on one screen: the headline and the verdict, as the report opens.

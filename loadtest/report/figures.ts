@@ -14,6 +14,8 @@ export const pct = finite((n) => `${(n * 100).toFixed(n < 0.1 ? 1 : 0)} %`);
 export const times = finite((n) => `×${n.toFixed(n >= 10 ? 1 : 2)}`);
 export const num = (n: number, digits = 2) => finite((x) => x.toFixed(digits))(n);
 export const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
+/** The formats the report's template calls by name. */
+export const formats = { int, ms, pct, times, num, mib };
 const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
 /** The median round (the lower of two) by rate, or by `by`: what a comparison measured in rounds is judged on. */
 export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T) => r.perSecond) =>

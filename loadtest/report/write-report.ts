@@ -4,8 +4,7 @@ import Handlebars from 'handlebars';
 import type { RunResults } from '../run-results.js';
 import { HEADLINE_SEGMENTS } from '../scenarios/plan.js';
 import type { SalesCase } from '../scenarios/sales.js';
-import { type Answers, expectedSafe, int, mib, ms, num, pct, type RunFigures } from './figures.js';
-import { msPerAnswer, oversellName, runFigures, times } from './figures.js';
+import { expectedSafe, formats, msPerAnswer, oversellName, runFigures, type RunFigures } from './figures.js';
 import { JUDGED_WHEN_QUICK, judgeTargets } from './targets.js';
 
 // Beside this file in the sources; compiled, this file is in dist/ and the template is not.
@@ -20,7 +19,7 @@ const JUDGED_ROW = /^\| (.*?) \| (.*) \| \*\*(met|not met)\*\* \|$/gm;
 
 // The template's helpers: number formats, a ratio, CPU ms per answer; a table without rows says it was not measured.
 const handlebars = Handlebars.create();
-const formats = { int, ms, pct, times, num, mib };
+const { int, ms, num, pct } = formats;
 const over = (part: number, whole: number) => part / whole;
 for (const [name, format] of Object.entries({ ...formats, over, cpuMs: msPerAnswer }))
   handlebars.registerHelper(name, (...args: unknown[]) =>
@@ -133,28 +132,10 @@ function tableRows(f: RunFigures) {
   /** Orders/s against the case of the same table that `isBase` picks for each. */
   const against = <T extends SalesCase>(cases: T[], isBase: (x: T, c: T) => boolean) =>
     cases.map((c) => ({ ...c, ratio: c.perSecond / (cases.find((x) => isBase(x, c))?.perSecond ?? NaN) }));
-  const variants = (p: SalesCase['profile']) =>
-    [1, HEADLINE_SEGMENTS].flatMap((n) => [false, true].flatMap((on) => f.at(p, n, on) ?? []));
   // A lock cell is compared with the better peer library of its cell; comparing backends, with the Redis backend.
   const lockBaseline = ({ keys, holdMs }: RunResults['locks'][number]) =>
     f.fastest(f.lockCell(keys, holdMs), false) ?? f.lockCell(keys, holdMs).find((x) => x.contender === 'backend:redis');
-  // A comparison measured in several rounds shows its median round here (by the ratio of its sides), every round
-  // under "Where the CPU went".
-  const compared = [f.hotBeside, f.traffic('spread'), f.traffic('mixed')];
-  const headline: Answers[] = [
-    ...[f.echoFor(f.hotOverEcho ?? {}), ...f.ceilings],
-    ...compared.map((c) => c && f.alternativeFor(c)),
-    ...variants('real'),
-    ...compared,
-    ...f.refusals.map((c) => ({ ...c, label: `${c.label} (409s)` })),
-    ...variants('business-step'),
-  ].filter((c) => c !== undefined);
   return {
-    headline: headline.map((r) => ({
-      ...r,
-      overAlternative: 'books' in r ? f.overAlternative(r as SalesCase) : NaN,
-      overEcho: f.overEcho(r),
-    })),
     echoes: [...run.ceiling, ...run.bareEcho],
     real: sales(f.allOf('real')),
     step: sales(f.allOf('business-step')),
