@@ -18,20 +18,16 @@ export function describeRun(mode: 'quick' | 'full', startedAt: Date, ctx: RunCon
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     cpus: { count: os.cpus().length, model: os.cpus()[0]?.model.trim() ?? 'unknown' },
     memoryBytes: os.totalmem(),
-    target:
-      'service processes started by this run: node dist/loadtest/bench/bench-main.js (the service as `npm start` runs it, plus the benchmark routes), LOG_LEVEL=warn, defaults otherwise',
     backing: ctx.backing.description(),
     settings: ctx.settings,
   };
 }
 
-/** The commit measured, marked when the service's sources differ from it (the build used the working tree). */
+/** The commit measured, `-dirty` when the working tree differs from it (the build used the working tree). */
 function gitCommit(): string {
-  const git = (...args: string[]) =>
-    execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   try {
-    const head = git('rev-parse', '--short', 'HEAD');
-    return git('status', '--porcelain', '--', 'src', 'migrations') ? `${head} + uncommitted changes in src/` : head;
+    const describe = ['describe', '--always', '--dirty', '--exclude=*'];
+    return execFileSync('git', describe, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   } catch {
     return 'unknown';
   }
