@@ -49,11 +49,8 @@ export function runFigures(run: RunResults) {
   // outside the rounds is set against the other side's median round.
   const sameRound = <T extends Answers>(cases: T[], c: InRound) =>
     c.round === undefined ? median(cases) : cases.find((x) => x.round === c.round);
-  const alternativeFor = (c: InRound & { traffic?: string }) =>
-    sameRound(
-      run.alternative.filter((a) => a.traffic === c.traffic),
-      c,
-    );
+  const alternatives = (traffic?: string) => run.alternative.filter((a) => a.traffic === traffic);
+  const alternativeFor = (c: InRound & { traffic?: string }) => sameRound(alternatives(c.traffic), c);
   const overAlternative = (c: SalesCase) => c.perSecond / (alternativeFor(c)?.perSecond ?? NaN);
   const echoFor = (c: InRound) => sameRound(run.bareEcho, c);
   const overEcho = (c: Answers) => c.perSecond / (echoFor(c)?.perSecond ?? NaN);
@@ -65,7 +62,6 @@ export function runFigures(run: RunResults) {
   const refusalShare = (c: RunResults['soldOut'][number]) => c.perSecond / c.echoBeside.perSecond;
   return {
     run,
-    ceilings,
     ceiling,
     /** Service CPU per echo answer: unlike rates, it barely moves when other processes load the machine. */
     ceilingServiceMs: mean(ceilings.map((c) => msPerAnswer(c)).filter(Number.isFinite)),
