@@ -154,14 +154,11 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
     busyPerOrder: perOrder('stock_lock_busy_total'),
     waitsPerOrder: perOrder('stock_lock_waits_total'),
     segmentVisitsP99: histogramDelta(before, after, 'stock_order_segment_visits').quantileUpperBound(0.99),
-    meanLockWaitMs: wait.mean * 1000,
     lockWaitP99Ms: wait.quantileUpperBound(0.99) * 1000,
     meanHoldMs: hold.mean * 1000,
     acquisitionsPerSecond: delta('stock_lock_acquisitions_total') / seconds,
     lockUtilisation: hold.sum / (seconds * segments),
     fencedOut: delta('stock_fenced_out_total'),
-    /** The gauge restarts at every scrape, so the one after the round covers the round. */
-    eventLoopLagP99Ms: after.sum('nodejs_eventloop_lag_p99_seconds') * 1000,
   };
 }
 
