@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -61,8 +61,8 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       redlockUrls: () => Promise.all(redlockNodes.map(async (node) => (await node()).url)),
       zookeeper: lazy(() => ZooKeeperServer.start()),
       description: () => notes.join('; '),
-      /** The embedded Postgres's data directory, which its postmaster names (CPU accounting); none from DATABASE_URL. */
-      postgresDir: env.DATABASE_URL ? undefined : dir,
+      /** The embedded Postgres's postmaster (CPU accounting): postmaster.pid's first line; none from DATABASE_URL. */
+      postmasterPid: env.DATABASE_URL ? undefined : parseInt(readFileSync(`${dir}/postgres/postmaster.pid`, 'utf8')),
       stop: stopAll,
     };
   } catch (error) {

@@ -9,12 +9,12 @@ export const procAvailable = existsSync('/proc/stat');
 /** The service's and Postgres's CPU during a round, in cores. */
 export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
-// Meters the CPU of the service's processes and of the run's own Postgres (the postmaster naming `postgresDir`, and
-// its backends) until the returned function is called.
-export function meterCpu(servicePids: number[], postgresDir: string | undefined) {
-  const before = snapshot(servicePids, postgresDir);
+// Meters the CPU of the service's processes and of the run's own Postgres (its postmaster and the backends it forks)
+// until the returned function is called.
+export function meterCpu(servicePids: number[], postmaster: number | undefined) {
+  const before = snapshot(servicePids, postmaster);
   return () => {
-    const after = snapshot(servicePids, postgresDir);
+    const after = snapshot(servicePids, postmaster);
     const seconds = (after.at - before.at) / 1000;
     const cores = { service: 0, postgres: 0 };
     // Ticks per process, so that one starting during the round counts in full; one that ended counts in its parent's
@@ -27,7 +27,7 @@ export function meterCpu(servicePids: number[], postgresDir: string | undefined)
   };
 }
 
-function snapshot(servicePids: number[], postgresDir: string | undefined) {
+function snapshot(servicePids: number[], postmaster: number | undefined) {
   const processes = readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .flatMap((entry) => {
@@ -35,22 +35,19 @@ function snapshot(servicePids: number[], postgresDir: string | undefined) {
         const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
         // Fields after the parenthesised command name: state, ppid, …, utime (14th overall), stime, cutime, cstime.
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
         // With the children it reaped (cutime, cstime): a process that ended during a round, such as Postgres's
         // autovacuum workers, counts in its parent's group rather than as another process.
         const ticks = fields.slice(11, 15).reduce((sum, field) => sum + Number(field), 0);
-        return [{ pid: Number(entry), ppid: Number(fields[1]), ticks, cmdline }];
+        return [{ pid: Number(entry), ppid: Number(fields[1]), ticks }];
       } catch {
         return []; // The process ended while we looked.
       }
     });
-  const isPostmaster = (cmdline: string) =>
-    postgresDir && cmdline.includes(postgresDir) && cmdline.includes('postgres');
-  const postmasters = new Set(processes.filter((p) => isPostmaster(p.cmdline)).map((p) => p.pid));
   const ticks = new Map<number, { group: 'service' | 'postgres'; ticks: number }>();
   for (const { pid, ppid, ticks: used } of processes)
     if (servicePids.includes(pid)) ticks.set(pid, { group: 'service', ticks: used });
-    else if (postmasters.has(pid) || postmasters.has(ppid)) ticks.set(pid, { group: 'postgres', ticks: used });
+    else if (postmaster && (pid === postmaster || ppid === postmaster))
+      ticks.set(pid, { group: 'postgres', ticks: used });
   return { at: performance.now(), ticks };
 }
 

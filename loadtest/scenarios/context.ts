@@ -127,7 +127,7 @@ export class RunContext {
       const order = turn % 2 ? [...measured].reverse() : measured;
       for (const { service, spec, status, amount, latencies, slices, cpu } of order) {
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
-        const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.postgresDir) : null;
+        const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.postmasterPid) : null;
         slices.push(await this.round(service, { ...spec, title, amount, latencies }, status));
         if (endCpu) cpu.push(endCpu());
       }
