@@ -41,5 +41,4 @@ async function stop(exitCode: number): Promise<void> {
   await Promise.all(workers.filter((w) => !w.isDead()).map((w) => (w.process.kill('SIGTERM'), once(w, 'exit'))));
   process.exit(exitCode);
 }
-process.on('SIGTERM', () => void stop(0));
-process.on('SIGINT', () => void stop(0));
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => void stop(0));

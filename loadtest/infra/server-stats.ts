@@ -6,44 +6,32 @@ import type { Db } from '../../src/db/database.js';
 const SCRIPT_CALLS = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro']);
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 
-/** What an order costs the servers, from their own counters around a round: every client counts, as in production. */
-export class ServerStats {
-  private constructor(
-    private readonly nodes: Redis[],
-    private readonly db: Db | null,
-  ) {}
+export type ServerStats = Awaited<ReturnType<typeof openServerStats>>;
 
-  /** `redisAddresses`: every node (`host:port` or a URL), each primary and replica of a cluster. */
-  static async open(redisAddresses: string[], db: Db | null): Promise<ServerStats> {
-    const nodes = redisAddresses.map((address) =>
-      new Redis(address.includes('://') ? address : `redis://${address}`, { lazyConnect: true }).on('error', () => {}),
-    );
-    // Without pg_stat_statements in shared_preload_libraries the view fails to read, and statements are not counted.
-    const counting = async (db: Db) => {
-      await sql`create extension if not exists pg_stat_statements`.execute(db);
-      await sampleStatements(db);
-      return db;
-    };
-    return new ServerStats(nodes, db && (await counting(db).catch(() => null)));
-  }
-
-  /** Starts counting; the returned function ends it and divides by the orders the round answered. */
-  async start() {
-    const before = await this.sample();
-    return async (orders: number) => perOrder(before, await this.sample(), orders);
-  }
-
-  close(): void {
-    for (const node of this.nodes) node.disconnect();
-  }
-
-  private async sample() {
-    const [redis, postgres] = await Promise.all([
-      Promise.all(this.nodes.map(sampleRedis)),
-      this.db && sampleStatements(this.db),
-    ]);
-    return { redis, postgres };
-  }
+/**
+ * What an order costs the servers, from their own counters around a round: every client counts, as in production.
+ * `redisAddresses`: every node (`host:port` or a URL), each primary and replica of a cluster.
+ */
+export async function openServerStats(redisAddresses: string[], db: Db) {
+  const nodes = redisAddresses.map((address) =>
+    new Redis(address.includes('://') ? address : `redis://${address}`, { lazyConnect: true }).on('error', () => {}),
+  );
+  // Without pg_stat_statements in shared_preload_libraries the view fails to read, and statements are not counted.
+  const counting = async () => {
+    await sql`create extension if not exists pg_stat_statements`.execute(db);
+    await sampleStatements(db);
+    return db;
+  };
+  const counted = await counting().catch(() => null);
+  const sample = () => sampleServers(nodes, counted);
+  return {
+    /** Starts counting; the returned function ends it and divides by the orders the round answered. */
+    async start() {
+      const before = await sample();
+      return async (orders: number) => perOrder(before, await sample(), orders);
+    },
+    close: () => nodes.forEach((node) => node.disconnect()),
+  };
 }
 
 async function sampleRedis(node: Redis) {
@@ -69,7 +57,11 @@ async function sampleStatements(db: Db) {
   return new Map(rows.map((r) => [r.id, { calls: Number(r.calls), execMs: r.exec_ms }]));
 }
 
-type Sample = Awaited<ReturnType<ServerStats['sample']>>;
+async function sampleServers(nodes: Redis[], db: Db | null) {
+  const [redis, postgres] = await Promise.all([Promise.all(nodes.map(sampleRedis)), db && sampleStatements(db)]);
+  return { redis, postgres };
+}
+type Sample = Awaited<ReturnType<typeof sampleServers>>;
 
 function perOrder(before: Sample, after: Sample, orders: number) {
   const per = (n: number) => (orders > 0 ? n / orders : NaN);

@@ -4,7 +4,7 @@ import { SignJWT } from 'jose';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { AUDIENCE, bearer, ISSUER, serviceKey, writeKeysFile } from '../../test/security/credentials.js';
 import { zookeeperMissing } from '../../test/support/servers/index.js';
-import { ServerStats } from '../infra/server-stats.js';
+import { openServerStats } from '../infra/server-stats.js';
 import { type LocalServiceOptions, type ServiceTarget, startService } from '../infra/service-process.js';
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
@@ -109,7 +109,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
       add('per-order', r.perOrder, service, async (c, target) => {
         const nodes = service.onRedisCluster ? (await c.backing.redisCluster()).redisNodes : c.backing.redisNodes;
-        const serverStats = await ServerStats.open(nodes, c.db);
+        const serverStats = await openServerStats(nodes, c.db);
         const spec = { id, label, service: target, combining, segments, serverStats, tags: { redis } };
         return measureSales(c, spec).finally(() => serverStats.close());
       });
