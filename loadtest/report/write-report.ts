@@ -147,12 +147,10 @@ function tableRows(f: RunFigures) {
       oversold: c.books.oversold > 0,
     })),
     soldOut: run.soldOut,
-    lifecycle: run.lifecycle.flatMap(({ direct, reserveThenConfirm: reserved }) =>
-      [
-        { ...direct, ratio: 1 },
-        { ...reserved, ratio: reserved.perSecond / direct.perSecond },
-      ].map((r) => ({ ...r, requestsPerSecond: Object.values(r.measured.ratePerSecond).reduce((a, b) => a + b, 0) })),
-    ),
+    lifecycle: run.lifecycle.flatMap(({ direct, reserveThenConfirm: reserved }) => [
+      { ...direct, ratio: 1 },
+      { ...reserved, ratio: reserved.perSecond / direct.perSecond },
+    ]),
     // What an order costs each server, counted by the servers.
     costed: run.perOrder
       .filter((c) => c.serverCost)
