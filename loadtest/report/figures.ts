@@ -22,7 +22,7 @@ export const median = <T extends { perSecond: number }>(rounds: T[], by = (r: T)
   [...rounds].sort((a, b) => by(a) - by(b))[(rounds.length - 1) >> 1];
 
 type InRound = { round?: number };
-/** The shape every measured case shares: the headline and CPU tables mix cases of every kind. */
+/** The shape every measured case shares: the CPU table mixes cases of every kind. */
 export type Answers = InRound & { label: string; perSecond: number; measured: RoundResult; cpu: CpuUsage | null };
 export const msPerAnswer = (c: Answers, group: keyof CpuUsage['cores'] = 'service') =>
   c.cpu && c.perSecond > 0 ? (c.cpu.cores[group] / c.perSecond) * 1000 : NaN;
