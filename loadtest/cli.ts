@@ -2,7 +2,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { createDatabase, type Db } from '../src/db/database.js';
 import { type BackingServices, startBackingServices } from './infra/backing-services.js';
 import { expectedSafe } from './report/figures.js';
 import { writeReport } from './report/write-report.js';
@@ -81,12 +80,10 @@ async function main(): Promise<void> {
   const progress = new RunProgress();
   const startedAt = new Date();
   let backing: BackingServices | null = null;
-  let db: Db | null = null;
   let ctx: RunContext | undefined;
   let interrupted = false;
   const stopEverything = async () => {
     await Promise.allSettled([...(ctx?.started ?? [])].map((service) => service.stop()));
-    await db?.destroy().catch(() => {});
     await backing?.stop();
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
@@ -98,8 +95,7 @@ async function main(): Promise<void> {
   try {
     progress.note('starting Redis and Postgres…');
     backing = await startBackingServices(process.env);
-    db = createDatabase(backing.databaseUrl, 4);
-    ctx = new RunContext(settings as RunSettings, progress, db, backing);
+    ctx = new RunContext(settings as RunSettings, progress, backing);
     const cases = await plan.runPlan(ctx, new Set(named ?? defaults));
     const run: RunResults = { meta: describeRun(mode, startedAt, ctx), ...cases };
     await stopEverything();

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
+import { createDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
 import { resolveEndpoints } from '../../src/endpoints.js';
 import { createLogger } from '../../src/logger.js';
 import { RedisCluster, RedisServer, ZooKeeperServer } from '../../test/support/servers/index.js';
@@ -19,9 +21,7 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   const stopAll = () => Promise.allSettled(stops.reverse().map((stop) => stop()));
   const notes = [
     env.REDIS_URL ? 'Redis from REDIS_URL' : 'embedded redis-server (appendonly yes, appendfsync everysec)',
-    env.DATABASE_URL
-      ? 'Postgres from DATABASE_URL'
-      : 'embedded Postgres (default durability: fsync on, synchronous_commit on)',
+    env.DATABASE_URL ? 'Postgres from DATABASE_URL' : 'embedded Postgres (defaults: fsync on, synchronous_commit on)',
   ];
   /** Starts a server on first call; it stops with the run. */
   const lazy = <T extends { destroy(): Promise<unknown> }>(start: () => Promise<T>) => {
@@ -34,12 +34,17 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
   };
   try {
     const config = { ...loadConfig({ REDIS_URL: env.REDIS_URL, DATABASE_URL: env.DATABASE_URL }), dataDir: dir };
-    const endpoints = await resolveEndpoints(config, createLogger('warn'));
+    const log = createLogger('warn');
+    const endpoints = await resolveEndpoints(config, log);
     stops.push(() => endpoints.stopEmbedded());
     if (endpoints.redis.kind !== 'standalone') throw new Error('REDIS_URL or the embedded redis-server expected');
     const redisUrl = endpoints.redis.url;
     const pools = await poolsThatFit(endpoints.databaseUrl);
     if (pools.note) notes.push(pools.note);
+    // The run's own connections, on a migrated database: the lock benchmark may run before any service migrated it.
+    const db = createDatabase(endpoints.databaseUrl, 4);
+    stops.push(() => db.destroy());
+    await migrateToLatest(db, log);
     const cluster = lazy(async () => {
       notes.push('and a local Redis Cluster: 3 primaries, 3 replicas, no persistence');
       return RedisCluster.start();
@@ -50,6 +55,7 @@ export async function startBackingServices(env: NodeJS.ProcessEnv) {
       redisEnv: { REDIS_URL: redisUrl },
       redisNodes: [redisUrl],
       databaseUrl: endpoints.databaseUrl,
+      db,
       /** Pool sizes every service of the run gets, when the defaults would not fit the Postgres (else none). */
       poolEnv: pools.env,
       redisCluster: async () => {

@@ -38,7 +38,7 @@ export async function runOversell(ctx: RunContext, service: ServiceTarget, insta
   const label = `oversell · ${guard.label} · ${instances} instance${instances > 1 ? 's' : ''}`;
   const round = { title: label, path: guard.path, body: { sku, quantity: 1 }, amount: requests };
   const measured = await ctx.round(service, { ...round, connections: Math.min(ctx.settings.connections, requests) });
-  const audits = await auditStocks(ctx.db, [sku]);
+  const audits = await auditStocks(ctx.backing.db, [sku]);
   const books = await checkBooks(ctx.api(service), audits, { sku, answeredUnits: measured.statusCounts[201] ?? 0 });
   return { id, label, guard: guard.guard, instances, stock, requests, measured, books };
 }
@@ -138,7 +138,7 @@ export async function runGrowth(ctx: RunContext, service: ServiceTarget, segment
 /** `rows` one-unit sales with their orders, ledger rows and totals; answers the seconds it took. */
 async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: number): Promise<number> {
   const started = performance.now();
-  const { id } = await ctx.db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
+  const { id } = await ctx.backing.db.selectFrom('skus').select('id').where('sku', '=', sku).executeTakeFirstOrThrow();
   const int = (n: number) => n.toLocaleString('en-US');
   // 20,000 rows a statement: within the 10 s query timeout even on a machine busy with other work.
   for (let done = 0; done < rows; done += 20_000) {
@@ -155,9 +155,9 @@ async function seedLedger(ctx: RunContext, sku: string, rows: number, segments: 
       update stock_segments s
          set available = s.available - c.sold, sold = s.sold + c.sold
         from (select segment, count(*) as sold from ledger group by segment) c
-       where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(ctx.db);
+       where s.sku_id = ${id} and s.layout_version = 1 and s.segment = c.segment`.execute(ctx.backing.db);
   }
-  await sql`analyze orders, stock_deductions`.execute(ctx.db);
+  await sql`analyze orders, stock_deductions`.execute(ctx.backing.db);
   return (performance.now() - started) / 1000;
 }
 
@@ -175,7 +175,7 @@ export async function runEventRetention(ctx: RunContext, service: ServiceTarget,
     const title = `events kept ${retentionSeconds} s · minute ${minutes().toFixed(1)}`;
     const round = await ctx.round(service, { title, body, durationSeconds: retentionSampleSeconds });
     const atSeconds = Math.round(minutes() * 60);
-    const { rows } = await counts.execute(ctx.db);
+    const { rows } = await counts.execute(ctx.backing.db);
     samples.push({ atSeconds, ordersPerSecond: round.ratePerSecond[201] ?? 0, ...rows[0]! });
   }
   return { id: `event-retention-${segments}`, retentionSeconds, minutes: retentionMinutes, samples };

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Db } from '../../src/db/database.js';
 import type { LockBackendKind } from '../../src/lock/distributed-lock.js';
 import { waitFor } from '../../test/support/wait-for.js';
 import { MetricsSnapshot } from '../../test/support/scrape-metric.js';
@@ -85,7 +84,6 @@ export class RunContext {
   constructor(
     readonly settings: RunSettings,
     readonly progress: RunProgress,
-    readonly db: Db,
     readonly backing: BackingServices,
   ) {}
 

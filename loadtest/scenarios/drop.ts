@@ -51,7 +51,7 @@ export async function runDrop(ctx: RunContext, echo: ServiceTarget, service: Ser
   let tickets: Ticket[] = [];
   const admitted = () => tickets.filter((t) => t.orderId);
   const admitting = async () => {
-    tickets = (await query.execute(ctx.db)).rows;
+    tickets = (await query.execute(ctx.backing.db)).rows;
     return admitted().length >= UNITS;
   };
   await waitFor(admitting, 120_000, 250);

@@ -109,7 +109,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       const id = `per-order-${service.onRedisCluster ? 'redis-cluster-' : ''}${combining ? '' : 'uncombined-'}${segments}`;
       add('per-order', r.perOrder, service, async (c, target) => {
         const nodes = service.onRedisCluster ? (await c.backing.redisCluster()).redisNodes : c.backing.redisNodes;
-        const serverStats = await openServerStats(nodes, c.db);
+        const serverStats = await openServerStats(nodes, c.backing.db);
         const spec = { id, label, service: target, combining, segments, serverStats, tags: { redis } };
         return measureSales(c, spec).finally(() => serverStats.close());
       });

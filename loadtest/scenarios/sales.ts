@@ -122,7 +122,7 @@ async function createSkus(ctx: RunContext, spec: SalesSpec, tag: string, stock: 
 /** A round's SKUs' books as one (`slack`: units that may have sold unanswered); the set keeps each SKU's sales. */
 async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: RoundResult, slack = 0): Promise<Books> {
   if (set.skus.length > 1) ctx.progress.note(`${spec.label}: checking the books of ${set.skus.length} SKUs…`);
-  const audits = spec.alternative ? null : await auditStocks(ctx.db, set.skus);
+  const audits = spec.alternative ? null : await auditStocks(ctx.backing.db, set.skus);
   const check = (sku: string) => {
     // A spread round counts the units answered per SKU; a one-SKU round's 201s are all that SKU's.
     const answeredUnits = round.answeredBySku
@@ -175,7 +175,7 @@ export async function measureWithWebhook(ctx: RunContext, spec: SalesSpec): Prom
   const { id } = await api.call<{ id: string }>(201, 'POST', '/webhooks', { url, types: EVENT_TYPES });
   try {
     const result = await measureSales(ctx, spec);
-    const outbox = await sql<{ n: number }>`select count(*)::int as n from event_outbox`.execute(ctx.db);
+    const outbox = await sql<{ n: number }>`select count(*)::int as n from event_outbox`.execute(ctx.backing.db);
     return { ...result, delivered, outboxAfter: outbox.rows[0]?.n };
   } finally {
     await api.call(204, 'DELETE', `/webhooks/${id}`).catch(() => {});
