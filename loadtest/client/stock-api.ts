@@ -4,6 +4,7 @@ import { call } from '../../test/support/service.js';
 import type { ServiceTarget } from '../infra/service-process.js';
 
 const skuPath = (sku: string) => `/skus/${encodeURIComponent(sku)}`;
+const excerpt = (body: unknown) => JSON.stringify(body)?.slice(0, 300);
 
 /** The service's HTTP API, as much of it as the load test needs. */
 export class StockApi {
@@ -32,7 +33,7 @@ export class StockApi {
       const { status, body } = await this.send('POST', `/orders/${orderId}/confirm`);
       if (status === 200) return;
       if (status !== 503 || attempt === 5)
-        throw new Error(`confirming order ${orderId}: got ${status}: ${JSON.stringify(body)?.slice(0, 300)}`);
+        throw new Error(`confirming order ${orderId}: got ${status}: ${excerpt(body)}`);
       await sleep(250 * attempt);
     }
   }
@@ -41,7 +42,7 @@ export class StockApi {
   async call<T = SkuView>(status: number, method: string, path: string, body?: unknown): Promise<T> {
     const answer = await this.send(method, path, body);
     if (answer.status !== status)
-      throw new Error(`${method} ${path}: expected ${status}, got ${answer.status}: ${JSON.stringify(answer.body)}`);
+      throw new Error(`${method} ${path}: expected ${status}, got ${answer.status}: ${excerpt(answer.body)}`);
     return answer.body as T;
   }
 
