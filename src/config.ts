@@ -50,6 +50,13 @@ const configSchema = z.object({
   CUSTOMER_JWT_SECRET: z.preprocess(emptyAsUnset, z.string().min(32, 'must be at least 32 characters').optional()),
   CUSTOMER_JWT_ISSUER: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
   CUSTOMER_JWT_AUDIENCE: z.preprocess(emptyAsUnset, z.string().min(1).optional()),
+  // The longest a customer token may be valid: `exp` at most this long after its `iat` (without `iat`, after now).
+  CUSTOMER_TOKEN_MAX_LIFETIME_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(366 * 86_400)
+    .default(86_400),
   // Whether a customer token may cancel its own confirmed orders (a refund); off, only orders:manage may.
   CUSTOMER_CANCEL_CONFIRMED: flag('0'),
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
@@ -171,6 +178,8 @@ export type CustomerTokens = Readonly<{
   secret: string | undefined;
   issuer: string;
   audience: string;
+  /** Longest `exp − iat` (or `exp − now` without `iat`) accepted. */
+  maxLifetimeSeconds: number;
 }>;
 
 /** Parses the environment once; the message names the first offending variable. */
@@ -231,6 +240,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           secret: e.CUSTOMER_JWT_SECRET,
           issuer: e.CUSTOMER_JWT_ISSUER!,
           audience: e.CUSTOMER_JWT_AUDIENCE!,
+          maxLifetimeSeconds: e.CUSTOMER_TOKEN_MAX_LIFETIME_SECONDS,
         })
       : undefined,
     customerCancelConfirmed: e.CUSTOMER_CANCEL_CONFIRMED,

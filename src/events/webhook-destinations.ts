@@ -18,8 +18,26 @@ import ipaddr from 'ipaddr.js';
 /** Why an address is refused: a name from the ranges ipaddr.js knows, or the service's own address. */
 export type RefusedRange = string;
 
-/** IPv6 ranges that carry an IPv4 address, judged by that address (bits from `offset`, in 16-bit parts). */
-const EMBEDDING: Record<string, number> = { ipv4Mapped: 6, rfc6145: 6, rfc6052: 6, '6to4': 1 };
+/**
+ * An IPv4 address an IPv6 address carries, and the name of that form: a packet to the IPv6 address reaches, or is
+ * translated to, the IPv4 one, so the destination is judged by it. IPv4-mapped and -translated (`::ffff:a.b.c.d`,
+ * `::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, deprecated but still routed by some stacks), NAT64 (`64:ff9b::/96`),
+ * 6to4 (`2002:AABB:CCDD::`) and ISATAP interface ids (`…:0:5efe:a.b.c.d`, `…:200:5efe:a.b.c.d`). Teredo and the
+ * local-use NAT64 prefix (`64:ff9b:1::/48`, where the operator chooses where the address sits) are refused whole.
+ */
+function embeddedIPv4(v6: ipaddr.IPv6): { form: string; v4: ipaddr.IPv4 } | undefined {
+  const parts = v6.parts;
+  const at = (offset: number) =>
+    new ipaddr.IPv4([parts[offset]! >> 8, parts[offset]! & 0xff, parts[offset + 1]! >> 8, parts[offset + 1]! & 0xff]);
+  const range = v6.range();
+  if (range === 'ipv4Mapped' || range === 'rfc6145') return { form: range, v4: at(6) };
+  if (range === 'rfc6052' && parts[2] === 0) return { form: range, v4: at(6) };
+  if (range === '6to4') return { form: range, v4: at(1) };
+  if (range !== 'unicast') return undefined;
+  if (parts.slice(0, 6).every((part) => part === 0)) return { form: 'ipv4Compatible', v4: at(6) };
+  if ((parts[4]! & ~0x0300) === 0 && parts[5] === 0x5efe) return { form: 'ISATAP', v4: at(6) };
+  return undefined;
+}
 
 /**
  * The range that makes `address` unfit as a destination, or undefined for a public unicast address. `own` holds the
@@ -35,19 +53,13 @@ export function refusedRange(address: string, own: ReadonlySet<string> = ownAddr
   }
   if (parsed.kind() === 'ipv6') {
     const v6 = parsed as ipaddr.IPv6;
-    const range = v6.range();
-    const offset = EMBEDDING[range];
-    if (offset !== undefined) {
-      const parts = v6.parts;
-      const v4 = new ipaddr.IPv4([
-        parts[offset]! >> 8,
-        parts[offset]! & 0xff,
-        parts[offset + 1]! >> 8,
-        parts[offset + 1]! & 0xff,
-      ]);
-      const inner = refusedRange(v4.toString(), own);
-      return inner === undefined ? undefined : `${range} form of ${inner}`;
+    if (v6.zoneId !== undefined) return 'zoned (link-scoped)';
+    const embedded = embeddedIPv4(v6);
+    if (embedded !== undefined) {
+      const inner = refusedRange(embedded.v4.toString(), own);
+      return inner === undefined ? undefined : `${embedded.form} form of ${inner}`;
     }
+    const range = v6.range();
     if (range !== 'unicast') return range;
   } else if (parsed.range() !== 'unicast') {
     return parsed.range();

@@ -8,8 +8,14 @@ import { EVENT_TYPES } from '../events/event-types.js';
 /** Most events one page of the feed holds. */
 export const MAX_PAGE = 1000;
 
-/** A feed position: an event's `id`, or `nextCursor`; 0 is before the first event. */
-export const eventCursor = z.string().regex(/^(0|[1-9]\d{0,17})$/, 'must be an event id or a nextCursor value');
+/**
+ * A feed position: an event's `id`, or `nextCursor`; 0 is before the first event. At most 2^53 − 1, the last position
+ * a JavaScript number holds exactly: a larger one would be rounded, and another position used than the one asked.
+ */
+export const eventCursor = z
+  .string()
+  .regex(/^(0|[1-9]\d{0,15})$/, 'must be an event id or a nextCursor value')
+  .refine((text) => Number.isSafeInteger(Number(text)), `must be at most ${Number.MAX_SAFE_INTEGER}`);
 
 export const eventType = z.enum(EVENT_TYPES);
 
@@ -35,9 +41,14 @@ export const eventStreamQuery = z.strictObject(feedFilter);
 /** Loopback hosts may be plain http (a receiver on the same machine); every other receiver must be https. */
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
 
+/**
+ * A URL the WHATWG parser reads, as the delivery client will: an IPv6 zone id (`[fe80::1%25eth0]`) is not one. The
+ * checks after it run only on such a URL.
+ */
 const webhookUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
+  .refine((url) => URL.canParse(url), { message: 'must be a URL (an IPv6 zone id is not allowed)', abort: true })
   .refine((url) => {
     const { protocol, hostname } = new URL(url);
     return protocol === 'https:' || LOOPBACK.test(hostname) || (isIP(hostname) === 4 && hostname.startsWith('127.'));

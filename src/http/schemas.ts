@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SKU_NAME_MAX_LENGTH, SKU_NAME_PATTERN } from '../stock/sku-name.js';
 
 /** Request shapes. Objects are strict: an unknown field is an error, not something silently ignored. */
 
@@ -11,11 +12,13 @@ export const wholeNumber = (min: number, max: number) => z.number().min(min).max
 /** The same, from a query parameter's text. */
 export const wholeNumberParameter = (min: number, max: number) => z.coerce.number().min(min).max(max).int();
 
+/** `.` and `..` are not names: every URL parser resolves `/skus/..` to `/`, so no ordinary client could address it. */
 export const skuName = z
   .string()
   .min(1)
-  .max(64)
-  .regex(/^[A-Za-z0-9._:-]+$/, 'only letters, digits and . _ : - are allowed');
+  .max(SKU_NAME_MAX_LENGTH)
+  .regex(SKU_NAME_PATTERN, 'only letters, digits and . _ : - are allowed')
+  .refine((name) => name !== '.' && name !== '..', "'.' and '..' are not SKU names: no URL can address them");
 
 const stockQuantity = wholeNumber(0, 1e12);
 
@@ -24,8 +27,17 @@ const maxPerCustomer = wholeNumber(1, 1_000_000);
 /** Available at or below this is announced as `sku.low_stock`. */
 const lowStockThreshold = wholeNumber(0, 1e12);
 
+/** Sale windows lie in years 2000–9999 (UTC): older or later instants are typing errors, not sales. */
+export const SALE_INSTANT_RANGE = { from: Date.UTC(2000, 0, 1), until: Date.UTC(10_000, 0, 1) };
+
 /** An instant of a sale window: RFC 3339 with a zone (`Z` or an offset); `null` leaves that side open. */
-const saleInstant = z.iso.datetime({ offset: true }).nullable();
+const saleInstant = z.iso
+  .datetime({ offset: true })
+  .refine((text) => {
+    const at = Date.parse(text);
+    return at >= SALE_INSTANT_RANGE.from && at < SALE_INSTANT_RANGE.until;
+  }, 'must lie in the years 2000–9999 (UTC)')
+  .nullable();
 
 /**
  * A window whose both ends are given must end after it starts; a PATCH that gives one end is checked against the

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { isOnSale } from '../inventory/sale-window.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuView } from './sku-view.js';
+import { isStoredSkuName } from './sku-name.js';
 
 /** A SKU in a list: its view without the segment list. */
 export type SkuSummary = Omit<SkuView, 'segmentStock'>;
@@ -41,8 +42,9 @@ interface ListedRow {
   total_stock: number;
   max_per_customer: number | null;
   low_stock_threshold: number | null;
-  sale_starts_at: string | null;
-  sale_ends_at: string | null;
+  /** Milliseconds since the epoch: json_agg's text of a timestamp is not always one Date can parse (`… BC`). */
+  sale_starts_at: number | null;
+  sale_ends_at: number | null;
   available: number;
   reserved: number;
   sold: number;
@@ -95,8 +97,9 @@ export function listingStatement(query: SkuListQuery, now: Date) {
       limit ${scan}
     ),
     matches as (
-      select k.sku, k.segment_count, k.total_stock, k.max_per_customer, k.low_stock_threshold, k.sale_starts_at,
-             k.sale_ends_at, t.available,
+      select k.sku, k.segment_count, k.total_stock, k.max_per_customer, k.low_stock_threshold,
+             (extract(epoch from k.sale_starts_at) * 1000)::float8 as sale_starts_at,
+             (extract(epoch from k.sale_ends_at) * 1000)::float8 as sale_ends_at, t.available,
              -- A confirmed reservation's units stay in the segments' reserved; its confirmation is counted apart.
              k.reserved_in_earlier_layouts + t.reserved - c.confirmed as reserved,
              k.sold_in_earlier_layouts + t.sold + c.confirmed as sold
@@ -142,10 +145,12 @@ function encodeCursor(sku: string): string {
   return Buffer.from(`s:${sku}`).toString('base64url');
 }
 
+/** Only a cursor this service could have given reaches SQL: `s:` and a stored SKU name, in its one encoding. */
 function decodeCursor(cursor: string): string {
   const decoded = Buffer.from(cursor, 'base64url').toString();
-  if (!decoded.startsWith('s:') || decoded.length < 3) {
+  const sku = decoded.slice(2);
+  if (!decoded.startsWith('s:') || !isStoredSkuName(sku) || encodeCursor(sku) !== cursor) {
     throw new AppError('bad_request', 'cursor: must be a nextCursor value');
   }
-  return decoded.slice(2);
+  return sku;
 }

@@ -109,6 +109,10 @@ describe('webhook destinations (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS off, the defa
       `https://[::ffff:7f00:1]:${p}/`,
       `https://[64:ff9b::7f00:1]:${p}/`,
       `https://[2002:7f00:1::]:${p}/`,
+      `https://[::127.0.0.1]:${p}/`,
+      `https://[::7f00:1]:${p}/`,
+      `https://[2600::5efe:127.0.0.1]:${p}/`,
+      `https://[64:ff9b:1::7f00:1]:${p}/`,
       `https://[::]:${p}/`,
       `https://169.254.169.254/latest/meta-data/`,
       `https://10.0.0.1/`,
@@ -128,7 +132,7 @@ describe('webhook destinations (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS off, the defa
       expect(answer.status, url).toBe(422);
       expect(answer.body.code, url).toBe('webhook_destination_refused');
       expect(answer.body.rule, url).toMatch(
-        /loopback|private|linkLocal|uniqueLocal|unspecified|multicast|carrierGradeNat|form of/,
+        /loopback|private|linkLocal|uniqueLocal|unspecified|multicast|carrierGradeNat|rfc6052|form of/,
       );
       expect(answer.body.detail, url).toContain('public addresses only');
     }
@@ -143,6 +147,22 @@ describe('webhook destinations (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS off, the defa
     expect(patched.status).toBe(422);
     await call(svc.url, 'DELETE', `/webhooks/${created.id}`);
     expect((await call(svc.url, 'GET', '/webhooks')).body.webhooks).toEqual([]);
+  });
+
+  it('refuses a URL with an IPv6 zone id with 400, on create and on change, and saves nothing', async () => {
+    const created = await insertWebhook(svc.service.db, {
+      url: 'https://hooks.example.com/in',
+      types: ['sku.created'],
+    });
+    for (const url of ['https://[::1%25lo]/x', 'https://[fe80::1%25eth0]/x', 'https://[fe80::1%eth0]/x']) {
+      const answer = await call(svc.url, 'POST', '/webhooks', { url, types: ['order.placed'] });
+      expect(answer.status, url).toBe(400);
+      expect(answer.body.code, url).toBe('bad_request');
+      expect((await call(svc.url, 'PATCH', `/webhooks/${created.id}`, { url })).status, url).toBe(400);
+    }
+    const listed = (await call(svc.url, 'GET', '/webhooks')).body.webhooks as { url: string }[];
+    expect(listed.map((hook) => hook.url)).toEqual(['https://hooks.example.com/in']);
+    await call(svc.url, 'DELETE', `/webhooks/${created.id}`);
   });
 
   it('refuses URLs with credentials, and never shows them', async () => {
@@ -260,6 +280,16 @@ describe('the destination check itself', () => {
     expect(refusedRange('::ffff:10.1.2.3', none)).toBe('ipv4Mapped form of private');
     expect(refusedRange('64:ff9b::a9fe:a9fe', none)).toBe('rfc6052 form of linkLocal');
     expect(refusedRange('2001::1', none)).toBe('teredo');
+    // IPv4-compatible (::a.b.c.d), ISATAP interface ids and the local-use NAT64 prefix.
+    expect(refusedRange('::7f00:1', none)).toBe('ipv4Compatible form of loopback');
+    expect(refusedRange('::a00:1', none)).toBe('ipv4Compatible form of private');
+    expect(refusedRange('::2', none)).toBe('ipv4Compatible form of unspecified');
+    expect(refusedRange('::808:808', none)).toBeUndefined();
+    expect(refusedRange('2600::5efe:a9fe:a9fe', none)).toBe('ISATAP form of linkLocal');
+    expect(refusedRange('2600::200:5efe:7f00:1', none)).toBe('ISATAP form of loopback');
+    expect(refusedRange('2600::5efe:808:808', none)).toBeUndefined();
+    expect(refusedRange('64:ff9b:1::808:808', none)).toBe('rfc6052');
+    expect(refusedRange('fe80::1%eth0', none)).toBe('zoned (link-scoped)');
     expect(refusedRange('8.8.8.8', new Set(['8.8.8.8']))).toBe("the service's own address");
   });
 

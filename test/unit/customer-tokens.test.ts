@@ -3,9 +3,16 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CustomerTokenVerifier } from '../../src/http/auth/customer-tokens.js';
 
 const SECRET = 'a-development-secret-of-32-chars!';
-const config = { jwksUrl: undefined, secret: SECRET, issuer: 'https://shop.example/', audience: 'stock' };
-const sign = (exp: number) =>
-  new SignJWT({})
+const DAY = 86_400;
+const config = {
+  jwksUrl: undefined,
+  secret: SECRET,
+  issuer: 'https://shop.example/',
+  audience: 'stock',
+  maxLifetimeSeconds: DAY,
+};
+const sign = (exp: number, claims: { iat?: number } = {}) =>
+  new SignJWT(claims)
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject('alice')
     .setIssuer(config.issuer)
@@ -41,5 +48,39 @@ describe('remembering verified customer tokens', () => {
     for (let i = 0; i < 3; i++)
       await expect(verifier.customerOf(forged)).rejects.toMatchObject({ code: 'invalid_token' });
     expect(await verifier.customerOf(token)).toBe('alice');
+  });
+});
+
+describe('the longest a customer token may be valid', () => {
+  const nowS = () => Math.floor(Date.now() / 1000);
+
+  it('takes a token whose exp lies at most the maximum after its iat, or after now without iat', async () => {
+    const verifier = new CustomerTokenVerifier(config);
+    expect(await verifier.customerOf(await sign(nowS() + DAY, { iat: nowS() }))).toBe('alice');
+    expect(await verifier.customerOf(await sign(nowS() + DAY))).toBe('alice');
+    // Issued an hour ago for a day: within the maximum.
+    expect(await verifier.customerOf(await sign(nowS() + DAY - 3600, { iat: nowS() - 3600 }))).toBe('alice');
+  });
+
+  it('refuses a token valid for longer: a 100-year exp, with or without iat, and an iat in the future', async () => {
+    const verifier = new CustomerTokenVerifier(config);
+    const century = nowS() + 100 * 365 * DAY;
+    for (const token of [
+      await sign(century, { iat: nowS() }),
+      await sign(century),
+      await sign(nowS() + DAY + 120, { iat: nowS() }),
+      // An iat put ahead so that exp − iat fits: refused for the iat.
+      await sign(century, { iat: century - DAY }),
+    ]) {
+      await expect(verifier.customerOf(token)).rejects.toMatchObject({ code: 'invalid_token' });
+    }
+  });
+
+  it('follows the setting', async () => {
+    const verifier = new CustomerTokenVerifier({ ...config, maxLifetimeSeconds: 600 });
+    expect(await verifier.customerOf(await sign(nowS() + 600, { iat: nowS() }))).toBe('alice');
+    await expect(verifier.customerOf(await sign(nowS() + 3600, { iat: nowS() }))).rejects.toMatchObject({
+      code: 'invalid_token',
+    });
   });
 });

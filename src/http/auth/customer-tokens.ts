@@ -15,6 +15,9 @@ const VERIFIED_MAX = 10_000;
 /**
  * Verifies customer JWTs with jose: the signature (keys of the issuer's JWKS, fetched once and cached, or the shared
  * HS256 secret), the allowed algorithms (`alg: none` never), `exp` (required) and `nbf`, the issuer and the audience.
+ * A token is valid for at most `maxLifetimeSeconds` (CUSTOMER_TOKEN_MAX_LIFETIME_SECONDS): its `exp` may lie at most
+ * that long after its `iat`, an `iat` may not lie in the future, and a token without `iat` may not expire later than
+ * that long from now; so a token leaked with a distant `exp` is refused, not honoured for years.
  * A token that passes acts for the customer in its `sub`. A browser sends the same token with every request, so a
  * verified token is remembered (exactly that string, up to a minute and never past its `exp`): an RSA signature check
  * per order would cost more than the rest of the request's authentication.
@@ -22,8 +25,10 @@ const VERIFIED_MAX = 10_000;
 export class CustomerTokenVerifier {
   private readonly verify: (token: string) => ReturnType<typeof jwtVerify>;
   private readonly verified = new Map<string, { customerId: string; until: number }>();
+  private readonly maxLifetimeSeconds: number;
 
   constructor(config: CustomerTokens) {
+    this.maxLifetimeSeconds = config.maxLifetimeSeconds;
     const options: JWTVerifyOptions = {
       issuer: config.issuer,
       audience: config.audience,
@@ -49,15 +54,26 @@ export class CustomerTokenVerifier {
     }
     let sub: string | undefined;
     let exp: number | undefined;
+    let iat: number | undefined;
     try {
       ({
-        payload: { sub, exp },
+        payload: { sub, exp, iat },
       } = await this.verify(token));
     } catch (error) {
       if (error instanceof errors.JWKSTimeout || !(error instanceof errors.JOSEError)) {
         throw new AppError('dependency_unavailable', "the customer token issuer's keys could not be fetched", {}, 1);
       }
       throw new AppError('invalid_token', `the bearer token is not valid: ${reason(error)}`);
+    }
+    const now = Date.now() / 1000;
+    if (iat !== undefined && iat > now + CLOCK_TOLERANCE_S) {
+      throw new AppError('invalid_token', 'the bearer token is not valid: claim iat rejected (in the future)');
+    }
+    if (exp! - (iat ?? now) > this.maxLifetimeSeconds + CLOCK_TOLERANCE_S) {
+      throw new AppError(
+        'invalid_token',
+        `the bearer token is not valid: it is valid for longer than ${this.maxLifetimeSeconds} s`,
+      );
     }
     if (!customerId.safeParse(sub).success) {
       throw new AppError('invalid_token', 'the bearer token is not valid: its sub is not a customer id');
