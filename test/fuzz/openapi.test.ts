@@ -219,7 +219,7 @@ function validFromSchema(doc: Parameters<typeof resolve>[0], schema: Schema, nam
       return fc.oneof(
         { weight: 4, arbitrary: fc.integer({ min, max: Math.min(max, min + 50) }) },
         { weight: 2, arbitrary: fc.integer({ min, max }) },
-        { weight: 1, arbitrary: fc.constantFrom(min - 1, max + 1, max + 0.5) },
+        { weight: 2, arbitrary: fc.constantFrom(min, max, min - 1, max + 1, max + 0.5) },
         { weight: 1, arbitrary: bigInteger },
       );
     }
