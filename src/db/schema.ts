@@ -51,7 +51,8 @@ export interface StockAdditionTable {
   sku_id: number;
   /** Signed: only adjustments and counts may be negative. */
   quantity: Int8;
-  kind: StockChangeKind;
+  /** Null on rows of writers that predate it: a create or a restock, named by `reason`. */
+  kind: ColumnType<StockChangeKind | null, StockChangeKind | undefined, never>;
   /** An adjustment's or a count's reason; a create's or a restock's kind. */
   reason: string;
   actor: string | null;
