@@ -69,7 +69,7 @@ export const restockBody = z.strictObject({
 /**
  * Why units were added or removed by an adjustment or a counted set. `other` needs a `note` saying why.
  */
-export const STOCK_CHANGE_REASONS = [
+const STOCK_CHANGE_REASONS = [
   'correction',
   'cycle_count',
   'damaged',
