@@ -22,6 +22,7 @@ export const errorCatalog = {
   not_on_sale: { status: 409, title: 'SKU not on sale now' },
   purchase_limit: { status: 409, title: 'Per-customer limit reached' },
   order_not_reserved: { status: 409, title: 'Order is no longer reserved' },
+  stale_count: { status: 409, title: 'Available changed since it was read' },
   line_required: { status: 409, title: 'SKU sold through its line only' },
   line_full: { status: 409, title: 'Line is full' },
   line_closed: { status: 409, title: 'Line is closed' },

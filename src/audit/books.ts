@@ -9,7 +9,10 @@ import type { Db } from '../db/database.js';
  * `available + reserved + sold = totalStock`, the counted totals equal the ledger's, and every count of wrongs is 0.
  */
 export interface Books {
-  /** `skus.total_stock`, and the same from the additions log: they must agree. */
+  /**
+   * `skus.total_stock`, and the same from the additions log (signed: adjustments and counts that removed units are
+   * negative rows): they must agree.
+   */
   totalStock: number;
   additions: number;
   available: number;

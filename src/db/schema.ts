@@ -49,10 +49,21 @@ export interface StockSegmentTable {
 export interface StockAdditionTable {
   id: Generated<number>;
   sku_id: number;
+  /** Signed: only adjustments and counts may be negative. */
   quantity: Int8;
-  reason: 'create' | 'restock';
+  /** Null on rows of writers that predate it: a create or a restock, named by `reason`. */
+  kind: ColumnType<StockChangeKind | null, StockChangeKind | undefined, never>;
+  /** An adjustment's or a count's reason; a create's or a restock's kind. */
+  reason: string;
+  actor: string | null;
+  note: string | null;
+  reference: string | null;
+  /** The SKU's available right after the change; null on rows written before it was kept. */
+  available_after: ColumnType<number | null, number | null | undefined, never>;
   created_at: CreatedAt;
 }
+
+export type StockChangeKind = 'create' | 'restock' | 'adjustment' | 'count';
 
 export type OrderStatus = 'reserved' | 'confirmed' | 'cancelled' | 'expired';
 

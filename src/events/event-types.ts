@@ -12,6 +12,8 @@ export const EVENT_TYPES = [
   'order.expired',
   'sku.created',
   'sku.restocked',
+  'sku.adjusted',
+  'sku.counted',
   'sku.resegmented',
   'sku.limit_changed',
   'sku.threshold_changed',

@@ -22,9 +22,9 @@ export function idempotencyKeyOf(req: Request, caller: Principal): string | unde
  * Whose keys a caller shares: a customer token's customer, a service key's own (by its name), or every caller without
  * a credential. Neither part holds a space (customer ids and key names are letters, digits and `._:@-`; a key is
  * visible ASCII), so `<scope> <key>` is never the same for two pairs. migrations/20261203000000_scoped_idempotency_keys
- * writes the keys stored before this in the same form.
+ * writes the keys stored before this in the same form. Stock changes record it as their actor.
  */
-function scopeOf(caller: Principal): string {
+export function scopeOf(caller: Principal): string {
   if (caller.kind === 'customer') return `customer:${caller.customerId}`;
   if (caller.kind === 'service') return `key:${caller.name}`;
   return 'anonymous';

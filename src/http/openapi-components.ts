@@ -4,7 +4,9 @@ import { EVENT_TYPES } from '../events/event-types.js';
 import { createWebhookBody, eventCursor, replayWebhookBody, updateWebhookBody } from './event-schemas.js';
 import { problemType } from './problem.js';
 import {
+  adjustmentBody,
   cartOrderBody,
+  countBody,
   createSkuBody,
   orderId,
   resegmentBody,
@@ -35,6 +37,22 @@ const skuView = z.object({
   onSale: z.boolean().describe("Whether orders are taken now, by the service's shared clock."),
   segmentStock: z.array(segmentStock),
 });
+
+const movement = z.object({
+  id: z.string(),
+  kind: z.enum(['create', 'restock', 'adjustment', 'count']),
+  quantity: z.number().int().describe("Units added to the SKU's stock; negative: removed."),
+  reason: z.string(),
+  actor: z.string().nullable().describe('The credential: `key:<name>`, `customer:<id>` or `anonymous`.'),
+  note: z.string().nullable(),
+  reference: z.string().nullable(),
+  orderId: z.string().nullable(),
+  availableAfter: z.number().int().min(0).nullable().describe("The SKU's available right after it."),
+  at: z.iso.datetime(),
+});
+
+/** The SKU after an adjustment or a counted set, with the movement it recorded. */
+const skuChange = skuView.extend({ movement });
 
 const deductions = z.array(z.object({ segment: z.number().int().min(0), quantity: z.number().int().min(1) }));
 
@@ -249,6 +267,10 @@ components.add(z.object({ deliveries: z.array(deliveryView) }), { id: 'DeliveryL
 components.add(createSkuBody, { id: 'CreateSku' });
 components.add(resegmentBody, { id: 'Resegment' });
 components.add(restockBody, { id: 'Restock' });
+components.add(adjustmentBody, { id: 'Adjustment' });
+components.add(countBody, { id: 'CountedStock' });
+components.add(movement, { id: 'Movement' });
+components.add(skuChange, { id: 'SkuChange' });
 // Generated with the default MAX_ORDER_QUANTITY; a service configured otherwise accepts up to its own limit.
 components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'PlaceOrder' });
 components.add(updateSkuBody, { id: 'UpdateSku' });

@@ -124,6 +124,62 @@ export function stockPaths(): Record<string, unknown> {
         },
       },
     },
+    '/skus/{sku}/adjustments': {
+      post: {
+        tags: ['skus'],
+        operationId: 'adjustSku',
+        summary: 'Add or remove units, with a reason',
+        description:
+          '`delta` units are added (spread over the segments like a restock) or removed (from the fullest segments, ' +
+          'under every segment lock, fenced like a restock, so orders flowing meanwhile are counted exactly). A ' +
+          'removal larger than what is available is refused whole (`out_of_stock`, with `available`). `reason` is ' +
+          'one of the list; `other` needs a `note`. The credential is recorded as the actor.',
+        security: adminSecurity,
+        parameters: [skuParameter, idempotencyParameter],
+        requestBody: body('Adjustment'),
+        responses: {
+          '200': { description: 'The SKU after it, with the movement recorded.', content: json('SkuChange') },
+          ...problems(
+            ...ALWAYS,
+            ...WRITE,
+            ...ADMIN,
+            'sku_not_found',
+            'out_of_stock',
+            'stock_limit_exceeded',
+            'lock_busy',
+            'dependency_unavailable',
+          ),
+        },
+      },
+    },
+    '/skus/{sku}/stock': {
+      put: {
+        tags: ['skus'],
+        operationId: 'setCountedStock',
+        summary: 'Set what is available to a counted quantity, if it is still what the caller saw',
+        description:
+          'Under every segment lock: when `available` is still `compareAvailable`, it becomes the counted ' +
+          '`available`; otherwise `stale_count` with the current value, and nothing changes. Without a compare the ' +
+          'set needs `ignoreCompare: true` (it may overwrite orders placed since the count). Reserved and sold units ' +
+          'are never touched; the difference is recorded as the movement (`quantity`).',
+        security: adminSecurity,
+        parameters: [skuParameter, idempotencyParameter],
+        requestBody: body('CountedStock'),
+        responses: {
+          '200': { description: 'The SKU after it, with the movement recorded.', content: json('SkuChange') },
+          ...problems(
+            ...ALWAYS,
+            ...WRITE,
+            ...ADMIN,
+            'sku_not_found',
+            'stale_count',
+            'stock_limit_exceeded',
+            'lock_busy',
+            'dependency_unavailable',
+          ),
+        },
+      },
+    },
     '/orders': {
       get: {
         tags: ['orders'],

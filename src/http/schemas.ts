@@ -78,6 +78,60 @@ export const restockBody = z.strictObject({
   quantity: wholeNumber(1, 1e12),
 });
 
+/**
+ * Why units were added or removed by an adjustment or a counted set. `other` needs a `note` saying why.
+ */
+const STOCK_CHANGE_REASONS = [
+  'correction',
+  'cycle_count',
+  'damaged',
+  'shrinkage',
+  'received',
+  'returned',
+  'quality_control',
+  'promotion',
+  'other',
+] as const;
+
+const stockChangeDetails = {
+  reason: z.enum(STOCK_CHANGE_REASONS),
+  note: z.string().min(1).max(500).optional().describe('Free text; required with reason `other`.'),
+  reference: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('The document behind the change (a delivery note, a count sheet, …).'),
+};
+const noteWhenOther = (body: { reason: string; note?: string | undefined }) =>
+  body.reason !== 'other' || body.note !== undefined;
+const noteWhenOtherIssue = { message: 'reason other needs a note', path: ['note'] };
+
+/** `delta` units added (> 0) or removed (< 0). */
+export const adjustmentBody = z
+  .strictObject({
+    delta: wholeNumber(-1e12, 1e12).refine((delta) => delta !== 0, 'must not be 0'),
+    ...stockChangeDetails,
+  })
+  .refine(noteWhenOther, noteWhenOtherIssue);
+
+/**
+ * A counted quantity: `available` becomes what is available, if that is still `compareAvailable`. Without a compare
+ * the caller must say `ignoreCompare: true`, as it may overwrite orders placed since the count.
+ */
+export const countBody = z
+  .strictObject({
+    available: stockQuantity,
+    compareAvailable: stockQuantity.optional(),
+    ignoreCompare: z.literal(true).optional(),
+    ...stockChangeDetails,
+  })
+  .refine(noteWhenOther, noteWhenOtherIssue)
+  .refine((body) => (body.compareAvailable !== undefined) !== (body.ignoreCompare === true), {
+    message: 'give compareAvailable, or ignoreCompare: true to set without one (not both)',
+    path: ['compareAvailable'],
+  });
+
 export const customerId = z
   .string()
   .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1–128 characters of letters, digits and . _ : @ -');

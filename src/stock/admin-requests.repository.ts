@@ -2,6 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { AppError } from '../errors.js';
+import type { Movement } from './movement.js';
 import type { SkuView } from './sku-view.js';
 
 type Executor = Kysely<Database> | Transaction<Database>;
@@ -45,10 +46,13 @@ export interface AdminRequest {
   fingerprint: string;
 }
 
-/** The answer to an admin write: its status and the SKU after it; `replayed` when an earlier request's answer. */
+/**
+ * The answer to an admin write: its status and the SKU after it (with the movement an adjustment or a count recorded);
+ * `replayed` when an earlier request's answer.
+ */
 export interface AdminAnswer {
   status: number;
-  view: SkuView;
+  view: SkuView & { movement?: Movement };
   replayed: boolean;
 }
 
@@ -78,5 +82,5 @@ function replay(prior: AdminRequestRecord, request: AdminRequest): AdminAnswer {
   if (prior.fingerprint !== request.fingerprint) {
     throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used for a different admin request');
   }
-  return { status: prior.status, view: prior.response as SkuView, replayed: true };
+  return { status: prior.status, view: prior.response as AdminAnswer['view'], replayed: true };
 }

@@ -10,7 +10,10 @@ import {
   findSkuForUpdate,
   insertSegments,
   insertSku,
+  readSegmentsForUpdate,
   recordAddition,
+  recordStockChange,
+  type StockChange,
   updateSkuLayout,
 } from './stock.repository.js';
 import { type AdminAnswer, type AdminRequest, answerOnce, insertAdminRequest } from './admin-requests.repository.js';
@@ -22,6 +25,7 @@ import { splitEvenly } from '../inventory/segment-math.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import { refOf, type SkuDirectory, type SkuEntry } from '../inventory/sku-directory.js';
 import { readSkuView, type SkuView } from './sku-view.js';
+import type { Movement } from './movement.js';
 
 /** Σ stock ever added per SKU stays an exact double, with room for every sum the service computes. */
 export const MAX_TOTAL_STOCK = 2 ** 52;
@@ -36,6 +40,21 @@ export interface SkuChanges {
   saleStartsAt?: string | null | undefined;
   saleEndsAt?: string | null | undefined;
 }
+
+/** Why and by whom an adjustment or a counted set is made. */
+export interface StockChangeDetails {
+  reason: string;
+  note?: string | undefined;
+  reference?: string | undefined;
+  /** The credential making the change. */
+  actor: string;
+}
+
+type Change = (
+  trx: Transaction<Database>,
+  row: SkuRow,
+  leases: LockLease[],
+) => Promise<boolean | { movement: Movement }>;
 
 /**
  * Configuration changes of a SKU: create, restock, re-segment, set its per-customer limit or its sale window. Restock,
@@ -61,7 +80,7 @@ export class StockAdmin {
     request?: AdminRequest,
   ): Promise<AdminAnswer> {
     return answerOnce(this.db, request, async () => {
-      let view: SkuView | undefined;
+      let view: AdminAnswer['view'] | undefined;
       try {
         view = await this.db.transaction().execute(async (trx) => {
           const row = await insertSku(trx, {
@@ -123,6 +142,107 @@ export class StockAdmin {
         },
       ]);
       return true;
+    });
+  }
+
+  /**
+   * Adds (`delta` > 0, spread like a restock) or removes units. A removal is taken from the segments under every
+   * segment lock, as what they hold then, fenced like a restock; more than is available is refused whole (409
+   * `out_of_stock` with what is available).
+   */
+  adjust(sku: string, input: StockChangeDetails & { delta: number }, request?: AdminRequest): Promise<AdminAnswer> {
+    return this.changeStock(sku, 'adjustment', input, request, (available) => {
+      if (available + input.delta < 0) {
+        throw new AppError(
+          'out_of_stock',
+          `SKU '${sku}' has ${available} unit(s) available, ${-input.delta} to remove`,
+          { sku, available },
+        );
+      }
+      return input.delta;
+    });
+  }
+
+  /**
+   * Sets what is available to a counted quantity, if it is still `compareAvailable` under every segment lock (else
+   * 409 `stale_count` with the current value); without a compare, whatever it is. Reserved and sold units are not
+   * touched: the difference is recorded as the count's movement.
+   */
+  count(
+    sku: string,
+    input: StockChangeDetails & { available: number; compareAvailable?: number | undefined },
+    request?: AdminRequest,
+  ): Promise<AdminAnswer> {
+    return this.changeStock(sku, 'count', input, request, (available) => {
+      if (input.compareAvailable !== undefined && input.compareAvailable !== available) {
+        throw new AppError(
+          'stale_count',
+          `SKU '${sku}' has ${available} unit(s) available, not ${input.compareAvailable}`,
+          { sku, available },
+        );
+      }
+      return input.available - available;
+    });
+  }
+
+  /**
+   * An adjustment or a count: under every segment lock, reads what the segments hold, asks `deltaFrom` how many units
+   * to add (negative: remove), and writes them fenced with their movement and event in one transaction.
+   */
+  private changeStock(
+    sku: string,
+    kind: StockChange['kind'],
+    details: StockChangeDetails,
+    request: AdminRequest | undefined,
+    deltaFrom: (available: number) => number,
+  ): Promise<AdminAnswer> {
+    return this.changeUnderAllLocks(sku, request, async (trx, row, leases) => {
+      const layout = { skuId: row.id, layoutVersion: row.layout_version };
+      const held = new Map((await readSegmentsForUpdate(trx, layout)).map((s) => [s.segment, s.available]));
+      const holdings = leases.map((_, segment) => held.get(segment) ?? 0);
+      const available = holdings.reduce((total, units) => total + units, 0);
+      const delta = deltaFrom(available);
+      const totalStock = row.total_stock + delta;
+      if (totalStock > MAX_TOTAL_STOCK) {
+        throw new AppError('stock_limit_exceeded', `total stock would exceed ${MAX_TOTAL_STOCK}`);
+      }
+      const shares = delta >= 0 ? splitEvenly(delta, row.segment_count) : takeFrom(holdings, -delta).map((n) => -n);
+      const writes = leases.map((lease, segment) => ({ segment, fence: lease.fence, add: shares[segment]! }));
+      if ((await addToSegmentsFenced(trx, layout, writes)) !== writes.length) return false;
+      await updateSkuLayout(trx, row.id, { totalStock });
+      const change: StockChange = {
+        kind,
+        quantity: delta,
+        reason: details.reason,
+        actor: details.actor,
+        note: details.note ?? null,
+        reference: details.reference ?? null,
+        availableAfter: available + delta,
+      };
+      const { id, createdAt } = await recordStockChange(trx, row.id, change);
+      const { kind: _kind, availableAfter: _after, ...described } = change;
+      await this.outbox.write(trx, [
+        {
+          skuId: row.id,
+          type: kind === 'adjustment' ? 'sku.adjusted' : 'sku.counted',
+          data: { [kind]: { ...described, stock: totalStock } },
+          available: delta,
+        },
+      ]);
+      return {
+        movement: {
+          id: String(id),
+          kind,
+          quantity: delta,
+          reason: change.reason,
+          actor: change.actor,
+          note: change.note,
+          reference: change.reference,
+          orderId: null,
+          availableAfter: change.availableAfter,
+          at: createdAt.toISOString(),
+        },
+      };
     });
   }
 
@@ -213,9 +333,10 @@ export class StockAdmin {
     sku: string,
     request: AdminRequest | undefined,
     status: number,
-  ): Promise<SkuView | undefined> {
+    movement?: Movement,
+  ): Promise<AdminAnswer['view'] | undefined> {
     if (!request) return undefined;
-    const view = await this.view(sku, trx);
+    const view = { ...(await this.view(sku, trx)), ...(movement && { movement }) };
     await insertAdminRequest(trx, request.key, { fingerprint: request.fingerprint, status, response: view });
     return view;
   }
@@ -224,22 +345,22 @@ export class StockAdmin {
    * Runs `change` in a transaction while holding every segment lock of the SKU's current layout. `change` returns
    * false when a fenced write was refused (a lock was lost): everything is rolled back and tried again.
    */
-  private changeUnderAllLocks(
-    sku: string,
-    request: AdminRequest | undefined,
-    change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
-  ): Promise<AdminAnswer> {
+  private changeUnderAllLocks(sku: string, request: AdminRequest | undefined, change: Change): Promise<AdminAnswer> {
     return answerOnce(this.db, request, async () => {
-      const view = await this.changeOnce(sku, request, change);
-      return { status: 200, view: view ?? (await this.view(sku)), replayed: false };
+      const { view, movement } = await this.changeOnce(sku, request, change);
+      return {
+        status: 200,
+        view: view ?? { ...(await this.view(sku)), ...(movement && { movement }) },
+        replayed: false,
+      };
     });
   }
 
   private async changeOnce(
     sku: string,
     request: AdminRequest | undefined,
-    change: (trx: Transaction<Database>, row: SkuRow, leases: LockLease[]) => Promise<boolean>,
-  ): Promise<SkuView | undefined> {
+    change: Change,
+  ): Promise<{ view: AdminAnswer['view'] | undefined; movement: Movement | undefined }> {
     const deadline = Date.now() + this.lockWaitMs;
     for (;;) {
       const entry = await this.directory.get(sku);
@@ -250,8 +371,10 @@ export class StockAdmin {
           .execute(async (trx) => {
             const row = await findSkuForUpdate(trx, entry.id);
             if (!row || row.layout_version !== entry.layoutVersion) return 'stale-layout' as const;
-            if (!(await change(trx, row, leases))) throw new FencedOutError();
-            return { view: await this.record(trx, sku, request, 200) };
+            const changed = await change(trx, row, leases);
+            if (changed === false) throw new FencedOutError();
+            const movement = typeof changed === 'object' ? changed.movement : undefined;
+            return { view: await this.record(trx, sku, request, 200, movement), movement };
           })
           .catch((error: unknown) => {
             if (error instanceof FencedOutError) return 'fenced-out' as const;
@@ -259,7 +382,7 @@ export class StockAdmin {
           });
         if (typeof applied === 'object') {
           await this.directory.announceChange(sku);
-          return applied.view;
+          return applied;
         }
         this.directory.invalidate(entry);
       } finally {
@@ -275,6 +398,18 @@ export class StockAdmin {
     if (!leases) throw lockBusy(this.lockWaitMs);
     return leases;
   }
+}
+
+/** How many units to take from each segment to remove `quantity` of what they hold: the fullest first. */
+function takeFrom(holdings: number[], quantity: number): number[] {
+  const taken = holdings.map(() => 0);
+  let left = quantity;
+  for (const segment of holdings.map((_, i) => i).sort((a, b) => holdings[b]! - holdings[a]!)) {
+    if (left === 0) break;
+    taken[segment] = Math.min(left, holdings[segment]!);
+    left -= taken[segment];
+  }
+  return taken;
 }
 
 function instant(text: string | null | undefined): Date | null {

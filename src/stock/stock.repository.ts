@@ -1,6 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { Database, SkuRow } from '../db/schema.js';
+import type { Database, SkuRow, StockChangeKind } from '../db/schema.js';
 
 export interface SkuStock {
   sku: SkuRow;
@@ -64,7 +64,61 @@ export async function recordAddition(
   quantity: number,
   reason: 'create' | 'restock',
 ): Promise<void> {
-  await trx.insertInto('stock_additions').values({ sku_id: skuId, quantity, reason }).execute();
+  await trx.insertInto('stock_additions').values({ sku_id: skuId, quantity, kind: reason, reason }).execute();
+}
+
+/** A change of a SKU's stock made under every segment lock: an adjustment or a counted set. */
+export interface StockChange {
+  kind: Extract<StockChangeKind, 'adjustment' | 'count'>;
+  /** Signed units added (negative: removed). */
+  quantity: number;
+  reason: string;
+  actor: string;
+  note: string | null;
+  reference: string | null;
+  availableAfter: number;
+}
+
+/** Logs an adjustment or a count in `stock_additions`; answers its id and when it was written. */
+export async function recordStockChange(
+  trx: Transaction<Database>,
+  skuId: number,
+  change: StockChange,
+): Promise<{ id: number; createdAt: Date }> {
+  const row = await trx
+    .insertInto('stock_additions')
+    .values({
+      sku_id: skuId,
+      quantity: change.quantity,
+      kind: change.kind,
+      reason: change.reason,
+      actor: change.actor,
+      note: change.note,
+      reference: change.reference,
+      available_after: change.availableAfter,
+    })
+    .returning(['id', 'created_at'])
+    .executeTakeFirstOrThrow();
+  return { id: Number(row.id), createdAt: row.created_at };
+}
+
+/**
+ * The available units of a layout's segments, row-locked for the rest of the transaction: a writer whose lock has
+ * expired waits, then finds the fence moved on by this transaction's fenced write.
+ */
+export async function readSegmentsForUpdate(
+  trx: Transaction<Database>,
+  ref: { skuId: number; layoutVersion: number },
+): Promise<{ segment: number; available: number }[]> {
+  const rows = await trx
+    .selectFrom('stock_segments')
+    .select(['segment', 'available'])
+    .where('sku_id', '=', ref.skuId)
+    .where('layout_version', '=', ref.layoutVersion)
+    .orderBy('segment')
+    .forUpdate()
+    .execute();
+  return rows.map((row) => ({ segment: row.segment, available: Number(row.available) }));
 }
 
 export interface FencedWrite {
@@ -72,7 +126,10 @@ export interface FencedWrite {
   fence: number;
 }
 
-/** Adds stock to segments under their locks (restock); returns how many rows the fence let through. */
+/**
+ * Adds stock to segments under their locks (restock, adjustments and counts: `add` may be negative, never below what
+ * the segment holds); returns how many rows the fence let through.
+ */
 export async function addToSegmentsFenced(
   trx: Transaction<Database>,
   ref: { skuId: number; layoutVersion: number },

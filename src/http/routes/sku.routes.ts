@@ -2,14 +2,24 @@ import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
 import type { AdminAnswer, AdminRequest } from '../../stock/admin-requests.repository.js';
 import type { SkuListQuery, SkuPage } from '../../stock/sku-listing.js';
+import type { Movement } from '../../stock/movement.js';
 import type { SkuView } from '../../stock/sku-view.js';
 import type { StockAdmin } from '../../stock/stock-admin.js';
 import type { Access } from '../auth/access.js';
 import type { Principal } from '../auth/principal.js';
-import { idempotencyKeyOf } from '../idempotency-key.js';
+import { idempotencyKeyOf, scopeOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
-import { createSkuBody, resegmentBody, restockBody, skuListQuery, skuName, updateSkuBody } from '../schemas.js';
+import {
+  adjustmentBody,
+  countBody,
+  createSkuBody,
+  resegmentBody,
+  restockBody,
+  skuListQuery,
+  skuName,
+  updateSkuBody,
+} from '../schemas.js';
 import { parseOr400 } from '../validate.js';
 
 /**
@@ -80,6 +90,28 @@ export function skuRoutes(
     })
     .all(methodNotAllowed('POST'));
 
+  router
+    .route('/:sku/adjustments')
+    .post(requireAdmin, ...jsonBody, async (req, res) => {
+      const sku = parseOr400(skuName, req.params.sku, 'sku');
+      const input = parseOr400(adjustmentBody, req.body, 'body');
+      const caller = access.principalOf(res);
+      const request = adminRequest(req, caller, ['adjust', sku, input]);
+      send(res, await admin.adjust(sku, { ...input, actor: scopeOf(caller) }, request));
+    })
+    .all(methodNotAllowed('POST'));
+
+  router
+    .route('/:sku/stock')
+    .put(requireAdmin, ...jsonBody, async (req, res) => {
+      const sku = parseOr400(skuName, req.params.sku, 'sku');
+      const { ignoreCompare: _ignore, ...input } = parseOr400(countBody, req.body, 'body');
+      const caller = access.principalOf(res);
+      const request = adminRequest(req, caller, ['count', sku, input]);
+      send(res, await admin.count(sku, { ...input, actor: scopeOf(caller) }, request));
+    })
+    .all(methodNotAllowed('PUT'));
+
   return router;
 }
 
@@ -121,6 +153,23 @@ const VIEW_FIELDS = [
  * The view with its fields in the one order of SkuView. A replayed answer was stored in a jsonb column, which keeps
  * keys in an order of its own; a client that compares a retry's answer with the first one sees the same bytes.
  */
-function inViewOrder(view: SkuView): SkuView {
-  return Object.fromEntries(VIEW_FIELDS.map((field) => [field, view[field]])) as unknown as SkuView;
+function inViewOrder(view: AdminAnswer['view']): AdminAnswer['view'] {
+  const ordered = Object.fromEntries(VIEW_FIELDS.map((field) => [field, view[field]])) as unknown as SkuView;
+  return view.movement ? { ...ordered, movement: inMovementOrder(view.movement) } : ordered;
 }
+
+const MOVEMENT_FIELDS = [
+  'id',
+  'kind',
+  'quantity',
+  'reason',
+  'actor',
+  'note',
+  'reference',
+  'orderId',
+  'availableAfter',
+  'at',
+] as const satisfies readonly (keyof Movement)[];
+
+const inMovementOrder = (movement: Movement): Movement =>
+  Object.fromEntries(MOVEMENT_FIELDS.map((field) => [field, movement[field]])) as unknown as Movement;
