@@ -118,7 +118,9 @@ export class StreamOutlet {
     this.closed = true;
     this.onClosedBehind();
     const data = { reason: 'reader_behind', maxBufferedBytes: this.maxBufferedBytes, lastEventId: resumeId };
-    this.res.end(`${resumeId === undefined ? '' : `id: ${resumeId}\n`}event: stream.closed\ndata: ${JSON.stringify(data)}\n\n`);
+    this.res.end(
+      `${resumeId === undefined ? '' : `id: ${resumeId}\n`}event: stream.closed\ndata: ${JSON.stringify(data)}\n\n`,
+    );
     const cut = setTimeout(() => this.res.destroy(), LAGGING_FLUSH_MS);
     this.res.once('finish', () => clearTimeout(cut)).once('close', () => clearTimeout(cut));
   }
