@@ -21,6 +21,7 @@ import { DashboardFeed } from './http/dashboard/dashboard-feed.js';
 import { capConnectionsPerAddress } from './http/connection-cap.js';
 import type { Unreadiness } from './http/routes/health.routes.js';
 import { EventStreams } from './http/routes/events.routes.js';
+import { StreamGate } from './http/stream-gate.js';
 import { TicketStreams } from './http/routes/line.routes.js';
 import { buildHttpApp } from './http/http-app.js';
 import { Lines } from './lines/lines.js';
@@ -35,6 +36,7 @@ import { ReleaseNotices } from './lock/release-notices.js';
 import type { Logger } from './logger.js';
 import { FleetSeries } from './metrics/fleet-series.js';
 import { LineMetrics } from './metrics/line-metrics.js';
+import { StreamMetrics } from './metrics/stream-metrics.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
@@ -150,7 +152,10 @@ export class StockService {
     this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
       eventMetrics.sequenced(type, n),
     );
-    this.streams = new EventStreams(this.db, config.events.pollMs);
+    const streamGate = new StreamGate(config.streams, new StreamMetrics(this.metrics.registry).hooks, (req, res) =>
+      this.access.callerKey(req, res),
+    );
+    this.streams = new EventStreams(this.db, config.events.pollMs, streamGate);
     this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
     this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);
@@ -185,6 +190,7 @@ export class StockService {
       series: this.fleetSeries,
       db: this.db,
       readAudit: () => readAuditReport(this.db),
+      gate: streamGate,
     });
     this.access = new Access(config);
     this.app = buildHttpApp({

@@ -109,6 +109,10 @@ const configSchema = z.object({
   WEBHOOK_BACKOFF_MAX_MS: positiveMs(86_400_000).default(3_600_000),
   WEBHOOK_RETRY_FOR_MS: positiveMs(30 * 86_400_000).default(26 * 3_600_000),
   WEBHOOK_TIMEOUT_MS: positiveMs(600_000).default(10_000),
+  // What one event or dashboard stream may leave unread in its reader's connection before it is closed with the id
+  // to resume after, and how many streams one caller may hold open on one instance (docs/operations.md#slow-clients).
+  STREAM_MAX_BUFFERED_BYTES: z.coerce.number().int().min(65_536).max(1_073_741_824).default(262_144),
+  STREAMS_PER_CALLER: z.coerce.number().int().min(1).max(100_000).default(32),
   // Lets webhooks reach loopback, private and link-local addresses: development and tests only (docs/operations.md).
   WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: flag('0'),
   // How often the books audit checks SKUs' books (src/audit, docs/operations.md#the-books-audit); 0 turns it off.
@@ -158,6 +162,14 @@ export type Config = Readonly<{
   /** Milliseconds between books audit passes; 0: no audit. */
   auditIntervalMs: number;
   events: EventsConfig;
+  streams: StreamsConfig;
+}>;
+
+export type StreamsConfig = Readonly<{
+  /** Bytes one stream may leave unread in its reader's connection before it is closed for lagging. */
+  maxBufferedBytes: number;
+  /** Event and dashboard streams one caller may hold open on one instance. */
+  perCaller: number;
 }>;
 
 export type EventsConfig = Readonly<{
@@ -273,5 +285,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
       webhookAllowPrivateDestinations: e.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS,
     }),
+    streams: Object.freeze({ maxBufferedBytes: e.STREAM_MAX_BUFFERED_BYTES, perCaller: e.STREAMS_PER_CALLER }),
   });
 }

@@ -32,6 +32,7 @@ export const errorCatalog = {
   webhook_destination_refused: { status: 422, title: 'Webhook destination not allowed' },
   stock_limit_exceeded: { status: 422, title: 'Stock would exceed the supported maximum' },
   rate_limited: { status: 429, title: 'Too many orders' },
+  too_many_streams: { status: 429, title: 'Too many open streams' },
   lock_busy: { status: 503, title: 'Stock is busy, retry shortly' },
   dependency_unavailable: { status: 503, title: 'A backing service is unavailable' },
   shutting_down: { status: 503, title: 'Service is shutting down' },

@@ -64,10 +64,13 @@ export function servicePaths(): Record<string, unknown> {
         ],
         responses: {
           '200': {
-            description: 'An endless `text/event-stream`; each `data:` is an Event.',
+            description:
+              'An endless `text/event-stream`; each `data:` is an Event. A reader that leaves more than ' +
+              '`STREAM_MAX_BUFFERED_BYTES` unread gets a last `stream.closed` event whose `id:` is the last event ' +
+              'sent, to resume after (`Last-Event-ID`).',
             content: { 'text/event-stream': { schema: { type: 'string' } } },
           },
-          ...problems(...ALWAYS, ...AUTH, 'bad_request'),
+          ...problems(...ALWAYS, ...AUTH, 'bad_request', 'too_many_streams'),
         },
       },
     },
@@ -256,10 +259,12 @@ export function servicePaths(): Record<string, unknown> {
         parameters: [{ name: 'sku', in: 'query', required: true, schema: schemaOf(skuName) }],
         responses: {
           '200': {
-            description: 'An event stream; each `data:` line is a DashboardSnapshot.',
+            description:
+              'An event stream; each `data:` line is a DashboardSnapshot. A reader that leaves more than ' +
+              '`STREAM_MAX_BUFFERED_BYTES` unread gets a last `stream.closed` event.',
             content: { 'text/event-stream': { schema: { type: 'string' } } },
           },
-          ...problems(...ALWAYS, 'bad_request', ...AUTH),
+          ...problems(...ALWAYS, 'bad_request', ...AUTH, 'too_many_streams'),
         },
       },
     },

@@ -122,6 +122,17 @@ export class Access {
   }
 
   /**
+   * Who is calling, as caps on what one caller holds count it: a customer token's customer, a service key, or for a
+   * caller without a credential its address (IPv6 by /56).
+   */
+  callerKey(req: Request, res: Response): string {
+    const principal = this.principalOf(res);
+    if (principal.kind === 'customer') return `customer:${principal.customerId}`;
+    if (principal.kind === 'service') return `key:${principal.name}`;
+    return ipKeyGenerator(req.ip ?? '', 56);
+  }
+
+  /**
    * What the order rate limit counts by: a customer token's customer; for a service key, the customer it places for
    * (or the key, placing for none); for a caller without a credential, its address (IPv6 by /56), since anyone can
    * write any customerId into a body.

@@ -1,4 +1,4 @@
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { AppError } from '../../errors.js';
 import type { Db } from '../../db/database.js';
 import type { StockEvent } from '../../events/event-types.js';
@@ -7,6 +7,7 @@ import type { LineView } from '../../lines/ticket-view.js';
 import type { FleetSeries, InstanceBeat, SeriesWindow } from '../../metrics/fleet-series.js';
 import type { SkuView } from '../../stock/sku-view.js';
 import type { AuditReport } from '../../audit/audit-report.js';
+import type { StreamGate, StreamOutlet } from '../stream-gate.js';
 
 /** What every dashboard watching one SKU on this instance receives, once a second. */
 export interface DashboardSnapshot {
@@ -62,7 +63,7 @@ export interface DashboardHistory {
 }
 
 interface Watched {
-  subscribers: Set<Response>;
+  subscribers: Set<StreamOutlet>;
   timer: NodeJS.Timeout;
   last?: string;
   /** The newest second the last snapshot sent: the next one sends every second after it again, however late it is. */
@@ -80,6 +81,8 @@ export interface DashboardSources {
   db: Db;
   /** The books' audit as GET /audit answers it. */
   readAudit: () => Promise<AuditReport>;
+  /** Where each watcher's stream opens, capped per caller and bounded in what it buffers. */
+  gate: StreamGate;
   intervalMs?: number;
 }
 
@@ -102,40 +105,38 @@ export class DashboardFeed {
     this.intervalMs = sources.intervalMs ?? 1000;
   }
 
-  subscribe(sku: string, res: Response): void {
-    res.status(200).set({
-      'Content-Type': 'text/event-stream',
-      'Cache-Control': 'no-store',
-      // Proxies must pass each event on at once, not buffer the stream.
-      'X-Accel-Buffering': 'no',
-    });
-    res.flushHeaders();
+  /**
+   * Adds a watcher of `sku`. A watcher that leaves snapshots unread past the gate's bound is closed (a page's
+   * EventSource opens again, and the next snapshot is whole).
+   */
+  subscribe(sku: string, req: Request, res: Response): void {
+    const outlet = this.sources.gate.open('dashboard', req, res);
     let watched = this.watched.get(sku);
     if (!watched) {
       const timer = setInterval(() => void this.tick(sku), this.intervalMs);
       watched = { subscribers: new Set(), timer, ticking: false };
       this.watched.set(sku, watched);
       void this.tick(sku);
-    } else if (watched.last) {
-      res.write(watched.last);
+    } else if (watched.last && !outlet.send(watched.last)) {
+      return;
     }
-    watched.subscribers.add(res);
-    res.on('close', () => this.unsubscribe(sku, res));
+    watched.subscribers.add(outlet);
+    res.on('close', () => this.unsubscribe(sku, outlet));
   }
 
   /** Ends every stream, so that shutdown does not wait for browsers to leave. */
   close(): void {
     for (const [sku, watched] of this.watched) {
-      for (const res of watched.subscribers) res.end();
+      for (const outlet of watched.subscribers) outlet.end();
       clearInterval(watched.timer);
       this.watched.delete(sku);
     }
   }
 
-  private unsubscribe(sku: string, res: Response): void {
+  private unsubscribe(sku: string, outlet: StreamOutlet): void {
     const watched = this.watched.get(sku);
     if (!watched) return;
-    watched.subscribers.delete(res);
+    watched.subscribers.delete(outlet);
     if (watched.subscribers.size === 0) {
       clearInterval(watched.timer);
       this.watched.delete(sku);
@@ -168,7 +169,7 @@ export class DashboardFeed {
       const data = `data: ${JSON.stringify(snapshot)}\n\n`;
       watched.last = data;
       if (snapshot.recent) watched.sentTo = snapshot.recent.from + snapshot.recent.seconds - 1;
-      for (const res of watched.subscribers) res.write(data);
+      for (const outlet of watched.subscribers) if (!outlet.send(data)) this.unsubscribe(sku, outlet);
     } catch {
       // Nothing to show this second (the stock read has its own fallback); the next tick tries again.
     } finally {

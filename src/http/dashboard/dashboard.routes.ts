@@ -55,7 +55,7 @@ export function dashboardRoutes(feed: DashboardFeed, db: Db, requireMonitoring: 
   router
     .route('/events')
     .get(requireMonitoring, (req, res) => {
-      feed.subscribe(parseOr400(skuName, req.query.sku, 'sku'), res);
+      feed.subscribe(parseOr400(skuName, req.query.sku, 'sku'), req, res);
     })
     .all(methodNotAllowed('GET'));
 
