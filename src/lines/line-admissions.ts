@@ -16,6 +16,7 @@ import {
   readSellingLines,
   recordAdmissions,
   recordRefusal,
+  settleAdmissions,
   type TicketRow,
   unitsAdmitting,
 } from './line.repository.js';
@@ -87,6 +88,8 @@ export class LineAdmissions {
     }
     for (const line of lines) {
       try {
+        // A full line's ended admissions free their places in it; a line with room has no need to count them yet.
+        if (line.tickets - line.finalTickets >= line.capacity) await settleAdmissions(this.db, line.skuId);
         const promised = await unitsAdmitting(this.db, line.skuId);
         if (await this.worthLocking(line, promised)) {
           const { line: served, soldOut } = await this.letThrough(line.skuId);

@@ -146,7 +146,8 @@ interface JoinedLine {
 /**
  * The tickets of the customers who join, in one statement that takes the line's lock and commits on its own, so the
  * lock is held for the statement's own work and never across a round trip: a customer with a ticket gets it
- * (`created` false); the others, in the order given and while the line has room, get new ones. Before the draw a new
+ * (`created` false); the others, in the order given and while the line has room (its live tickets, those given less
+ * those `finalTickets`, below its capacity), get new ones. Before the draw a new
  * ticket joins the pre-line, unnumbered; after it, each is numbered on from the line's last number, with the units
  * asked before it. A line that is `closed` (sold out, or past its window at `now`) gives none; nor does one that
  * `mustDraw` (open at `now`, its pre-line not drawn yet): a ticket given then would join a pre-line already closed.
@@ -199,7 +200,8 @@ const joinLineStatement: PreparedStatement = {
       select a.* from asked a
        where not exists (select 1 from held h where h."customerId" = a.customer_id)
        order by a.ord
-       limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - tickets) end from line)
+       limit (select case when closed or "mustDraw" then 0 else greatest(0, capacity - (tickets - "finalTickets")) end
+                from line)
     ), numbered as (
       select f.id, f.customer_id, f.quantity,
              case when l."drawnAt" is not null then l."numbersGiven" + row_number() over w end as number,

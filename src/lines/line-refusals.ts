@@ -10,9 +10,16 @@ export function ticketNotFound(ticketId: string): AppError {
   return new AppError('ticket_not_found', `ticket '${ticketId}' does not exist`);
 }
 
-/** The line holds as many tickets as it may: nobody joins any more. */
+/**
+ * The line holds as many tickets that can still be admitted as it may: nobody joins until some of them end (bought,
+ * cancelled, expired or refused).
+ */
 export function lineFull(sku: string, capacity: number): AppError {
-  return new AppError('line_full', `the line for SKU '${sku}' is full (${capacity} tickets)`, { sku, capacity });
+  return new AppError(
+    'line_full',
+    `the line for SKU '${sku}' is full (${capacity} tickets waiting or admitted); retry when some have ended`,
+    { sku, capacity },
+  );
 }
 
 /** Sold out, or its sale window over: the line takes no more joins. */

@@ -14,6 +14,11 @@ export interface LineRow extends SaleWindow {
   holdSeconds: number;
   /** Tickets given, pre-line and after. */
   tickets: number;
+  /**
+   * Tickets that can never be admitted again: refused, or admitted and their reservation ended. The line's capacity
+   * bounds the others (`tickets - finalTickets`), so a line whose tickets have all ended takes joins again.
+   */
+  finalTickets: number;
   preLineTickets: number;
   drawnAt: Date | null;
   drawSeed: string | null;
@@ -29,7 +34,7 @@ export interface LineRow extends SaleWindow {
 }
 
 export const LINE_COLUMNS = `l.sku_id as "skuId", k.sku, l.capacity, l.hold_seconds as "holdSeconds", l.tickets,
-  l.pre_line_tickets as "preLineTickets", l.drawn_at as "drawnAt", l.draw_seed as "drawSeed",
+  l.final_tickets as "finalTickets", l.pre_line_tickets as "preLineTickets", l.drawn_at as "drawnAt", l.draw_seed as "drawSeed",
   l.numbers_given as "numbersGiven", l.units_given as "unitsGiven", l.admitted_through as "admittedThrough",
   l.units_admitted as "unitsAdmitted", l.sold_out_at as "soldOutAt",
   (extract(epoch from k.sale_starts_at) * 1000)::float8 as "saleStartsAt",
@@ -163,7 +168,8 @@ export async function letThrough(
     update line_tickets set status = 'refused', refusal = 'out_of_stock'
      where sku_id = ${skuId} and id = any(${soldOut.map((t) => t.id)}::uuid[])`.execute(trx);
   await sql`
-    update sku_lines set admitted_through = ${last.number}, units_admitted = ${last.unitsBefore! + last.quantity}
+    update sku_lines set admitted_through = ${last.number}, units_admitted = ${last.unitsBefore! + last.quantity},
+           final_tickets = final_tickets + ${soldOut.length}
      where sku_id = ${skuId}`.execute(trx);
 }
 
@@ -187,8 +193,34 @@ export async function recordAdmissions(
 /** A ticket that can never be admitted (its reservation was refused for a reason waiting cannot cure). */
 export async function recordRefusal(db: Db, ticketId: string, refusal: string): Promise<void> {
   await sql`
-    update line_tickets set status = 'refused', refusal = ${refusal}
-     where id = ${ticketId} and status = 'admitting'`.execute(db);
+    with refused as (
+      update line_tickets set status = 'refused', refusal = ${refusal}
+       where id = ${ticketId} and status = 'admitting'
+      returning sku_id
+    )
+    update sku_lines l set final_tickets = l.final_tickets + 1 from refused r where l.sku_id = r.sku_id`.execute(db);
+}
+
+/**
+ * Settles the line's admitted tickets whose reservation ended (confirmed, cancelled or expired), counting them final:
+ * their places in the line's capacity are free again. Reads the live admissions only (the partial index on tickets
+ * not settled); a ticket two instances settle at once is counted by one of them, the other's update finding it settled.
+ * Answers how many this call settled.
+ */
+export async function settleAdmissions(db: Db, skuId: number): Promise<number> {
+  const { rows } = await sql<{ settled: number }>`
+    with settled as (
+      update line_tickets t set settled = true
+        from orders o
+       where t.sku_id = ${skuId} and t.status = 'admitted' and not t.settled
+         and o.id = t.order_id and o.status <> 'reserved'
+      returning t.id
+    ), counted as (
+      update sku_lines set final_tickets = final_tickets + (select count(*) from settled)
+       where sku_id = ${skuId} and exists (select 1 from settled)
+    )
+    select count(*)::int as settled from settled`.execute(db);
+  return rows[0]!.settled;
 }
 
 /** Marks the line sold out, once: true when this call did. */

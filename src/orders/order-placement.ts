@@ -8,6 +8,7 @@ import { OrderBatcher } from './order-batcher.js';
 import { type Ending, lineRequired, type PlacedOrder, refusalBeforeLocks } from './outcome.js';
 import type { SegmentLocks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
+import { hasEnded } from '../inventory/sale-window.js';
 import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
 
 /** Units of one SKU. */
@@ -92,9 +93,11 @@ export class OrderPlacement {
     for (;;) {
       const entries = await Promise.all(request.lines.map((line) => this.directory.get(line.sku)));
       const lines = request.lines.map((line, i) => ({ entry: entries[i]!, quantity: line.quantity }));
-      const lined = request.fromLine ? undefined : entries.find((entry) => entry.lined);
+      const now = this.clock.now();
+      // A line whose sale window ended takes no joins: the SKU is then refused for its window, not sent to its line.
+      const lined = request.fromLine ? undefined : entries.find((entry) => entry.lined && !hasEnded(entry, now));
       if (lined) throw lineRequired(lined.sku);
-      const refusal = refusalBeforeLocks(lines, request.customerId ?? null, this.clock.now());
+      const refusal = refusalBeforeLocks(lines, request.customerId ?? null, now);
       if (refusal) throw refusal;
 
       const ending = await this.inNextBatch(request, entries, fingerprint, deadline, trace);

@@ -184,10 +184,99 @@ export async function giveBack(
   return rows[0]!.written;
 }
 
-/** Reservations whose hold ran out, soonest first. */
-export async function findDueReservations(db: Db, limit: number): Promise<string[]> {
-  const { rows } = await sql<{ id: string }>`
-    select id from orders where status = 'reserved' and expires_at <= now()
-     order by expires_at limit ${limit}`.execute(db);
-  return rows.map((row) => row.id);
+/** A ledger row of a reservation whose hold ran out, with the order's customer. */
+export interface DueUnits extends TakenUnits {
+  orderId: string;
+  customerId: string | null;
+}
+
+/** The ledger rows of up to `limit` reservations whose hold ran out, soonest first. */
+export async function findDueReservations(db: Db, limit: number): Promise<DueUnits[]> {
+  const { rows } = await sql<DueUnits>`
+    with due as (
+      select id, customer_id from orders where status = 'reserved' and expires_at <= now()
+       order by expires_at limit ${limit}
+    )
+    select d.order_id as "orderId", o.customer_id as "customerId", d.sku_id as "skuId", k.sku,
+           d.layout_version as "layoutVersion", d.segment, d.quantity
+      from due o join stock_deductions d on d.order_id = o.id join skus k on k.id = d.sku_id`.execute(db);
+  return rows.map((row) => ({ ...row, quantity: Number(row.quantity) }));
+}
+
+/** A segment of the current layout that expired units go back to, and the fencing token of its lock's holder. */
+export interface SegmentFence {
+  skuId: number;
+  layoutVersion: number;
+  segment: number;
+  fence: number;
+}
+
+/**
+ * Expires those of `orderIds` that are still reservations past their hold, in one statement, under the locks of the
+ * segments their units go back to (`fences`, every segment any of them took from; each order's units all taken from
+ * its SKU's current layout; a segment without a fence is never written): their status, their units back to the segments they came from (`available` up,
+ * `reserved` down, fenced like every write), a `stock_returns` row for each order's share of each segment, their
+ * customers' holdings down, and with `events` an `order.expired` event per order and SKU, as a cancel writes them.
+ * Order rows are locked in id order, as confirms lock them, so the two cannot deadlock; an order a confirm, a cancel
+ * or another instance's sweep ended first is left alone. Answers how many orders expired, and how many segment rows
+ * were to be written and were: fewer written means a lock was lost or the layout changed, and the caller rolls back.
+ */
+export async function expireReservations(
+  trx: Trx,
+  orderIds: readonly string[],
+  fences: readonly SegmentFence[],
+  events: boolean,
+): Promise<{ expired: number; segments: number; written: number }> {
+  const { rows } = await sql<{ expired: number; segments: number; written: number }>`
+    with ended as (
+      select id, customer_id from orders
+       where id = any(${orderIds}::uuid[]) and status = 'reserved' and expires_at <= now()
+       order by id for update
+    ), expired as (
+      update orders o set status = 'expired' from ended e where o.id = e.id returning o.id, e.customer_id
+    ), taken as (
+      select d.order_id, d.sku_id, d.layout_version, d.segment, d.quantity, x.customer_id
+        from expired x join stock_deductions d on d.order_id = x.id
+    ), fences as (
+      select * from unnest(${fences.map((f) => f.skuId)}::int[], ${fences.map((f) => f.layoutVersion)}::int[],
+                           ${fences.map((f) => f.segment)}::int[], ${fences.map((f) => f.fence)}::bigint[])
+               as f(sku_id, layout_version, segment, fence)
+    ), back as (
+      select t.sku_id, t.layout_version, t.segment, sum(t.quantity) as quantity, f.fence
+        from taken t left join fences f using (sku_id, layout_version, segment)
+       group by t.sku_id, t.layout_version, t.segment, f.fence
+    ), written as (
+      update stock_segments s
+         set available = s.available + b.quantity, reserved = s.reserved - b.quantity, fence_token = b.fence
+        from back b
+       where s.sku_id = b.sku_id and s.layout_version = b.layout_version and s.segment = b.segment
+         and s.fence_token < b.fence
+      returning s.segment
+    ), ledger as (
+      insert into stock_returns (order_id, sku_id, segment, layout_version, quantity, fence_token, reason)
+      select t.order_id, t.sku_id, t.segment, t.layout_version, t.quantity, b.fence, 'expired'
+        from taken t join back b using (sku_id, layout_version, segment)
+    ), held as (
+      select t.sku_id, t.customer_id, sum(t.quantity) as units from taken t
+       where t.customer_id is not null group by t.sku_id, t.customer_id
+    ), locked_holdings as (
+      select h.sku_id, h.customer_id from customer_holdings h join held using (sku_id, customer_id)
+       order by h.sku_id, h.customer_id for update of h
+    ), released as (
+      update customer_holdings h set units = greatest(h.units - held.units, 0)
+        from held join locked_holdings l using (sku_id, customer_id)
+       where h.sku_id = held.sku_id and h.customer_id = held.customer_id
+    ), events as (
+      ${sql.raw(OUTBOX_INSERT)}
+      select t.sku_id, 'order.expired',
+             jsonb_build_object('order', jsonb_build_object('orderId', t.order_id, 'status', 'expired',
+                                                            'previousStatus', 'reserved', 'quantity', sum(t.quantity))),
+             sum(t.quantity), -sum(t.quantity), 0, now()
+        from taken t
+       where ${events}
+       group by t.sku_id, t.order_id
+    )
+    select (select count(*) from expired)::int as expired, (select count(*) from back)::int as segments,
+           (select count(*) from written)::int as written`.execute(trx);
+  return rows[0]!;
 }

@@ -9,6 +9,8 @@ import { findOrder, type OrderRecord } from '../orders/order.repository.js';
 import { releaseUnits } from '../inventory/customer-holdings.repository.js';
 import {
   confirmReservations,
+  type DueUnits,
+  expireReservations,
   findDueReservations,
   giveBack,
   lockOrderStatus,
@@ -35,9 +37,15 @@ const CONFIRMATION_SLOTS = 16;
 /** Most confirms one statement serves. */
 const MAX_CONFIRM_BATCH = 256;
 /** How often each instance looks for reservations whose hold ran out: well inside the 2 s promised. */
-const SWEEP_INTERVAL_MS = 500;
-/** Reservations expired per sweep at most; the next sweep takes the rest. */
-const SWEEP_BATCH = 200;
+const SWEEP_INTERVAL_MS = 250;
+/** Due reservations one sweep reads at once; it goes on with the next while they come full. */
+const SWEEP_READ = 10_000;
+/**
+ * Expiry statements one instance runs at once, each on the segments of its own batch. A drop's admissions run out by
+ * the thousand in one second; several statements on disjoint segments use more than one core of Postgres, and
+ * instances sweeping together, each taking the batches in an order of its own, mostly work on different segments.
+ */
+const EXPIRIES_IN_FLIGHT = 4;
 
 /**
  * What happens to an order after it was placed: confirm, cancel, expire.
@@ -106,22 +114,93 @@ export class OrderLifecycle {
     return this.sweeps.stop();
   }
 
-  /** Expires what has fallen due; another instance's sweep may expire the same orders, and only one of them will. */
+  /**
+   * Expires what has fallen due, until none is left: each batch the reservations whose units go back to one set of
+   * segments, several batches at once. Another instance's sweep may take the same orders, and only one ends each.
+   */
   async sweep(): Promise<void> {
-    let due: string[];
-    try {
-      due = await findDueReservations(this.db, SWEEP_BATCH);
-    } catch (error) {
-      this.log.warn({ err: (error as Error).message }, 'expiry sweep could not read due reservations');
-      return;
-    }
-    // Shuffled, so that instances sweeping at once mostly start on different orders.
-    for (const orderId of due.sort(() => Math.random() - 0.5)) {
+    for (;;) {
+      let due: DueUnits[];
       try {
-        await this.end(orderId, 'expire');
+        due = await findDueReservations(this.db, SWEEP_READ);
       } catch (error) {
-        this.log.warn({ err: (error as Error).message, orderId }, 'reservation not expired yet; retried next sweep');
+        this.log.warn({ err: (error as Error).message }, 'expiry sweep could not read due reservations');
+        return;
       }
+      const batches = batchesBySegments(due);
+      if (batches.length === 0) return;
+      let failed = false;
+      let next = 0;
+      const worker = async () => {
+        while (next < batches.length) {
+          const batch = batches[next++]!;
+          await this.expireBatch(batch).catch((error: unknown) => {
+            failed = true;
+            this.log.warn({ err: (error as Error).message }, 'reservations not expired yet; retried next sweep');
+          });
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(EXPIRIES_IN_FLIGHT, batches.length) }, worker));
+      if (failed || new Set(due.map((d) => d.orderId)).size < SWEEP_READ) return;
+    }
+  }
+
+  /**
+   * Ends a batch of due reservations in one statement (`expireReservations`) under the locks of every segment their
+   * units go back to, taken in the global lock order; starts over when a lock was lost or a layout changed. An order
+   * with units from a replaced layout goes back spread over the current one, and is ended on its own, as a cancel is.
+   */
+  private async expireBatch(due: DueUnits[]): Promise<void> {
+    const deadline = Date.now() + this.lockWaitMs;
+    for (;;) {
+      const skus = [...new Set(due.map((d) => d.sku))];
+      const entries = new Map((await Promise.all(skus.map((sku) => this.directory.get(sku)))).map((e) => [e.sku, e]));
+      const moved = new Set(
+        due.filter((d) => d.layoutVersion !== entries.get(d.sku)!.layoutVersion).map((d) => d.orderId),
+      );
+      const inLayout = due.filter((d) => !moved.has(d.orderId));
+      const refs = [
+        ...new Map(
+          inLayout.map((d): [string, SegmentRef] => [
+            `${d.sku}\n${d.segment}`,
+            { sku: d.sku, layoutVersion: d.layoutVersion, segment: d.segment },
+          ]),
+        ).values(),
+      ].sort(compareRefs);
+      let ended: boolean | 'retry' = false;
+      if (refs.length > 0) {
+        const leases = await this.locks.acquireInOrder(refs, deadline, this.locks.ticket());
+        if (!leases) throw lockBusy(this.lockWaitMs);
+        try {
+          ended = await this.db.transaction().execute(async (trx) => {
+            const fences = refs.map((ref, i) => ({
+              skuId: entries.get(ref.sku)!.id,
+              layoutVersion: ref.layoutVersion,
+              segment: ref.segment,
+              fence: leases[i]!.fence,
+            }));
+            const orderIds = [...new Set(inLayout.map((d) => d.orderId))];
+            const result = await expireReservations(trx, orderIds, fences, this.outbox.enabled);
+            if (result.written !== result.segments) throw new FencedOutError();
+            return result.expired > 0;
+          });
+        } catch (error) {
+          // A lock was lost, or the layout changed since this instance looked: nothing was written.
+          if (!(error instanceof FencedOutError)) throw error;
+          ended = 'retry';
+        } finally {
+          await this.locks.releaseAll(leases);
+        }
+      }
+      if (ended === 'retry') {
+        for (const entry of entries.values()) this.directory.invalidate(entry);
+        if (Date.now() >= deadline) throw lockBusy(this.lockWaitMs);
+        continue;
+      }
+      // Segments that were empty hold stock again: every instance drops what it knew of these SKUs.
+      if (ended) await Promise.all([...entries.keys()].map((sku) => this.directory.announceChange(sku)));
+      for (const orderId of moved) await this.end(orderId, 'expire');
+      return;
     }
   }
 
@@ -194,6 +273,27 @@ export class OrderLifecycle {
       if (Date.now() >= deadline) throw lockBusy(this.lockWaitMs);
     }
   }
+}
+
+/**
+ * Due reservations in batches by the segments their units came from (each order in one batch, with every ledger row
+ * it has), in an order of this instance's own: batches on disjoint segments take disjoint locks and run side by side.
+ */
+function batchesBySegments(due: DueUnits[]): DueUnits[][] {
+  const byOrder = new Map<string, DueUnits[]>();
+  for (const row of due) {
+    const rows = byOrder.get(row.orderId);
+    if (rows) rows.push(row);
+    else byOrder.set(row.orderId, [row]);
+  }
+  const bySegments = new Map<string, DueUnits[]>();
+  for (const rows of byOrder.values()) {
+    const key = [...new Set(rows.map((r) => `${r.skuId}/${r.layoutVersion}/${r.segment}`))].sort().join(' ');
+    const batch = bySegments.get(key);
+    if (batch) batch.push(...rows);
+    else bySegments.set(key, [...rows]);
+  }
+  return [...bySegments.values()].sort(() => Math.random() - 0.5);
 }
 
 /**

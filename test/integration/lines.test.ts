@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditSku, booksViolations } from '../support/invariants.js';
 import { createOwnDatabase, type OwnDatabase } from '../support/own-database.js';
 import { call, type RunningService, startService, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
@@ -156,6 +157,68 @@ describe('waiting lines', () => {
     expect(full.body).toMatchObject({ code: 'line_full', capacity: 2 });
     expect((await join(sku, 'p')).status).toBe(200);
     expect((await call(svc.url, 'GET', `/skus/${sku}/line`)).body.tickets).toBe(2);
+  });
+
+  it('takes joins again once every ticket has ended, and sells the units they left to the next joiner', async () => {
+    // A line full of customers who never buy: stock 3, capacity 5, and 100 joins at once before the opening.
+    const sku = await linedSku(3, { capacity: 5, holdSeconds: 3 }, 1_000);
+    const joins = await Promise.all(Array.from({ length: 100 }, (_, i) => join(sku, `bot-${i}`)));
+    expect(joins.filter((j) => j.status === 201)).toHaveLength(5);
+    expect(joins.filter((j) => j.body.code === 'line_full')).toHaveLength(95);
+    const ids = joins.filter((j) => j.status === 201).map((j) => j.body.ticketId as string);
+    const admitted = async () => (await Promise.all(ids.map(ticket))).filter((t) => t.status === 'admitted');
+    await waitFor(async () => (await admitted()).length === 3, 5_000);
+    const [bought, cancelled] = await admitted();
+    expect((await call(svc.url, 'POST', `/orders/${bought.reservation.orderId}/confirm`)).status).toBe(200);
+    expect((await call(svc.url, 'POST', `/orders/${cancelled.reservation.orderId}/cancel`)).status).toBe(200);
+    // The other three admissions run out: the cancelled one's unit goes to the fourth ticket, and an expiry's to the
+    // fifth; then every ticket has ended and two units are left.
+    const ended = async () => (await Promise.all(ids.map(ticket))).map((t) => t.status).sort();
+    await waitFor(
+      async () =>
+        JSON.stringify(await ended()) === JSON.stringify(['cancelled', 'expired', 'expired', 'expired', 'purchased']),
+      15_000,
+    );
+    await waitFor(async () => (await call(svc.url, 'GET', `/skus/${sku}`)).body.available === 2, 5_000);
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1 })).body.code).toBe('line_required');
+    // The line has room again: the next customer joins and is admitted to both units.
+    const buyer = await join(sku, 'real-buyer', 2);
+    expect(buyer.status, JSON.stringify(buyer.body)).toBe(201);
+    await waitFor(async () => (await ticket(buyer.body.ticketId)).status === 'admitted', 5_000);
+    const order = (await ticket(buyer.body.ticketId)).reservation.orderId;
+    expect((await call(svc.url, 'POST', `/orders/${order}/confirm`)).status).toBe(200);
+    expect((await call(svc.url, 'GET', `/skus/${sku}`)).body).toMatchObject({ available: 0, sold: 3 });
+    await waitFor(async () => (await call(svc.url, 'GET', `/skus/${sku}/line`)).body.status === 'sold_out', 5_000);
+    expect(booksViolations(await auditSku(svc.service.db, sku))).toEqual([]);
+  });
+
+  it('holds capacity for tickets still waiting or admitted: a full line refuses joins while one is live', async () => {
+    const sku = await linedSku(5, { capacity: 2, holdSeconds: 60 });
+    const first = (await join(sku, 'live-1')).body.ticketId;
+    expect((await join(sku, 'live-2')).status).toBe(201);
+    await waitFor(async () => (await ticket(first)).status === 'admitted', 5_000);
+    expect((await join(sku, 'live-3')).body.code).toBe('line_full');
+    // Cancelled, the first ticket has ended: its place is free within a pass or two.
+    expect((await call(svc.url, 'POST', `/orders/${(await ticket(first)).reservation.orderId}/cancel`)).status).toBe(
+      200,
+    );
+    await waitFor(async () => (await join(sku, 'live-3')).status === 201, 5_000);
+    expect((await join(sku, 'live-4')).body.code).toBe('line_full');
+    expect((await call(svc.url, 'GET', `/skus/${sku}/line`)).body.tickets).toBe(3);
+  });
+
+  it('sends no order to a line whose sale window ended: the SKU is refused for its window', async () => {
+    const sku = uniqueSku('ended');
+    const window = { saleStartsAt: iso(Date.now() - 60_000), saleEndsAt: iso(Date.now() + 1_000) };
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 5, segments: 1, ...window })).status).toBe(201);
+    expect((await call(svc.url, 'PUT', `/skus/${sku}/line`, { capacity: 10 })).status).toBe(200);
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1 })).body.code).toBe('line_required');
+    await waitFor(async () => (await call(svc.url, 'GET', `/skus/${sku}/line`)).body.status === 'closed', 5_000);
+    expect((await join(sku, 'after-the-end')).body.code).toBe('line_closed');
+    const refused = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('not_on_sale');
+    expect((await call(svc.url, 'GET', `/skus/${sku}`)).body).toMatchObject({ available: 5, reserved: 0 });
   });
 
   it('answers bad joins with a 4xx and changes nothing', async () => {

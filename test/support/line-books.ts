@@ -82,6 +82,8 @@ interface TicketRow {
   orderId: string | null;
   refusal: string | null;
   admittedAt: Date | null;
+  /** Admitted, and its reservation ended: counted final. */
+  settled: boolean;
   /** The orders under the ticket's Idempotency-Key (`line <ticket id>`): their ids and statuses. */
   orders: { id: string; status: string; quantity: number; customerId: string }[];
   /** When its order's units came back (cancelled or expired), if they did. */
@@ -122,8 +124,9 @@ async function checkSnapshot(db: Db, sku: string, joins: readonly Join[]): Promi
     admittedThrough: string;
     drawSeed: string | null;
     soldOutAt: Date | null;
+    finalTickets: number;
   }>`
-    select l.sku_id as "skuId", l.tickets, l.pre_line_tickets as "preLineTickets", l.numbers_given as "numbersGiven",
+    select l.sku_id as "skuId", l.tickets, l.final_tickets as "finalTickets", l.pre_line_tickets as "preLineTickets", l.numbers_given as "numbersGiven",
            l.admitted_through as "admittedThrough", l.draw_seed as "drawSeed", l.sold_out_at as "soldOutAt"
       from sku_lines l join skus k on k.id = l.sku_id where k.sku = ${sku}`.execute(db);
   const line = lines[0];
@@ -132,7 +135,7 @@ async function checkSnapshot(db: Db, sku: string, joins: readonly Join[]): Promi
   const { rows } = await sql<TicketRow>`
     select t.id, t.customer_id as "customerId", t.quantity, t.pre_line as "preLine", t.number::int,
            t.units_before::int as "unitsBefore", t.status, t.order_id as "orderId", t.refusal,
-           t.admitted_at as "admittedAt",
+           t.admitted_at as "admittedAt", t.settled,
            coalesce((select json_agg(json_build_object('id', o.id, 'status', o.status, 'quantity', o.quantity,
                                                        'customerId', o.customer_id))
                        from orders o where o.idempotency_key = 'line ' || t.id::text), '[]') as orders,
@@ -154,6 +157,11 @@ async function checkSnapshot(db: Db, sku: string, joins: readonly Join[]): Promi
   const phantom = rows.filter((t) => !sent.has(t.customerId)).length;
   if (phantom > 0) violations.push(`${phantom} ticket(s) of customers who never joined`);
   if (line.tickets !== rows.length) violations.push(`the line counts ${line.tickets} tickets, ${rows.length} stored`);
+  // Final tickets, each counted once: the refused, and the admitted whose reservation ended.
+  const final = rows.filter((t) => t.status === 'refused' || t.settled).length;
+  if (line.finalTickets !== final) violations.push(`the line counts ${line.finalTickets} final tickets, ${final} are`);
+  const liveSettled = rows.filter((t) => t.settled && t.orders.some((o) => o.status === 'reserved')).length;
+  if (liveSettled > 0) violations.push(`${liveSettled} ticket(s) settled while their reservation is live`);
 
   // Numbers: 1…n once each, the pre-line's by the recorded draw, the later ones after it in arrival order.
   const numbered = rows.filter((t) => t.number !== null).sort((a, b) => a.number! - b.number!);

@@ -10,6 +10,7 @@ const line = (fields: Partial<LineRow> = {}): LineRow => ({
   capacity: 100,
   holdSeconds: 120,
   tickets: 10,
+  finalTickets: 0,
   preLineTickets: 4,
   drawnAt: new Date(NOW - 60_000),
   drawSeed: 'ab',
