@@ -112,6 +112,7 @@ export class StockService {
       this.metrics.segmentLockHooks,
     );
     this.directory = new SkuDirectory(this.db, this.connections);
+    const outbox = new Outbox(config.events.enabled);
     const placement = new OrderPlacement(
       this.db,
       this.locks,
@@ -122,11 +123,10 @@ export class StockService {
         criticalSectionDelayMs: config.criticalSectionDelayMs,
         combineMaxBatch: config.combineMaxBatch,
         batchesInFlight: config.batchesInFlight,
-        events: config.events.enabled,
+        outbox,
       },
       this.metrics.orderFlowHooks,
     );
-    const outbox = new Outbox(config.events.enabled);
     const admin = new StockAdmin(
       this.db,
       this.locks,
@@ -151,7 +151,7 @@ export class StockService {
       eventMetrics.sequenced(type, n),
     );
     this.streams = new EventStreams(this.db, config.events.pollMs);
-    this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
+    this.saleEdges = outbox.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
     this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);
     this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);

@@ -89,7 +89,7 @@ export interface OrderWrite extends OrderFields {
 export interface BatchWrite {
   segments: SegmentWrite[];
   orders: OrderWrite[];
-  /** False writes no `order.placed` events (EVENTS=off); they are written by default. */
+  /** False writes no `order.placed` events (the outbox is off, `Outbox.enabled`); they are written by default. */
   events?: boolean;
 }
 

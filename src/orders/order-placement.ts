@@ -9,6 +9,7 @@ import { type Ending, lineRequired, type PlacedOrder, refusalBeforeLocks } from 
 import type { SegmentLocks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
+import type { Outbox } from '../events/outbox.js';
 
 /** Units of one SKU. */
 export interface OrderLine {
@@ -36,8 +37,8 @@ export interface OrderPlacementOptions {
   batchesInFlight: number;
   /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
   criticalSectionDelayMs: number;
-  /** Whether placed orders write their events (EVENTS). */
-  events: boolean;
+  /** Where placed orders' events go (the outbox knows whether events are written at all). */
+  outbox: Outbox;
 }
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
