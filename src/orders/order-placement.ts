@@ -146,8 +146,8 @@ export class OrderPlacement {
 }
 
 /**
- * What the order asks, hashed: a single line with neither customer nor hold hashes as it always has, so keys sent
- * before carts and reservations existed still replay.
+ * What the order asks, hashed. A single line with neither customer nor hold hashes as the plain single-SKU request,
+ * whose form the fingerprints already stored with orders carry: their keys keep replaying.
  */
 function fingerprintOf(request: OrderRequest): string {
   const { lines, customerId, holdSeconds } = request;
