@@ -2,13 +2,18 @@ import { configDefaults, defineConfig, mergeConfig } from 'vitest/config';
 import base from './vitest.config.ts';
 
 /**
- * `npm run test:quick`, for the edit-run loop: the suite without the fault, fuzz, checker and browser files, and
- * without the lock backends other than Redis (Postgres, ZooKeeper, Redlock), the Redis Cluster topology and the
- * cross-process file (three service processes on one Redis and on a Redis Cluster), which start servers of their own,
- * and the npm-start file (the build and the embedded servers, twice).
- * Its files share one worker and its loaded modules (`isolate: false`): importing the service afresh for each file
- * took about a third of the run. Every file starts its own services and makes its own SKUs, so none depends on what
- * another left behind. `npm test`, which CI runs, is always the whole suite, each file in a fresh worker.
+ * `npm run test:quick`, for the edit-run loop: every file that proves the service's behaviour on one instance with the
+ * test Redis and Postgres. Left to `npm test`, which CI runs, each file in a fresh worker, are the files whose time
+ * goes into starting something else rather than into the service's own code:
+ * - fault, fuzz, checker and browser files;
+ * - other lock backends (Postgres, ZooKeeper, Redlock) and other topologies (Redis Cluster, a Postgres standby);
+ * - fleets: several service processes at once (cross-process, the waiting line's fleet, a customer on two
+ *   instances, the shared rate limit, clocks that disagree), and the fleet series over an hour of blocks;
+ * - the README read as a contract (its examples run, and checked through Prism) and `npm start` itself;
+ * - the checks of the lint rules (layers, knip), which `npm run lint` runs, and the slow-client bounds, which wait
+ *   out the server's request timeouts.
+ * Its files share one worker and its loaded modules (`isolate: false`): the service is imported once, not once a
+ * file. Every file starts its own services and makes its own SKUs, so none depends on what another left behind.
  */
 export default mergeConfig(
   base,
@@ -22,7 +27,12 @@ export default mergeConfig(
         'test/checker/**',
         'test/browser/**',
         'test/lock/{postgres,zookeeper,redlock,order-flow-backends,cross-backend-fencing}.test.ts',
-        'test/integration/{redis-cluster,cross-process,npm-start}.test.ts',
+        'test/integration/{redis-cluster,postgres-listed-hosts,cross-process,npm-start}.test.ts',
+        'test/integration/{line-fleet,shared-rate-limit,sale-window-clocks,fleet-series}.test.ts',
+        'test/security/customer-fleet.test.ts',
+        'test/integration/readme-examples.test.ts',
+        'test/security/{readme-contract,slow-clients}.test.ts',
+        'test/unit/{layers,knip}.test.ts',
       ],
     },
   }),

@@ -114,6 +114,7 @@ export class StockService {
       this.metrics.segmentLockHooks,
     );
     this.directory = new SkuDirectory(this.db, this.connections);
+    const outbox = new Outbox(config.events.enabled);
     const placement = new OrderPlacement(
       this.db,
       this.locks,
@@ -124,11 +125,10 @@ export class StockService {
         criticalSectionDelayMs: config.criticalSectionDelayMs,
         combineMaxBatch: config.combineMaxBatch,
         batchesInFlight: config.batchesInFlight,
-        events: config.events.enabled,
+        outbox,
       },
       this.metrics.orderFlowHooks,
     );
-    const outbox = new Outbox(config.events.enabled);
     const admin = new StockAdmin(
       this.db,
       this.locks,
@@ -156,7 +156,7 @@ export class StockService {
       this.access.callerKey(req, res),
     );
     this.streams = new EventStreams(this.db, config.events.pollMs, streamGate);
-    this.saleEdges = config.events.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
+    this.saleEdges = outbox.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
     this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);
     this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);

@@ -6,8 +6,7 @@ import { jsonBody } from '../../src/http/json-body.js';
 import { methodNotAllowed } from '../../src/http/method-not-allowed.js';
 import { orderLine, skuName } from '../../src/http/schemas.js';
 import { parseOr400 } from '../../src/http/validate.js';
-import { redisKeys } from '../../src/lock/keys.js';
-import { guardModes, unguardedSales } from './unguarded-sales.js';
+import { benchStockKey, guardModes, unguardedSales } from './unguarded-sales.js';
 
 // Mounted only by the load test's entry point (bench-main.ts). All but the ceiling sell wrongly on purpose or bypass
 // the segment locks, so they need the `stock:admin` scope once credentials are set.
@@ -53,7 +52,7 @@ export function benchRoutes(service: StockService): Router {
     .get(requireAdmin, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       // null before the first sale seeded the counter.
-      const available = await redis.get(redisKeys.benchStock(sku));
+      const available = await redis.get(benchStockKey(sku));
       res.json({ sku, available: available === null ? null : Number(available) });
     })
     .all(methodNotAllowed('GET'));

@@ -5,12 +5,17 @@ import { type RawBuilder, sql } from 'kysely';
 import type { StockService } from '../../src/app.js';
 import type { SkuRow } from '../../src/db/schema.js';
 import { AppError } from '../../src/errors.js';
-import { redisKeys } from '../../src/lock/keys.js';
 import { outOfStock } from '../../src/orders/outcome.js';
 import { readSkuStock } from '../../src/stock/stock.repository.js';
 
 /** What guards the oversell demonstration's read-decide-write: nothing, a process-local mutex, or the segment lock. */
 export const guardModes = ['none', 'local-mutex', 'redis-lock'] as const;
+
+/**
+ * The stock counter of the lock-free Redis baseline, one key per script call: the benchmark's own key, beside the
+ * service's (src/lock/keys.ts), which no service code reads.
+ */
+export const benchStockKey = (sku: string) => `bench:stock:{${sku}}`;
 
 /** Checks and decrements KEYS[1] by ARGV[1]: the stock left, -1 when short, -2 when the counter does not exist yet. */
 const takeStockLua = `
@@ -92,7 +97,7 @@ export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 
   /** Stock in a Redis counter (seeded once from Postgres), decremented by a script; the ledger goes to Postgres. */
   async function sellFromCounter(skuName: string, quantity: number) {
     const sku = await skuOf(skuName);
-    const key = redisKeys.benchStock(sku.sku);
+    const key = benchStockKey(sku.sku);
     let left = await commands.benchTakeStock(key, quantity);
     if (left === -2) {
       await redis.set(key, await availableOf(sku), 'NX');

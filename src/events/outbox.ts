@@ -23,7 +23,11 @@ export interface OutboxEvent {
 export const OUTBOX_INSERT =
   'insert into event_outbox (sku_id, type, data, d_available, d_reserved, d_sold, occurred_at)';
 
-/** Writes a change's events inside the change's own transaction. Off (EVENTS=off), nothing is written. */
+/**
+ * The instance's outbox, and the one place that knows whether events are written (EVENTS): a writer whose insert is
+ * part of its own statement (OUTBOX_INSERT) asks `enabled`; `write` writes a list of events inside the change's own
+ * transaction, and nothing when off.
+ */
 export class Outbox {
   constructor(readonly enabled: boolean) {}
 

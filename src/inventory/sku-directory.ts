@@ -9,8 +9,8 @@ import { type SegmentRef, segmentKey } from './segment-locks.js';
 
 /**
  * Bounds the memory whatever the size of the catalogue: past this many SKUs the cache starts over, as SegmentMemory
- * does (a SKU of 20 segments costs an instance 3–4 KB of heap with its segment keys and what SegmentMemory keeps of
- * it; a SKU no longer cached costs its next order one query).
+ * does, and a SKU no longer cached costs its next order one query (what a SKU costs an instance: docs/design.md,
+ * "Known-empty segments and the sold-out fast path").
  */
 const MAX_ENTRIES = 20_000;
 

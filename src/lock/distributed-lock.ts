@@ -13,6 +13,12 @@
  */
 export type LockBackendKind = 'redis' | 'redlock' | 'postgres' | 'zookeeper';
 
+/**
+ * How long a lock an attempt found busy elsewhere counts as busy without asking the store again (`isFree`), unless
+ * its release is heard first; callers that plan around busy locks look again after as long.
+ */
+export const BUSY_ELSEWHERE_MS = 20;
+
 export interface AcquireOptions {
   /** Lease length; the watchdog renews it while held. Defaults to the backend's TTL. */
   ttlMs?: number;
@@ -78,7 +84,7 @@ export interface DistributedLock {
   ): Promise<(LockLease | null)[]>;
   /**
    * As far as this client knows without asking the store: none of its owners holds, takes or waits for the lock, and
-   * no attempt found it busy elsewhere in the last moments (20 ms) unless its release was heard since.
+   * no attempt found it busy elsewhere in the last `BUSY_ELSEWHERE_MS` unless its release was heard since.
    */
   isFree(key: string): boolean;
   /** A new place in line among this client's waiters (AcquireOptions.ticket): later tickets wait behind earlier ones. */

@@ -1,7 +1,6 @@
+import { BUSY_ELSEWHERE_MS } from './distributed-lock.js';
 import type { Hold } from './hold.js';
 
-/** How long a lock found busy elsewhere is taken to be so without asking again, unless its release is heard first. */
-const BUSY_ELSEWHERE_MS = 20;
 /** Past this many locks remembered busy elsewhere or recently released, the memory starts afresh. */
 const MAX_REMEMBERED = 100_000;
 

@@ -47,6 +47,4 @@ export const redisKeys = {
     scope === 'all' ? `{fleet}:all:${block}` : `{fleet}:sku:${scope.sku}:${block}`,
   fleetInstances: '{fleet}:instances',
   fleetInstance: (id: string) => `{fleet}:instance:${id}`,
-  /** Benchmarks only: the stock counter of the lock-free Redis baseline (one key per script call). */
-  benchStock: (sku: string) => `bench:stock:{${sku}}`,
 } as const;

@@ -2,6 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { type PreparedStatement, runPrepared } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
 import { OUTBOX_INSERT } from '../events/outbox.js';
+import { FENCE_GUARD_SINCE_READ } from '../inventory/fence-guard.js';
 
 type Executor = Kysely<Database> | Transaction<Database>;
 
@@ -88,7 +89,7 @@ export interface OrderWrite extends OrderFields {
 export interface BatchWrite {
   segments: SegmentWrite[];
   orders: OrderWrite[];
-  /** False writes no `order.placed` events (EVENTS=off); they are written by default. */
+  /** False writes no `order.placed` events (the outbox is off, `Outbox.enabled`); they are written by default. */
   events?: boolean;
 }
 
@@ -120,8 +121,6 @@ export interface BatchWritten {
  * The outbox insert is append-only (OUTBOX_INSERT), so it adds no lock that writers of one SKU's different segments
  * would queue on.
  */
-export const FENCE_GUARD = 's.fence_token = w.fence_seen and s.fence_token < w.fence';
-
 export const writeBatchStatement: PreparedStatement = {
   name: 'write_batch',
   text: `
@@ -131,7 +130,7 @@ export const writeBatchStatement: PreparedStatement = {
     ), guard as (
       select w.i from stock_segments s join seg w
           on s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment
-       where ${FENCE_GUARD}
+       where ${FENCE_GUARD_SINCE_READ}
          and (w.limit_claimed or (select k.max_per_customer from skus k where k.id = w.sku_id) is null)
          for update of s
     ), ord as (
@@ -189,11 +188,7 @@ export const writeBatchStatement: PreparedStatement = {
     select null, id, status, created_at, expires_at from placed`,
 };
 
-export async function runWrite(
-  db: Executor,
-  batch: BatchWrite,
-  statement: PreparedStatement,
-): Promise<Omit<BatchWritten, 'overLimit'>> {
+export async function runWrite(db: Executor, batch: BatchWrite): Promise<Omit<BatchWritten, 'overLimit'>> {
   const { segments: s, orders: o } = batch;
   const takes = o.flatMap((order, index) => order.takes.map((t) => ({ ...t, order: index + 1 })));
   const rows = await runPrepared<{
@@ -202,7 +197,7 @@ export async function runWrite(
     status: OrderStatus | null;
     created_at: Date | null;
     expires_at: Date | null;
-  }>(db, statement, [
+  }>(db, writeBatchStatement, [
     s.map((x) => x.skuId),
     s.map((x) => x.layoutVersion),
     s.map((x) => x.segment),

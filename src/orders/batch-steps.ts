@@ -9,6 +9,7 @@ import { type OrderFields, type OrderWrite, type PlacedRow, type SegmentWrite } 
 import { type Ending, purchaseLimit, refused } from './outcome.js';
 import type { RowState, SegmentMemory } from './segment-memory.js';
 import type { SkuDirectory } from '../inventory/sku-directory.js';
+import type { Outbox } from '../events/outbox.js';
 
 /** What one order went through, for the metrics. */
 export interface OrderTrace {
@@ -66,8 +67,7 @@ export class BatchSteps {
     private readonly memory: SegmentMemory,
     /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
     private readonly criticalSectionDelayMs: number,
-    /** Whether placed orders write their events (EVENTS). */
-    private readonly events: boolean,
+    private readonly outbox: Outbox,
     private readonly hooks: BatchHooks,
   ) {
     this.writer = new BatchWriter(db);
@@ -187,7 +187,11 @@ export class BatchSteps {
       takes: takes.map((t) => ({ segment: index.get(t.key)!, quantity: t.quantity })),
       limitedSkuIds: order.lines.filter((l) => l.entry.maxPerCustomer !== null).map((l) => l.entry.id),
     }));
-    const result = await this.writer.write({ segments: segmentWrites, orders: orderWrites, events: this.events });
+    const result = await this.writer.write({
+      segments: segmentWrites,
+      orders: orderWrites,
+      events: this.outbox.enabled,
+    });
     this.hooks.onBatch?.(result.placed.size);
 
     const takenFrom = new Map<string, number>();

@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js';
 import type { OrderPlacementOptions } from './order-placement.js';
-import type { LockLease } from '../lock/distributed-lock.js';
+import { BUSY_ELSEWHERE_MS, type LockLease } from '../lock/distributed-lock.js';
 import { type BatchPlan, planBatch } from './batch-plan.js';
 import { type BatchHooks, type BatchOrder, BatchSteps, type Napping } from './batch-steps.js';
 import { lockBusy, refused, refusalBeforeLocks, type Refused } from './outcome.js';
@@ -8,9 +8,6 @@ import { compareRefs, type SegmentLocks } from '../inventory/segment-locks.js';
 import { SegmentMemory } from './segment-memory.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import { openSegments, refOf, segmentKeysOf, type SkuDirectory } from '../inventory/sku-directory.js';
-
-/** How soon orders that found every segment they need held are planned again (a held-elsewhere mark lasts as long). */
-const RECHECK_MS = 20;
 
 /**
  * The instance's orders in flight, whatever their SKUs, placed in batches: plan the segments a batch needs, take
@@ -51,7 +48,7 @@ export class OrderBatcher {
     private readonly options: OrderPlacementOptions,
     private readonly hooks: BatchHooks = {},
   ) {
-    this.steps = new BatchSteps(db, directory, this.memory, options.criticalSectionDelayMs, options.events, hooks);
+    this.steps = new BatchSteps(db, directory, this.memory, options.criticalSectionDelayMs, options.outbox, hooks);
   }
 
   /** Queues the order for the next batch that can take it, in the order of its ticket (SegmentLocks.ticket). */
@@ -270,6 +267,6 @@ export class OrderBatcher {
     this.recheck = setTimeout(() => {
       this.recheck = undefined;
       if (this.pending.length > 0) this.kick();
-    }, RECHECK_MS);
+    }, BUSY_ELSEWHERE_MS);
   }
 }

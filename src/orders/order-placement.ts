@@ -10,6 +10,7 @@ import type { SegmentLocks } from '../inventory/segment-locks.js';
 import type { SharedClock } from '../inventory/shared-clock.js';
 import { hasEnded } from '../inventory/sale-window.js';
 import type { SkuDirectory, SkuEntry } from '../inventory/sku-directory.js';
+import type { Outbox } from '../events/outbox.js';
 
 /** Units of one SKU. */
 export interface OrderLine {
@@ -37,8 +38,8 @@ export interface OrderPlacementOptions {
   batchesInFlight: number;
   /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
   criticalSectionDelayMs: number;
-  /** Whether placed orders write their events (EVENTS). */
-  events: boolean;
+  /** Where placed orders' events go (the outbox knows whether events are written at all). */
+  outbox: Outbox;
 }
 
 /** Observers of the flow (metrics); every hook is optional and must not throw. */
@@ -148,8 +149,8 @@ export class OrderPlacement {
 }
 
 /**
- * What the order asks, hashed: a single line with neither customer nor hold hashes as it always has, so keys sent
- * before carts and reservations existed still replay.
+ * What the order asks, hashed. A single line with neither customer nor hold hashes as the plain single-SKU request,
+ * whose form the fingerprints already stored with orders carry: their keys keep replaying.
  */
 function fingerprintOf(request: OrderRequest): string {
   const { lines, customerId, holdSeconds } = request;

@@ -1,5 +1,5 @@
 import type { Transaction } from 'kysely';
-import type { Db, PreparedStatement } from '../db/database.js';
+import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { claimUnits, releaseUnits } from '../inventory/customer-holdings.repository.js';
 import { StatementCombiner } from '../db/statement-combiner.js';
@@ -9,7 +9,6 @@ import {
   type OrderWrite,
   runWrite,
   type SegmentWrite,
-  writeBatchStatement,
 } from './batch-statements.js';
 
 /**
@@ -17,19 +16,14 @@ import {
  * limited SKU. Claims refused leave their orders out; claims of orders that were then not written (a refused fence,
  * a lost key) are given back before the transaction commits.
  */
-export async function writeBatch(
-  db: Db,
-  batch: BatchWrite,
-  /** The lock-safety checker swaps in a variant without FENCE_GUARD, to show what the guard prevents. */
-  statement = writeBatchStatement,
-): Promise<BatchWritten> {
+export async function writeBatch(db: Db, batch: BatchWrite): Promise<BatchWritten> {
   if (batch.orders.every((order) => order.limitedSkuIds.length === 0)) {
-    return { ...(await runWrite(db, batch, statement)), overLimit: new Map() };
+    return { ...(await runWrite(db, batch)), overLimit: new Map() };
   }
   return db.transaction().execute(async (trx) => {
     const { granted, overLimit } = await claimLimits(trx, batch);
     const claimed = batch.orders.filter((order) => !overLimit.has(order.orderId));
-    const result = await runWrite(trx, { segments: batch.segments, orders: claimed }, statement);
+    const result = await runWrite(trx, { segments: batch.segments, orders: claimed });
     for (const order of batch.orders) {
       if (result.placed.has(order.orderId)) continue;
       for (const skuId of granted.get(order.orderId) ?? []) {
@@ -59,17 +53,13 @@ const STATEMENTS_AT_ONCE = 2;
 export class BatchWriter {
   private readonly combined: StatementCombiner<BatchWrite, Omit<BatchWritten, 'overLimit'>>;
 
-  constructor(
-    private readonly db: Db,
-    /** The lock-safety checker swaps in a variant without FENCE_GUARD, to show what the guard prevents. */
-    private readonly statement = writeBatchStatement,
-  ) {
-    const write = (batches: BatchWrite[]) => writeTogether(db, batches, statement);
+  constructor(private readonly db: Db) {
+    const write = (batches: BatchWrite[]) => writeTogether(db, batches);
     this.combined = new StatementCombiner(write, MAX_BATCHES_PER_STATEMENT, STATEMENTS_AT_ONCE);
   }
 
   async write(batch: BatchWrite): Promise<BatchWritten> {
-    if (batch.orders.some((order) => order.limitedSkuIds.length > 0)) return writeBatch(this.db, batch, this.statement);
+    if (batch.orders.some((order) => order.limitedSkuIds.length > 0)) return writeBatch(this.db, batch);
     return { ...(await this.combined.run(batch)), overLimit: new Map() };
   }
 }
@@ -80,11 +70,7 @@ export class BatchWriter {
  * in one statement both would pass the fence, read before either wrote, so the later batch goes into the next
  * statement, where the fence judges it against the row the earlier one wrote.
  */
-async function writeTogether(
-  db: Db,
-  batches: BatchWrite[],
-  statement: PreparedStatement,
-): Promise<Omit<BatchWritten, 'overLimit'>[]> {
+async function writeTogether(db: Db, batches: BatchWrite[]): Promise<Omit<BatchWritten, 'overLimit'>[]> {
   const results = new Map<BatchWrite, Omit<BatchWritten, 'overLimit'>>();
   const keysOf = (batch: BatchWrite) => batch.segments.map((s) => `${s.skuId}:${s.layoutVersion}:${s.segment}`);
   for (let rest = batches; rest.length > 0;) {
@@ -99,7 +85,7 @@ async function writeTogether(
         now.push(batch);
       }
     }
-    const written = await writeMerged(db, now, statement);
+    const written = await writeMerged(db, now);
     now.forEach((batch, k) => results.set(batch, written[k]!));
     rest = later;
   }
@@ -107,28 +93,24 @@ async function writeTogether(
 }
 
 /** One statement for batches on distinct segments; each batch's own part of the result. */
-async function writeMerged(db: Db, batches: BatchWrite[], statement: PreparedStatement) {
-  if (batches.length === 1) return [await runWrite(db, batches[0]!, statement)];
+async function writeMerged(db: Db, batches: BatchWrite[]) {
+  if (batches.length === 1) return [await runWrite(db, batches[0]!)];
   const offsets: number[] = [];
   let offset = 0;
   for (const batch of batches) {
     offsets.push(offset);
     offset += batch.segments.length;
   }
-  const merged = await runWrite(
-    db,
-    {
-      segments: batches.flatMap((batch) => batch.segments),
-      orders: batches.flatMap((batch, k) =>
-        batch.orders.map((order) => ({
-          ...order,
-          takes: order.takes.map((t) => ({ segment: t.segment + offsets[k]!, quantity: t.quantity })),
-        })),
-      ),
-      events: batches[0]!.events,
-    },
-    statement,
-  );
+  const merged = await runWrite(db, {
+    segments: batches.flatMap((batch) => batch.segments),
+    orders: batches.flatMap((batch, k) =>
+      batch.orders.map((order) => ({
+        ...order,
+        takes: order.takes.map((t) => ({ segment: t.segment + offsets[k]!, quantity: t.quantity })),
+      })),
+    ),
+    events: batches[0]!.events,
+  });
   return batches.map((batch, k) => ({
     written: new Set(batch.segments.flatMap((_, i) => (merged.written.has(i + offsets[k]!) ? [i] : []))),
     placed: new Map(

@@ -2,6 +2,7 @@ import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, OrderStatus } from '../db/schema.js';
 import { OUTBOX_INSERT } from '../events/outbox.js';
+import { FENCE_GUARD } from '../inventory/fence-guard.js';
 
 type Trx = Transaction<Database>;
 
@@ -169,13 +170,13 @@ export async function giveBack(
   const { rows } = await sql<{ written: number }>`
     with written as (
       update stock_segments s
-         set available = s.available + u.quantity, fence_token = u.fence
+         set available = s.available + w.quantity, fence_token = w.fence
         from unnest(${units.map((u) => u.skuId)}::int[], ${units.map((u) => u.layoutVersion)}::int[],
                     ${units.map((u) => u.segment)}::int[], ${units.map((u) => u.quantity)}::bigint[],
-                    ${units.map((u) => u.fence)}::bigint[]) as u(sku_id, layout_version, segment, quantity, fence)
-       where s.sku_id = u.sku_id and s.layout_version = u.layout_version and s.segment = u.segment
-         and s.fence_token < u.fence
-      returning s.sku_id, s.layout_version, s.segment, u.quantity, u.fence
+                    ${units.map((u) => u.fence)}::bigint[]) as w(sku_id, layout_version, segment, quantity, fence)
+       where s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment
+         and ${sql.raw(FENCE_GUARD)}
+      returning s.sku_id, s.layout_version, s.segment, w.quantity, w.fence
     ), ledger as (
       insert into stock_returns (order_id, sku_id, segment, layout_version, quantity, fence_token, reason)
       select ${orderId}::uuid, sku_id, segment, layout_version, quantity, fence, ${reason} from written
@@ -247,10 +248,10 @@ export async function expireReservations(
        group by t.sku_id, t.layout_version, t.segment, f.fence
     ), written as (
       update stock_segments s
-         set available = s.available + b.quantity, reserved = s.reserved - b.quantity, fence_token = b.fence
-        from back b
-       where s.sku_id = b.sku_id and s.layout_version = b.layout_version and s.segment = b.segment
-         and s.fence_token < b.fence
+         set available = s.available + w.quantity, reserved = s.reserved - w.quantity, fence_token = w.fence
+        from back w
+       where s.sku_id = w.sku_id and s.layout_version = w.layout_version and s.segment = w.segment
+         and ${sql.raw(FENCE_GUARD)}
       returning s.segment
     ), ledger as (
       insert into stock_returns (order_id, sku_id, segment, layout_version, quantity, fence_token, reason)

@@ -1,6 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { Database, SkuRow, StockChangeKind } from '../db/schema.js';
+import { FENCE_GUARD } from '../inventory/fence-guard.js';
 
 export interface SkuStock {
   sku: SkuRow;
@@ -141,7 +142,7 @@ export async function addToSegmentsFenced(
       from unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[],
                   ${writes.map((w) => w.add)}::bigint[]) as w(segment, fence, add)
      where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
-       and s.segment = w.segment and s.fence_token < w.fence`.execute(trx);
+       and s.segment = w.segment and ${sql.raw(FENCE_GUARD)}`.execute(trx);
   return Number(result.numAffectedRows ?? 0);
 }
 
@@ -158,7 +159,7 @@ export async function deleteSegmentsFenced(
     delete from stock_segments s
      using unnest(${writes.map((w) => w.segment)}::int[], ${writes.map((w) => w.fence)}::bigint[]) as w(segment, fence)
      where s.sku_id = ${ref.skuId} and s.layout_version = ${ref.layoutVersion}
-       and s.segment = w.segment and s.fence_token < w.fence
+       and s.segment = w.segment and ${sql.raw(FENCE_GUARD)}
     returning s.segment, s.available, s.sold, s.reserved`.execute(trx);
   return result.rows.map((row) => ({
     segment: row.segment,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { isOnSale, type SaleWindow } from '../../src/inventory/sale-window.js';
 import type { SkuEntry } from '../../src/inventory/sku-directory.js';
-import { FENCE_GUARD, writeBatchStatement } from '../../src/orders/batch-statements.js';
+import { FENCE_GUARD_SINCE_READ } from '../../src/inventory/fence-guard.js';
+import { writeBatchStatement } from '../../src/orders/batch-statements.js';
 import { AppError } from '../../src/errors.js';
 import type { OrderRecord } from '../../src/orders/order.repository.js';
 import {
@@ -170,8 +171,8 @@ describe('sale windows (by the shared clock)', () => {
 
 describe("the order statement's fence guard", () => {
   it('writes a segment only where the row still carries the token its holder read, and that token is older', () => {
-    expect(FENCE_GUARD).toBe('s.fence_token = w.fence_seen and s.fence_token < w.fence');
-    expect(writeBatchStatement.text).toContain(`where ${FENCE_GUARD}\n`);
+    expect(FENCE_GUARD_SINCE_READ).toBe('s.fence_token = w.fence_seen and s.fence_token < w.fence');
+    expect(writeBatchStatement.text).toContain(`where ${FENCE_GUARD_SINCE_READ}\n`);
   });
 });
 

@@ -25,8 +25,8 @@ interface NodeHandle {
 }
 
 /**
- * The client library, loaded when a ZooKeeper lock is made rather than with this module: with its dependencies it
- * takes about 10 MB of an instance's memory, which an instance on another backend never needs.
+ * The client library, loaded when a ZooKeeper lock is made rather than with this module: an instance on another
+ * backend never pays for its memory (docs/locks.md, "ZooKeeper").
  */
 const loadClientLibrary = () => createRequire(import.meta.url)('node-zookeeper-client') as typeof ZooKeeperClient;
 
