@@ -26,7 +26,7 @@ export function benchRoutes(service: StockService): Router {
   const selling = (path: string, sell: (sku: string, quantity: number, mode?: string) => Promise<unknown>) =>
     router
       .route(path)
-      .post(requireAdmin, ...jsonBody, async (req, res) => {
+      .post(requireAdmin, jsonBody, async (req, res) => {
         const { sku, quantity } = parseOr400(body, req.body, 'body');
         inProgress.inc();
         try {
@@ -40,7 +40,7 @@ export function benchRoutes(service: StockService): Router {
   // The ceiling: the same middleware stack and body as an order, and nothing else.
   router
     .route('/bench/echo')
-    .post(...jsonBody, (req, res) => void res.status(200).json({ echo: req.body as unknown }))
+    .post(jsonBody, (req, res) => void res.status(200).json({ echo: req.body as unknown }))
     .all(methodNotAllowed('POST'));
   selling('/bench/oversell/:mode', (sku, quantity, mode) =>
     sales.sellGuarded(parseOr400(z.enum(guardModes), mode, 'mode'), sku, quantity),

@@ -1,4 +1,7 @@
-/** What the run's processes use, from /proc (Linux): the service's and Postgres's CPU, the service's peak memory. */
+/**
+ * What the run's processes use, from /proc (Linux): the service's, Postgres's and the load generator's own CPU (this
+ * process: autocannon and its per-answer bookkeeping), the service's peak memory.
+ */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Linux reports process CPU time in clock ticks of 1/100 s (USER_HZ) on every common platform. */
@@ -6,7 +9,7 @@ const TICKS_PER_SECOND = 100;
 
 export const procAvailable = existsSync('/proc/stat');
 
-/** The service's and Postgres's CPU during a round, in cores. */
+/** The service's, Postgres's and the load generator's CPU during a round, in cores. */
 export type CpuUsage = ReturnType<ReturnType<typeof meterCpu>>;
 
 // Meters the CPU of the service's processes and of the run's own Postgres (its postmaster and the backends it forks)
@@ -16,7 +19,7 @@ export function meterCpu(servicePids: number[], postmaster: number | undefined) 
   return () => {
     const after = snapshot(servicePids, postmaster);
     const seconds = (after.at - before.at) / 1000;
-    const cores = { service: 0, postgres: 0 };
+    const cores = { service: 0, postgres: 0, client: 0 };
     // Ticks per process, so that one starting during the round counts in full; one that ended counts in its parent's
     // reaped children, less what it had used before the round.
     for (const [pid, { group, ticks }] of after.ticks)
@@ -43,9 +46,10 @@ function snapshot(servicePids: number[], postmaster: number | undefined) {
         return []; // The process ended while we looked.
       }
     });
-  const ticks = new Map<number, { group: 'service' | 'postgres'; ticks: number }>();
+  const ticks = new Map<number, { group: 'service' | 'postgres' | 'client'; ticks: number }>();
   for (const { pid, ppid, ticks: used } of processes)
     if (servicePids.includes(pid)) ticks.set(pid, { group: 'service', ticks: used });
+    else if (pid === process.pid) ticks.set(pid, { group: 'client', ticks: used });
     else if (postmaster && (pid === postmaster || ppid === postmaster))
       ticks.set(pid, { group: 'postgres', ticks: used });
   return { at: performance.now(), ticks };

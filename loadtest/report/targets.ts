@@ -38,7 +38,8 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     const rounds = run.soldOut.filter((x) => x.why === why);
     const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
     const share = c && f.refusalShare(c);
-    return c && { c, share, rounds: rounds.map(f.refusalShare), met: share! >= 0.9 && reopened };
+    const bareShare = c && f.overEcho(c);
+    return c && { c, share, bareShare, rounds: rounds.map(f.refusalShare), met: share! >= 0.9 && reopened };
   };
   // The rate with `on` against the rate with `base` in the same round: the median round's share.
   const events = (on: string, base = 'off', bound = 0.9) => {
@@ -47,6 +48,18 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     const rounds = run.events.filter((x) => x.events === on && off(x));
     const c = median(rounds, share);
     return c && { on: c, off: off(c), share: share(c), rounds: rounds.map(share), met: share(c) >= bound };
+  };
+  // What an order costs the service's CPU against what a bare echo's answer costs its own, in the same round.
+  const cpuOverEcho = (c: SalesCase) => {
+    const echo = f.echoFor(c);
+    return echo ? msPerAnswer(c) / msPerAnswer(echo) : NaN;
+  };
+  const echoCpu = (ours: SalesCase | undefined) => {
+    const echo = ours && f.echoFor(ours);
+    if (!ours || !echo || !Number.isFinite(msPerAnswer(ours)) || !Number.isFinite(msPerAnswer(echo))) return undefined;
+    const ratio = cpuOverEcho(ours);
+    const rounds = f.roundsOn().map(cpuOverEcho);
+    return { oursMs: msPerAnswer(ours), echoMs: msPerAnswer(echo), ratio, rounds, met: ratio <= 1.5 };
   };
   const { hot } = f;
   const stepSingle = f.at('business-step', 1);
@@ -97,6 +110,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
         echoMs: f.ceilingServiceMs,
         met: hot.perSecond >= 0.6 * f.ceiling,
       },
+    'echo-cpu': echoCpu(f.hotOverEcho),
     utilisation: single && { lock: single, met: single.lockUtilisation >= 0.8 },
     'fair-real': fairness(f.at('real', 1)),
     'fair-step': fairness(stepSingle),

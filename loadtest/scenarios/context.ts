@@ -164,5 +164,5 @@ function sumCpu(parts: CpuUsage[]): CpuUsage {
   const seconds = parts.reduce((sum, part) => sum + part.seconds, 0);
   const cores = (group: keyof CpuUsage['cores']) =>
     parts.reduce((sum, p) => sum + p.cores[group] * p.seconds, 0) / seconds;
-  return { seconds, cores: { service: cores('service'), postgres: cores('postgres') } };
+  return { seconds, cores: { service: cores('service'), postgres: cores('postgres'), client: cores('client') } };
 }

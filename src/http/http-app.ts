@@ -88,13 +88,12 @@ export function buildHttpApp(parts: HttpParts): express.Express {
     access.rateLimitKey(req, res),
   );
   const orders = new OrderService(db);
-  app.use(
-    '/orders',
-    orderRoutes(parts.placement, parts.lifecycle, orders, access, {
-      maxOrderQuantity: config.maxOrderQuantity,
-      limitOrders,
-    }),
-  );
+  const orderRouting = orderRoutes(parts.placement, parts.lifecycle, orders, access, {
+    maxOrderQuantity: config.maxOrderQuantity,
+    limitOrders,
+  });
+  app.post('/orders', ...orderRouting.place);
+  app.use('/orders', orderRouting.router);
   // Before /skus, whose router would otherwise look at every line request first.
   app.use(
     '/skus/:sku/line',

@@ -93,13 +93,18 @@ export class Access {
    * 403 (see `refuse`).
    */
   require(scopes: readonly Scope[] | 'credential', route: RouteAccess = {}): RequestHandler {
-    if (this.mode === 'open' || (this.mode === 'tokens' && route.openUntilKeys)) return (_req, _res, next) => next();
+    if (!this.guards(route)) return (_req, _res, next) => next();
     return (_req, res, next) => {
       const principal = this.principalOf(res);
       const allowed = scopes === 'credential' ? principal.kind !== 'open' : scopes.some((s) => principal.scopes.has(s));
       if (!allowed) throw this.refuse(principal, scopes === 'credential' ? [] : scopes, 'this route');
       next();
     };
+  }
+
+  /** Whether a route's `require` checks anything in this mode: a route it lets everyone through needs no middleware. */
+  guards(route: RouteAccess = {}): boolean {
+    return !(this.mode === 'open' || (this.mode === 'tokens' && route.openUntilKeys));
   }
 
   /** 401 to a caller without a credential; 403 `forbidden`, naming the scope, to one whose credential lacks it. */

@@ -35,12 +35,12 @@ export function lineRoutes(
     .get(access.require('credential', { openUntilKeys: true }), async (req, res) => {
       res.json(await lines.line(skuOf(req)));
     })
-    .put(access.require(['stock:admin']), ...jsonBody, async (req, res) => {
+    .put(access.require(['stock:admin']), jsonBody, async (req, res) => {
       const sku = skuOf(req);
       const { capacity, holdSeconds = DEFAULT_HOLD_SECONDS } = parseOr400(lineSettingsBody, req.body, 'body');
       res.json(await lines.configure(sku, { capacity, holdSeconds }));
     })
-    .post(access.require(['orders:place'], { openUntilKeys: true }), ...jsonBody, ...limitOrders, async (req, res) => {
+    .post(access.require(['orders:place'], { openUntilKeys: true }), jsonBody, ...limitOrders, async (req, res) => {
       const sku = skuOf(req);
       const { customerId: named, quantity = 1 } = parseOr400(join, req.body ?? {}, 'body');
       const customerId = actingFor(access.principalOf(res), named, 'orders:place');

@@ -41,7 +41,7 @@ export function skuRoutes(
       const { onSale, soldOut, lowStock, ...query } = parseOr400(skuListQuery, req.query, 'query');
       res.json(await listSkus({ ...query, onSale: flag(onSale), soldOut: flag(soldOut), lowStock: flag(lowStock) }));
     })
-    .post(requireAdmin, ...jsonBody, async (req, res) => {
+    .post(requireAdmin, jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
       const answer = await admin.create(input, adminRequest(req, access.principalOf(res), ['create', input]));
       res.location(`/skus/${encodeURIComponent(answer.view.sku)}`);
@@ -54,7 +54,7 @@ export function skuRoutes(
     .get(mayRead, async (req, res) => {
       res.json(await admin.view(parseOr400(skuName, req.params.sku, 'sku')));
     })
-    .patch(requireAdmin, ...jsonBody, async (req, res) => {
+    .patch(requireAdmin, jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const changes = parseOr400(updateSkuBody, req.body, 'body');
       // A limit alone keeps the fingerprint it always had, so keys stored before thresholds and windows still replay.
@@ -68,7 +68,7 @@ export function skuRoutes(
 
   router
     .route('/:sku/segments')
-    .put(requireAdmin, ...jsonBody, async (req, res) => {
+    .put(requireAdmin, jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { segments } = parseOr400(resegmentBody, req.body, 'body');
       send(
@@ -80,7 +80,7 @@ export function skuRoutes(
 
   router
     .route('/:sku/restock')
-    .post(requireAdmin, ...jsonBody, async (req, res) => {
+    .post(requireAdmin, jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { quantity } = parseOr400(restockBody, req.body, 'body');
       send(

@@ -45,7 +45,7 @@ export function webhookRoutes(db: Db, destinations: DestinationGuard, requireMan
 
   router
     .route('/')
-    .post(requireManage, ...jsonBody, async (req, res) => {
+    .post(requireManage, jsonBody, async (req, res) => {
       const body = parseOr400(createWebhookBody, req.body, 'body');
       await reachable(body.url);
       const row = await insertWebhook(db, body);
@@ -63,7 +63,7 @@ export function webhookRoutes(db: Db, destinations: DestinationGuard, requireMan
       const id = idOf(req.params.id);
       res.json(viewOf(found(id, await findWebhook(db, id))));
     })
-    .patch(requireManage, ...jsonBody, async (req, res) => {
+    .patch(requireManage, jsonBody, async (req, res) => {
       const id = idOf(req.params.id);
       const changes = parseOr400(updateWebhookBody, req.body, 'body');
       await reachable(changes.url);
@@ -96,7 +96,7 @@ export function webhookRoutes(db: Db, destinations: DestinationGuard, requireMan
 
   router
     .route('/:id/replay')
-    .post(requireManage, ...jsonBody, async (req, res) => {
+    .post(requireManage, jsonBody, async (req, res) => {
       const id = idOf(req.params.id);
       const { after } = parseOr400(replayWebhookBody, req.body, 'body');
       res.json(viewOf(found(id, await replayFrom(db, id, Number(after)))));
