@@ -10,7 +10,8 @@ export type Call =
   | { kind: 'restock'; quantity: number }
   | { kind: 'adjust'; delta: number }
   | { kind: 'resegment'; segments: number }
-  | { kind: 'read' };
+  /** `GET /skus/:sku`, or the SKU's entry in the listing (`GET /skus`). */
+  | { kind: 'read'; via?: 'listing' };
 
 /** Status of an order as its answers name it. */
 export type OrderStatus = 'reserved' | 'confirmed' | 'cancelled' | 'expired';
@@ -107,7 +108,7 @@ export function orderAnswer(status: number, body: Record<string, unknown> | unde
   return { kind: 'unknown' };
 }
 
-/** `GET /skus/:sku`'s answer as the model reads it. */
+/** `GET /skus/:sku`'s answer, or the SKU's entry in a page of `GET /skus`, as the model reads it. */
 export function readAnswer(status: number, body: Record<string, unknown> | undefined): Answer {
   if (status !== 200 || typeof body?.available !== 'number') return { kind: 'unknown' };
   return { kind: 'read', available: body.available, reserved: Number(body.reserved), sold: Number(body.sold) };

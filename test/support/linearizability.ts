@@ -7,7 +7,8 @@ import type { Answer, History, Operation } from './history.js';
  * linearization by Wing & Gong's algorithm with Lowe's memoisation of (operations linearized, state), the algorithm of
  * Porcupine and Knossos, against a sequential model of one SKU's stock:
  *
- * - place n: `placed` if available ≥ n (available −n, reserved or sold +n), else `out_of_stock` with what is available;
+ * - place n: `placed` if available ≥ n (available −n, reserved or sold +n), else `out_of_stock` with at most what is
+ *   available (the 409 reports an upper bound when it did not hold every segment);
  * - confirm: reserved → confirmed (its units move from reserved to sold); again: confirmed; after an end: refused with
  *   the order's status; cancel: reserved or confirmed → cancelled, its units back to available; expire: reserved →
  *   expired, its units back; a cancel after the hold ran out may expire it instead;
@@ -69,11 +70,13 @@ interface State {
   sold: Counter;
   /** Status of each order some confirm, cancel or expire names (by the SKU's order index). */
   orders: Uint8Array;
+  /** The state as a string, once computed. */
+  key?: string;
 }
 
 const counterKey = (c: Counter) => `${c.d},${c.lo},${c.hi}`;
 const stateKey = (s: State) =>
-  `${counterKey(s.available)};${counterKey(s.reserved)};${counterKey(s.sold)};${String.fromCharCode(...s.orders)}`;
+  (s.key ??= `${counterKey(s.available)};${counterKey(s.reserved)};${counterKey(s.sold)};${String.fromCharCode(...s.orders)}`);
 
 function add(c: Counter, delta: number): Counter | null {
   const d = c.d + delta;
@@ -88,6 +91,10 @@ function below(c: Counter, n: number): Counter | null {
   const hi = Math.min(c.hi, n - 1 - c.d);
   return c.lo <= hi ? { ...c, hi } : null;
 }
+function atMost(c: Counter, v: number): Counter | null {
+  const hi = Math.min(c.hi, v - c.d);
+  return c.lo <= hi ? { ...c, hi } : null;
+}
 function equal(c: Counter, v: number): Counter | null {
   const lo = Math.max(c.lo, v - c.d);
   const hi = Math.min(c.hi, v - c.d);
@@ -97,6 +104,12 @@ const known = (v: number): Counter => ({ d: 0, lo: v, hi: v });
 const free = (): Counter => ({ d: 0, lo: 0, hi: Number.MAX_SAFE_INTEGER });
 const valueOf = (c: Counter) =>
   c.lo === c.hi ? String(c.lo + c.d) : `${c.lo + c.d}…${c.hi === Number.MAX_SAFE_INTEGER ? '' : c.hi + c.d}`;
+
+/** `state` with some of its parts replaced (and its key to be computed again). */
+function patched(state: State, parts: Partial<Omit<State, 'key'>>): State {
+  const { available, reserved, sold, orders } = { ...state, ...parts };
+  return { available, reserved, sold, orders };
+}
 
 /** `state` with the available/reserved/sold counters moved by the deltas given, or null if one would go below 0. */
 function move(state: State, da: number, dr: number, ds: number, order?: [number, number]): State | null {
@@ -128,7 +141,7 @@ function step(state: State, op: Operation, orders: OrderIndex): State[] {
     return [RESERVED, CONFIRMED, CANCELLED, EXPIRED].flatMap((status) => {
       const orders2 = state.orders.slice();
       orders2[index] = status;
-      return step({ ...state, orders: orders2 }, op, orders);
+      return step(patched(state, { orders: orders2 }), op, orders);
     });
   }
   const answer: Answer = op.answer;
@@ -142,7 +155,7 @@ function step(state: State, op: Operation, orders: OrderIndex): State[] {
       const take = (s: State | null) => {
         const taken = s && atLeast(s.available, n);
         if (!s || !taken) return null;
-        return move({ ...s, available: taken }, -n, call.hold ? n : 0, call.hold ? 0 : n);
+        return move(patched(s, { available: taken }), -n, call.hold ? n : 0, call.hold ? 0 : n);
       };
       if (answer.kind === 'unknown') return [state, ...only(take(state))];
       if (answer.kind === 'placed') {
@@ -151,12 +164,14 @@ function step(state: State, op: Operation, orders: OrderIndex): State[] {
         if (state.orders[index] !== ABSENT) return [];
         const next = placed.orders.slice();
         next[index] = call.hold ? RESERVED : CONFIRMED;
-        return [{ ...placed, orders: next }];
+        return [patched(placed, { orders: next })];
       }
       if (answer.kind === 'out_of_stock') {
+        // The availability reported is at most what was left: exact when the batch held every open segment, else
+        // what it held plus upper bounds of the others (`decideBatch`).
         let available = below(state.available, n);
-        if (available && answer.available !== undefined) available = equal(available, answer.available);
-        return available ? [{ ...state, available }] : [];
+        if (available && answer.available !== undefined) available = atMost(available, answer.available);
+        return available ? [patched(state, { available })] : [];
       }
       return [];
     }
@@ -202,7 +217,7 @@ function step(state: State, op: Operation, orders: OrderIndex): State[] {
       const available = equal(state.available, answer.available);
       const reserved = equal(state.reserved, answer.reserved);
       const sold = equal(state.sold, answer.sold);
-      return available && reserved && sold ? [{ ...state, available, reserved, sold }] : [];
+      return available && reserved && sold ? [patched(state, { available, reserved, sold })] : [];
     }
   }
 }
@@ -214,6 +229,41 @@ interface Entry {
   match: Entry | null;
   prev: Entry | null;
   next: Entry | null;
+}
+
+/** How far `op` may move each counter: [least, most] for available, reserved and sold; 0 in the range if it may not apply. */
+function reach(op: Operation): [number, number][] {
+  const { call, answer } = op;
+  const maybe = answer.kind === 'unknown';
+  const span = (delta: number, optional: boolean): [number, number] =>
+    optional ? [Math.min(0, delta), Math.max(0, delta)] : [delta, delta];
+  switch (call.kind) {
+    case 'place': {
+      if (answer.kind !== 'placed' && !maybe)
+        return [
+          [0, 0],
+          [0, 0],
+          [0, 0],
+        ];
+      const n = call.quantity;
+      return [span(-n, maybe), span(call.hold ? n : 0, maybe), span(call.hold ? 0 : n, maybe)];
+    }
+    case 'confirm':
+      return [[0, 0], span(-call.quantity, true), span(call.quantity, true)];
+    case 'cancel':
+      return [span(call.quantity, true), span(-call.quantity, true), span(-call.quantity, true)];
+    case 'expire':
+      return [span(call.quantity, true), span(-call.quantity, true), [0, 0]];
+    case 'restock':
+    case 'adjust':
+      return [span(call.kind === 'restock' ? call.quantity : call.delta, maybe), [0, 0], [0, 0]];
+    default:
+      return [
+        [0, 0],
+        [0, 0],
+        [0, 0],
+      ];
+  }
 }
 
 interface Budget {
@@ -268,57 +318,101 @@ function search(ops: Operation[], initial: State, orders: OrderIndex, budget: Bu
     if (e.next) e.next.prev = e;
   };
 
+  // The set linearized, as bits and as a 64-bit Zobrist hash (two random words per operation, XORed in and out),
+  // which keys the cache: two different sets meeting in one hash with one state is a chance of about n²/2⁶⁴.
   const linearized = new Uint16Array(Math.ceil(ops.length / 16) || 1);
-  const flip = (i: number) => (linearized[i >> 4]! ^= 1 << (i & 15));
+  const words = Uint32Array.from({ length: 2 * ops.length }, () => (Math.random() * 2 ** 32) >>> 0);
+  let h1 = 0;
+  let h2 = 0;
+  const flip = (i: number) => {
+    linearized[i >> 4]! ^= 1 << (i & 15);
+    h1 ^= words[2 * i]!;
+    h2 ^= words[2 * i + 1]!;
+  };
   const seen = new Set<string>();
-  const keyOf = (s: State) => String.fromCharCode(...linearized) + '|' + stateKey(s);
-  const stack: { entry: Entry; state: State; rest: State[] }[] = [];
-  let state = initial;
-  let best = { count: 0, linearized: linearized.slice(), state };
-  let entry = head.next;
-  while (head.next) {
+  const keyOf = (s: State) => `${h1}:${h2}|${stateKey(s)}`;
+  // Every operation whose call comes before the first return still in the list may be linearized next. They are
+  // tried in the order of their returns: the one that must be placed soonest first (a read overlapping many orders
+  // is tried before them, not after every subset of them). One without an answer is tried at its invoke, first as
+  // not applied, so that it does not wait at the head of the list to be tried after all the others.
+  const order = (e: Entry) => (e.match!.time === Infinity ? e.time : e.match!.time);
+  const candidatesNow = () => {
+    const candidates: Entry[] = [];
+    for (let e = head.next; e && e.call; e = e.next) candidates.push(e);
+    return candidates.sort((a, b) => order(a) - order(b));
+  };
+  // A read still to be placed must find its counters where it says: if no order of the operations that may come
+  // before it can bring them there, this branch is dead however it goes on (a read after orders that took too much).
+  const reaches = ops.map(reach);
+  const unreachable = (state: State) => {
+    for (let e = head.next; e && e.call; e = e.next) {
+      const read = ops[e.op]!;
+      if (read.answer.kind !== 'read') continue;
+      const said = [read.answer.available, read.answer.reserved, read.answer.sold];
+      const now = [state.available, state.reserved, state.sold];
+      const lo = now.map((c) => c.lo + c.d);
+      const hi = now.map((c) => c.hi + c.d);
+      for (let x = head.next; x && x.time < e.match!.time; x = x.next) {
+        if (!x.call || x === e) continue;
+        const must = x.match!.time < read.invokedAt - (read.lagMs ?? 0);
+        reaches[x.op]!.forEach(([least, most], k) => {
+          lo[k]! += must ? least : Math.min(0, least);
+          hi[k]! += must ? most : Math.max(0, most);
+        });
+      }
+      if (said.some((v, k) => v < lo[k]! || v > hi[k]!)) return true;
+    }
+    return false;
+  };
+  interface Frame {
+    state: State;
+    candidates: Entry[];
+    next: number;
+    /** The candidate linearized now, and the other states its step may lead to. */
+    lifted: Entry | null;
+    others: State[];
+  }
+  const stack: Frame[] = [{ state: initial, candidates: candidatesNow(), next: 0, lifted: null, others: [] }];
+  let best = { count: 0, linearized: linearized.slice(), state: initial };
+  for (;;) {
     if (++budget.steps > budget.maxSteps || ((budget.steps & 1023) === 0 && performance.now() > budget.deadline)) {
       return { verdict: 'unknown', best };
     }
-    if (entry!.call) {
-      const i = entry!.op;
-      flip(i);
-      const fresh = step(state, ops[i]!, orders).filter((s) => !seen.has(keyOf(s)));
-      if (fresh.length > 0) {
-        const [next, ...rest] = fresh;
-        seen.add(keyOf(next!));
-        stack.push({ entry: entry!, state, rest });
-        state = next!;
-        lift(entry!);
-        if (stack.length > best.count) best = { count: stack.length, linearized: linearized.slice(), state };
-        entry = head.next;
-      } else {
-        flip(i);
-        entry = entry!.next;
-      }
-    } else {
-      // An operation returned without being linearized: undo the last choice.
-      const top = stack.at(-1);
-      if (!top) return { verdict: 'violation', best };
-      let alternative: State | undefined;
-      while (top.rest.length > 0 && !alternative) {
-        const candidate = top.rest.shift()!;
-        if (!seen.has(keyOf(candidate))) alternative = candidate;
-      }
-      if (alternative) {
-        seen.add(keyOf(alternative));
-        state = alternative;
-        entry = head.next;
+    const frame = stack.at(-1);
+    if (!frame) return { verdict: 'violation', best };
+    let child: State | undefined;
+    while (!child) {
+      const other = frame.others.shift();
+      if (other) {
+        if (seen.has(keyOf(other))) continue;
+        if (unreachable(other)) seen.add(keyOf(other));
+        else child = other;
         continue;
       }
-      stack.pop();
-      state = top.state;
-      flip(top.entry.op);
-      unlift(top.entry);
-      entry = top.entry.next;
+      if (frame.lifted) {
+        unlift(frame.lifted);
+        flip(frame.lifted.op);
+        frame.lifted = null;
+      }
+      const entry = frame.candidates[frame.next++];
+      if (!entry) break;
+      const states = step(frame.state, ops[entry.op]!, orders);
+      if (states.length === 0) continue;
+      flip(entry.op);
+      lift(entry);
+      frame.lifted = entry;
+      frame.others = states;
     }
+    if (!child) {
+      // Nothing linearizable here: back to the choice before.
+      stack.pop();
+      continue;
+    }
+    seen.add(keyOf(child));
+    if (stack.length > best.count) best = { count: stack.length, linearized: linearized.slice(), state: child };
+    if (!head.next) return { verdict: 'ok', best };
+    stack.push({ state: child, candidates: candidatesNow(), next: 0, lifted: null, others: [] });
   }
-  return { verdict: 'ok', best };
 }
 
 /** The SKU's order index and the statuses its orders start with: absent if placed within `ops`, else unknown. */
@@ -366,19 +460,26 @@ function checkSku(
 
 /**
  * The smallest window found that cannot be explained: from the furthest point the search reached (its state, after
- * the operations it had linearized), the operation whose return it could not pass and those invoked before that
- * return; then, one at a time, every operation whose removal leaves the rest still unexplainable is dropped.
+ * the operations it had linearized), the operations not linearized that were invoked before the first return still
+ * pending, or before the next one, until those fail on their own; then, one at a time, every operation whose removal
+ * leaves the rest still unexplainable is dropped.
  */
 function narrow(ops: Operation[], best: SearchResult['best'], index: OrderIndex, budget: Budget): SkuVerdict['window'] {
   const isLinearized = (i: number) => (best.linearized[i >> 4]! & (1 << (i & 15))) !== 0;
   const pending = ops.filter((_, i) => !isLinearized(i));
-  const blockedAt = Math.min(...pending.map((op) => op.returnedAt));
-  let window = pending.filter((op) => op.invokedAt - (op.lagMs ?? 0) <= blockedAt);
   const fails = (candidate: Operation[]) => {
     const probe: Budget = { steps: 0, maxSteps: 200_000, deadline: budget.deadline };
     return search(candidate, best.state, index, probe).verdict === 'violation';
   };
-  if (fails(window)) {
+  // The operations invoked before the first pending return, then before each next one, until they fail together.
+  const horizons = [...new Set(pending.map((op) => op.returnedAt))].sort((a, b) => a - b);
+  let window = pending;
+  let failed = false;
+  for (const horizon of horizons.slice(0, 20)) {
+    window = pending.filter((op) => op.invokedAt - (op.lagMs ?? 0) <= horizon);
+    if ((failed = fails(window))) break;
+  }
+  if (failed) {
     for (let i = 0; i < window.length && window.length > 1;) {
       const without = window.filter((_, j) => j !== i);
       if (fails(without)) window = without;
