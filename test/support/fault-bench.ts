@@ -1,3 +1,5 @@
+import { writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
@@ -12,6 +14,7 @@ import {
 } from './servers/index.js';
 import { createLogger } from '../../src/logger.js';
 import { checkFaultCase, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
+import { checkHistory } from './linearizability.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
 import { call, uniqueSku } from './service.js';
 import { ServiceFleet } from './service-fleet.js';
@@ -36,6 +39,9 @@ export interface FaultBenchOptions {
  * migrated schema, a fleet of service processes, and direct connections to both servers for inspection.
  */
 export class FaultBench {
+  /** The stock each SKU was created with: the starting state of its history. */
+  private readonly stockOf = new Map<string, number>();
+
   private constructor(
     private readonly redisStore: RedisServer | RedisCluster | RedisSentinelGroup,
     readonly postgres: PostgresServer,
@@ -136,15 +142,21 @@ export class FaultBench {
     const sku = uniqueSku('fault');
     const created = await call(this.fleet.urls()[0]!, 'POST', '/skus', { sku, stock, segments });
     if (created.status !== 201) throw new Error(`creating ${sku}: ${created.status} ${JSON.stringify(created.body)}`);
+    this.stockOf.set(sku, stock);
     return sku;
   }
 
-  /** Concurrent clients spread over the members in rotation; bounded in orders and in time. */
+  /**
+   * Concurrent clients spread over the members in rotation, and two clients reading the SKU meanwhile; bounded in
+   * orders and in time. Every order and read goes into the load's history.
+   */
   load(sku: string, options: Partial<OrderLoadOptions> = {}): OrderLoad {
     return new OrderLoad({
       sku,
       targets: () => this.fleet.urls(),
       workers: 24,
+      readers: 2,
+      ...(this.stockOf.has(sku) ? { stock: this.stockOf.get(sku)! } : {}),
       maxQuantity: 3,
       maxIntents: 20_000,
       maxDurationMs: 60_000,
@@ -153,7 +165,10 @@ export class FaultBench {
     }).start();
   }
 
-  /** Waits for the load to end, then checks the books against what the clients were told and prints the numbers. */
+  /**
+   * Waits for the load to end, then checks the books against what the clients were told, and every answer the
+   * clients were given for linearizability (an undecided history counts as a violation), and prints the numbers.
+   */
   async finish(
     label: string,
     sku: string,
@@ -171,7 +186,22 @@ export class FaultBench {
     if (view.status !== 200) report.violations.push(`GET /skus/${sku} answered ${view.status}`);
     const eternalLocks = await this.locksWithoutExpiry();
     if (eternalLocks.length > 0) report.violations.push(`${eternalLocks.length} lock key(s) without expiry`);
-    console.log(`[fault] ${label} ${JSON.stringify({ ...summarize(report), ...extra })}`);
+    const history = checkHistory(load.history, { timeBudgetMs: 20_000 });
+    if (history.verdict !== 'ok') {
+      // Kept for checking again offline (`checkOperations` over its operations and initial state).
+      const kept = path.join(os.tmpdir(), `history-${sku}.json`);
+      await writeFile(
+        kept,
+        JSON.stringify({ initial: [...load.history.initial], operations: load.history.operations }),
+      );
+      report.violations.push(`history ${history.verdict} (kept in ${kept}):\n${history.report}`);
+    }
+    const linearizability = {
+      operations: load.history.operations.length,
+      verdict: history.verdict,
+      checkMs: Math.round(history.elapsedMs),
+    };
+    console.log(`[fault] ${label} ${JSON.stringify({ ...summarize(report), linearizability, ...extra })}`);
     if (report.violations.length > 0)
       console.log(
         this.fleet

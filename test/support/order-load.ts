@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Answer, History, orderAnswer, readAnswer } from './history.js';
 
 /** One HTTP request of the load, as the client saw it. Times are epoch milliseconds (comparable with Postgres). */
 export interface Attempt {
@@ -11,6 +12,8 @@ export interface Attempt {
   /** HTTP status, or 0 when no answer came (connection refused or reset, timeout). */
   status: number;
   code?: string;
+  /** What the answer said (an order's id, a refusal's availability), as the history records it. */
+  answer?: Answer | null;
 }
 
 /** One order a client wanted to place, retried under one Idempotency-Key until it got a definite answer. */
@@ -33,6 +36,10 @@ export interface OrderLoadOptions {
   maxDurationMs: number;
   /** How long one intent is retried on 503 or a lost connection before the client gives up on it. */
   retryBudgetMs: number;
+  /** Clients reading the SKU (`GET /skus/:sku`) while the orders run, one read after another each; 0 by default. */
+  readers?: number;
+  /** The SKU's stock when the load starts, for the history's initial state (unknown if not given). */
+  stock?: number;
 }
 
 const REQUEST_TIMEOUT_MS = 20_000;
@@ -46,6 +53,8 @@ const REQUEST_TIMEOUT_MS = 20_000;
 export class OrderLoad {
   readonly attempts: Attempt[] = [];
   readonly intents: Intent[] = [];
+  /** Every intent as one operation (invoked at its first attempt, answered by its last) and every read. */
+  readonly history = new History();
   private stopped = false;
   private startedAt = 0;
   private nextTarget = 0;
@@ -55,7 +64,16 @@ export class OrderLoad {
 
   start(): this {
     this.startedAt = Date.now();
-    this.done = Promise.all(Array.from({ length: this.options.workers }, () => this.worker())).then(() => {});
+    if (this.options.stock !== undefined) this.history.created(this.options.sku, this.options.stock);
+    const workers = Promise.all(Array.from({ length: this.options.workers }, () => this.worker()));
+    let ordering = true;
+    const readers = Promise.all(Array.from({ length: this.options.readers ?? 0 }, () => this.reader(() => ordering)));
+    this.done = workers
+      .then(() => {
+        ordering = false;
+        return readers;
+      })
+      .then(() => {});
     return this;
   }
 
@@ -113,17 +131,22 @@ export class OrderLoad {
 
   private async place(index: number, intent: Intent): Promise<void> {
     const giveUpAt = Date.now() + this.options.retryBudgetMs;
+    // One operation however often it is retried: the key makes every attempt the same order.
+    const answered = this.history.invoke(this.options.sku, { kind: 'place', quantity: intent.quantity, hold: false });
     for (;;) {
       const attempt = await this.send(index, intent);
       if (attempt.status === 201 || attempt.status === 200) {
         intent.outcome = 'acknowledged';
+        answered(attempt.answer!, attempt.target);
         return;
       }
       if (attempt.status === 409 && attempt.code === 'out_of_stock') {
         intent.outcome = 'out-of-stock';
+        answered(attempt.answer!, attempt.target);
         return;
       }
       if (attempt.status !== 503 && attempt.status !== 0) {
+        // Left without an answer in the history: the books report it.
         intent.outcome = 'unexpected';
         return;
       }
@@ -155,6 +178,7 @@ export class OrderLoad {
       });
       const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
       attempt.status = response.status;
+      attempt.answer = orderAnswer(response.status, body);
       if (typeof body.code === 'string') attempt.code = body.code;
       if (response.status === 201 || response.status === 200) {
         intent.order = {
@@ -168,6 +192,31 @@ export class OrderLoad {
     attempt.receivedAt = Date.now();
     this.attempts.push(attempt);
     return attempt;
+  }
+
+  /**
+   * Reads the SKU from the members in rotation, one read after another, while `ordering()`: every fourth read is the
+   * SKU's entry in the listing (a page of one, by its name as prefix), the others `GET /skus/:sku`.
+   */
+  private async reader(ordering: () => boolean): Promise<void> {
+    const sku = this.options.sku;
+    for (let n = 0; ordering(); n++) {
+      const targets = this.options.targets();
+      if (targets.length === 0) return;
+      const target = targets[this.nextTarget++ % targets.length]!;
+      const listing = n % 4 === 3;
+      const answered = this.history.invoke(sku, listing ? { kind: 'read', via: 'listing' } : { kind: 'read' });
+      const path = listing ? `/skus?prefix=${encodeURIComponent(sku)}&limit=1` : `/skus/${encodeURIComponent(sku)}`;
+      try {
+        const response = await fetch(target + path, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+        let body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined;
+        if (listing) body = (body?.skus as Record<string, unknown>[] | undefined)?.find((entry) => entry.sku === sku);
+        answered(readAnswer(response.status, body), target);
+      } catch {
+        // No answer: the read stays indeterminate, which constrains nothing.
+      }
+      await sleep(10 + Math.random() * 20);
+    }
   }
 }
 
