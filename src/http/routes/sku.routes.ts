@@ -92,7 +92,7 @@ export function skuRoutes(
 
   router
     .route('/:sku/adjustments')
-    .post(requireAdmin, ...jsonBody, async (req, res) => {
+    .post(requireAdmin, jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const input = parseOr400(adjustmentBody, req.body, 'body');
       const caller = access.principalOf(res);
@@ -103,7 +103,7 @@ export function skuRoutes(
 
   router
     .route('/:sku/stock')
-    .put(requireAdmin, ...jsonBody, async (req, res) => {
+    .put(requireAdmin, jsonBody, async (req, res) => {
       const sku = parseOr400(skuName, req.params.sku, 'sku');
       const { ignoreCompare: _ignore, ...input } = parseOr400(countBody, req.body, 'body');
       const caller = access.principalOf(res);
