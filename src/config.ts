@@ -23,6 +23,8 @@ const hostPorts = commaList(z.string().regex(/^[\w.-]+:\d{1,5}$/, 'must be host:
 
 const configSchema = z.object({
   PORT: port.default(3000),
+  // Service processes on PORT (node's cluster), each a full instance; unset: one per core the machine can spare.
+  WORKERS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(256).optional()),
   HOST: z.string().min(1).default('127.0.0.1'),
   REDIS_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^rediss?$/ }).optional()),
   // A Redis Cluster (seed nodes) or a primary watched by Sentinels, instead of REDIS_URL: at most one of the three.
@@ -124,6 +126,8 @@ const configSchema = z.object({
 export type Config = Readonly<{
   port: number;
   host: string;
+  /** Service processes on `port`; undefined: one per core the machine can spare (src/run.ts). */
+  workers: number | undefined;
   redisUrl: string | undefined;
   /** Seed nodes of a Redis Cluster (`host:port`); empty when not on a cluster. */
   redisClusterNodes: readonly string[];
@@ -237,6 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
+    workers: e.WORKERS,
     redisUrl: e.REDIS_URL,
     redisClusterNodes: Object.freeze(e.REDIS_CLUSTER_NODES ?? []),
     redisSentinels: Object.freeze(e.REDIS_SENTINELS ?? []),

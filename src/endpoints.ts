@@ -9,6 +9,8 @@ export interface Endpoints {
 }
 
 export interface ResolvedEndpoints extends Endpoints {
+  /** REDIS_URL and DATABASE_URL of what was started here, for other processes to reach it (none for given URLs). */
+  embeddedEnv: Readonly<Record<string, string>>;
   /** Stops whatever was started here; a no-op for URLs given in the environment. */
   stopEmbedded(): Promise<void>;
 }
@@ -33,11 +35,16 @@ type EndpointConfig = Pick<
  */
 export async function resolveEndpoints(config: EndpointConfig, log: Logger): Promise<ResolvedEndpoints> {
   const wantRedis = !redisConfigured(config);
+  const wantPostgres = !config.databaseUrl;
   const { databaseUrl, redisUrl, stopEmbedded } = await startMissing(config, log, {
     redis: wantRedis,
-    postgres: !config.databaseUrl,
+    postgres: wantPostgres,
   });
-  return { redis: redisTopology(config, redisUrl), databaseUrl: databaseUrl!, stopEmbedded };
+  const embeddedEnv = {
+    ...(wantRedis && { REDIS_URL: redisUrl! }),
+    ...(wantPostgres && { DATABASE_URL: databaseUrl! }),
+  };
+  return { redis: redisTopology(config, redisUrl), databaseUrl: databaseUrl!, embeddedEnv, stopEmbedded };
 }
 
 /** DATABASE_URL, or the embedded Postgres when it is unset (the migrator needs no Redis). */

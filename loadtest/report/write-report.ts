@@ -111,7 +111,25 @@ function facts({ run, ceiling }: RunFigures, resultsPath: string) {
     httpCeiling: ceiling,
     clusterCeiling: clusterCeiling && int(clusterCeiling.perSecond),
     skipped: run.skipped.map((x) => `- ${x.scenario}: ${x.reason}`).join('\n'),
+    // The fleet's most segments at its most instances and longest delay: where the lock is held across most hops.
+    fleetHeadline: fleetCells(run)
+      .filter((c) => c.segments > 1)
+      .sort((a, b) => b.instances - a.instances || b.delayMs - a.delayMs || b.segments - a.segments)[0],
   };
+}
+
+/** The fleet's cells, each with its orders/s and p99 against the single lock at its instances and delay. */
+function fleetCells(run: RunResults) {
+  return run.fleet.map((c) => {
+    const base = run.fleet.find((x) => x.instances === c.instances && x.delayMs === c.delayMs && x.segments === 1);
+    const p99 = c.measured.latencyMs.p99;
+    return {
+      ...c,
+      delayMs: c.delayMs ?? 0,
+      ratio: c.perSecond / (base?.perSecond ?? NaN),
+      p99Ratio: p99 / (base?.measured.latencyMs.p99 ?? NaN),
+    };
+  });
 }
 
 /** Every table's rows, with what each row is compared with; the template lays the tables out. */
@@ -140,6 +158,7 @@ function tableRows(f: RunFigures) {
     real: sales(f.allOf('real')),
     step: sales(f.allOf('business-step')),
     cluster: sales(run.cluster.flatMap((c) => [c, f.at('real', c.segments) ?? []].flat())),
+    fleet: fleetCells(run).map((c) => ({ ...sales([c])[0]!, ...c })),
     oversell: run.oversell.map((c) => ({
       ...c,
       name: oversellName(c).replace(/ · \d+ instances?$/, ''),
@@ -181,6 +200,7 @@ function tableRows(f: RunFigures) {
     cpu: [
       ...[run.ceiling, run.bareEcho, f.allOf('real'), f.allOf('business-step')],
       ...[run.alternative, run.spread, run.cluster, run.lockFree, run.perOrder, run.memory, run.auth, run.soldOut],
+      run.fleet,
     ]
       .flat()
       .filter((r) => r.cpu),

@@ -17,6 +17,10 @@ const full = {
   businessStepMs: 20,
   clusterInstances: 2,
   clusterSegmentCounts: [1, 20],
+  /** The fleet: instances behind one port × segments × Redis's and Postgres's one-way delay (0: no proxy). */
+  fleetInstances: [1, 2, 4],
+  fleetSegmentCounts: [1, 4, 20],
+  fleetDelaysMs: [0, 1],
   memoryConnections: 256,
   quantity: 1,
   timeoutSeconds: 10,
@@ -74,6 +78,13 @@ export const presets: Record<'full' | 'quick', RunSettings> = {
 
 /** A round as a scenario asks for it: the rest comes from the run's settings and the service. */
 type Titled = Partial<RoundSpec> & { title: string };
+type Side = {
+  service: ServiceTarget;
+  spec: Titled;
+  status?: number;
+  warmup?: RoundResult;
+  meter?: () => Promise<(turn: RoundResult) => Promise<void>>;
+};
 
 export class RunContext {
   private readonly runTag = `lt${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
@@ -107,10 +118,11 @@ export class RunContext {
 
   // Sides measured in turns (A B, B A…) of at least 1.5 s (a shorter one measures mostly its start), so a machine
   // whose speed drifts or stalls weighs on each alike; each warmed up unless it was, sized by its warm-up rate.
-  async measureInTurns(sides: { service: ServiceTarget; spec: Titled; status?: number; warmup?: RoundResult }[]) {
+  // `meter`, when a side has one, is started before each of its turns and given the turn's result after it.
+  async measureInTurns(sides: Side[]) {
     const turns = sides.length > 1 ? Math.max(1, Math.min(6, Math.floor(this.settings.measureSeconds / 1.5))) : 1;
     const measured = [];
-    for (const { service, spec, status = 201, ...side } of sides) {
+    for (const { service, spec, status = 201, meter, ...side } of sides) {
       const warmup = side.warmup ?? (await this.warmUp(service, spec, status));
       const connections = spec.connections ?? this.settings.connections;
       const share = Math.max(2 * connections, Math.round(this.measuredAmount(warmup, connections, status) / turns));
@@ -119,15 +131,18 @@ export class RunContext {
       // Merging turns needs every answer's latency; one turn is reported as it is.
       const latencies = turns > 1 ? ([] as number[]) : undefined;
       const [slices, cpu]: [RoundResult[], CpuUsage[]] = [[], []];
-      measured.push({ service, spec, status, warmup, amount, latencies, slices, cpu });
+      measured.push({ service, spec, status, warmup, amount, latencies, slices, cpu, meter });
     }
     for (let turn = 0; turn < turns; turn++) {
       const order = turn % 2 ? [...measured].reverse() : measured;
-      for (const { service, spec, status, amount, latencies, slices, cpu } of order) {
+      for (const { service, spec, status, amount, latencies, slices, cpu, meter } of order) {
         const title = turns > 1 ? `${spec.title} · turn ${turn + 1} of ${turns}` : spec.title;
+        const endMeter = await meter?.();
         const endCpu = procAvailable ? meterCpu(service.allPids, this.backing.postmasterPid) : null;
-        slices.push(await this.round(service, { ...spec, title, amount, latencies }, status));
+        const slice = await this.round(service, { ...spec, title, amount, latencies }, status);
+        slices.push(slice);
         if (endCpu) cpu.push(endCpu());
+        await endMeter?.(slice);
       }
     }
     return measured.map(({ spec, status, warmup, latencies, slices, cpu }) => {

@@ -9,6 +9,7 @@ import { type LocalServiceOptions, type ServiceTarget, startService } from '../i
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { runDrop } from './drop.js';
+import { delayedBacking, FLEET_ENV, fleetLabel, measureFleet } from './fleet.js';
 import { type LockCell, runCell } from './locks.js';
 import { compareSales, measureSales, measureWithWebhook, WARMUP_STOCK } from './sales.js';
 import type { Profile, SalesCase, SalesSpec } from './sales.js';
@@ -16,18 +17,18 @@ import type { Profile, SalesCase, SalesSpec } from './sales.js';
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
   ...['sold-out', 'sale-window', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth'],
-  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention', 'drop'],
+  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention', 'drop', 'fleet'],
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 /** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
-export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention'];
+export const namedOnly: ScenarioName[] = ['lock-backends', 'lock-order-flow', 'event-retention', 'fleet'];
 export const HEADLINE_SEGMENTS = 20; // The segment count the targets are judged at (reference article 002).
 
 type Result<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 /** Cases sold through a service, books checked each round; `spread`: the product's side against the alternative. */
 const salesLists = [
   ...['segments', 'cluster', 'perOrder', 'lockFree', 'alternative', 'spread', 'memory'],
-  ...['auth', 'events', 'lockOrderFlow'],
+  ...['auth', 'events', 'lockOrderFlow', 'fleet'],
 ] as const;
 type SalesList = (typeof salesLists)[number];
 export const emptyCases = () => ({
@@ -48,7 +49,12 @@ export type RunCases = ReturnType<typeof emptyCases>;
 export const casesWithBooks = (run: RunCases) => salesLists.flatMap((k) => run[k]);
 
 /** A service some rows share (the same object): on the run's Redis unless it asks for a Redis Cluster. */
-type ServiceSpec = LocalServiceOptions & { onRedisCluster?: boolean; lockBackend?: LockBackendKind };
+type ServiceSpec = LocalServiceOptions & {
+  onRedisCluster?: boolean;
+  lockBackend?: LockBackendKind;
+  /** Redis and Postgres reached through proxies that delay each way by this many ms (the fleet). */
+  delayMs?: number;
+};
 type Unless = () => string | undefined; // Why this run cannot measure a row, beyond its services.
 /** Cases measured together on their services (none: the lock benchmark), filing their results in the run's lists. */
 type Row = [ScenarioName, ServiceSpec[], (c: RunContext, ...on: ServiceTarget[]) => Promise<unknown>, Unless?];
@@ -227,6 +233,21 @@ function plan(s: RunSettings, r: RunCases): Row[] {
       const flow = { id: `order-flow-${lockBackend}-${holdMs}`, label, segments: n, connections: s.lockWorkers, tags };
       sales('lock-order-flow', r.lockOrderFlow, service, flow, ownServers(lockBackend));
     }
+  // The fleet, one row per instance count: every segment count on every delay, in alternating turns.
+  for (const instances of s.fleetInstances) {
+    const services = s.fleetDelaysMs.map((delayMs) => ({
+      label: fleetLabel(instances, delayMs),
+      instances,
+      delayMs,
+      env: FLEET_ENV,
+    }));
+    rows.push([
+      'fleet',
+      services,
+      async (c, ...on) =>
+        r.fleet.push(...(await measureFleet(c, on, instances, s.fleetDelaysMs, s.fleetSegmentCounts))),
+    ]);
+  }
   // Last: ten minutes of orders through the outbox and retention's deletes leave Postgres busy vacuuming a while.
   const env = { EVENTS_RETENTION_SECONDS: String(s.retentionSeconds) };
   const keeping = { label: `service keeping events ${s.retentionSeconds} s`, env };
@@ -262,15 +283,21 @@ export async function runPlan(ctx: RunContext, selected: ReadonlySet<ScenarioNam
   return results;
 }
 
-async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, ...options }: ServiceSpec) {
+async function startPrimed(ctx: RunContext, { onRedisCluster, lockBackend, delayMs, ...options }: ServiceSpec) {
   const { backing, progress } = ctx;
   progress.note(`starting ${options.label}…`);
   const cluster = onRedisCluster ? (await backing.redisCluster()).redisEnv : {};
-  const env: Record<string, string> = { ...options.env, ...cluster };
+  const delayed = delayMs ? await delayedBacking(backing, delayMs) : undefined;
+  const env: Record<string, string> = { ...options.env, ...cluster, ...delayed?.env };
   if (lockBackend) env.LOCK_BACKEND = lockBackend;
   if (lockBackend === 'redlock') env.REDIS_LOCK_URLS = (await backing.redlockUrls()).join();
   if (lockBackend === 'zookeeper') env.ZOOKEEPER_CONNECT = (await backing.zookeeper()).connect;
-  const service = await startService(backing, { ...options, env });
+  const started = await startService(backing, { ...options, env }).catch(async (error: unknown) => {
+    await delayed?.stop();
+    throw error;
+  });
+  // The proxies stop with the service they serve.
+  const service = delayed ? { ...started, stop: () => started.stop().finally(delayed.stop) } : started;
   ctx.started.add(service);
   // Watch a round live (the alternative and the echo have no page); the token goes in the fragment, never sent.
   const token = service.adminToken ? `#token=${encodeURIComponent(service.adminToken)}` : '';

@@ -43,7 +43,10 @@ export interface SalesSpec {
   serverStats?: ServerStats;
   /** Spread traffic: a random one of `skus` SKUs per request, `hotShare` of them to one hot SKU instead. */
   traffic?: { skus: number; hotShare: number };
-  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string; round?: number };
+  tags?: { redis?: string; lockBackend?: string; holdMs?: number; auth?: string; events?: string; round?: number } & {
+    /** The fleet: Redis's and Postgres's one-way delay from the service, ms. */
+    delayMs?: number;
+  };
 }
 
 /** A timed warm-up on fresh SKUs, then a measured round sized by its rate on a fresh SKU, with the books after each. */
@@ -72,7 +75,18 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
     const set = spec.traffic ? warm : await createSkus(ctx, spec, id, stock);
     const lockMetrics = path === '/orders' && !spec.alternative;
     const shown = { id, label, profile, combining: spec.combining ?? lockMetrics, instances, segments, connections };
-    cases.push({ spec, shown, lockMetrics, warmupBooks, set, side: { service, spec: round(set), warmup } });
+    // Cases on one service take turns with each other: each counts the lock figures of its own turns only.
+    const shared = specs.some((other) => other !== spec && other.service === service);
+    const turns: { seconds: number; lock: LockStats }[] = [];
+    const meter = async () => {
+      const before = await ctx.scrape(service);
+      return async (turn: RoundResult) => {
+        const lock = lockStats(before, await ctx.scrape(service), turn.durationSeconds, segments);
+        turns.push({ seconds: turn.durationSeconds, lock });
+      };
+    };
+    const side = { service, spec: round(set), warmup, ...(lockMetrics && shared && { meter }) };
+    cases.push({ spec, shown, lockMetrics: lockMetrics && !shared, turns, warmupBooks, set, side });
   }
   // Started once every side has warmed up, so that they count the measured turns only.
   const meters = [];
@@ -82,11 +96,15 @@ export async function compareSales(ctx: RunContext, specs: SalesSpec[]) {
   }
   const rounds = await ctx.measureInTurns(cases.map((c) => c.side));
   const results = [];
-  for (const [i, { spec, shown, warmupBooks, set }] of cases.entries()) {
+  for (const [i, { spec, shown, warmupBooks, set, turns }] of cases.entries()) {
     const { before, endServerStats } = meters[i]!;
     const { measured, perSecond, cpu } = rounds[i]!;
     const serverCost = await endServerStats?.(measured.statusCounts[201] ?? 0);
-    const lock = before && lockStats(before, await ctx.scrape(spec.service), measured.durationSeconds, spec.segments);
+    const lock = before
+      ? lockStats(before, await ctx.scrape(spec.service), measured.durationSeconds, spec.segments)
+      : turns.length
+        ? overTurns(turns)
+        : null;
     results.push({
       ...shown,
       measured,
@@ -141,6 +159,21 @@ async function booksOf(ctx: RunContext, spec: SalesSpec, set: SkuSet, round: Rou
   const summary = { name: `books of ${all.length} SKUs`, ok: failed.length === 0, detail: `${failed.length} failed` };
   const totals = { available: sum('available'), sold: sum('sold'), oversold: sum('oversold') };
   return { ok: failed.length === 0, checks: [summary, ...failed], ...totals };
+}
+
+type LockStats = ReturnType<typeof lockStats>;
+
+/** A case's lock figures over its turns: rates and means weighted by each turn's length, a p99 the worst turn's. */
+function overTurns(turns: { seconds: number; lock: LockStats }[]): LockStats {
+  const seconds = turns.reduce((sum, turn) => sum + turn.seconds, 0);
+  const names = Object.keys(turns[0]!.lock) as (keyof LockStats)[];
+  const figure = (name: keyof LockStats) => {
+    const values = turns.map((turn) => turn.lock[name]);
+    if (name === 'fencedOut') return values.reduce((sum, value) => sum + value, 0);
+    if (name.endsWith('P99') || name.endsWith('P99Ms')) return Math.max(...values);
+    return turns.reduce((sum, turn) => sum + turn.lock[name] * turn.seconds, 0) / seconds;
+  };
+  return Object.fromEntries(names.map((name) => [name, figure(name)])) as LockStats;
 }
 
 function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: number, segments: number) {

@@ -36,7 +36,8 @@ export class SpawnedService {
   ): Promise<SpawnedService> {
     const port = await freePort();
     const child = spawn(process.execPath, [...(options.nodeArgs ?? []), script, ...(options.args?.(port) ?? [])], {
-      env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), ...env },
+      // One process per spawn unless the caller asks for workers: a test's instances are the ones it starts.
+      env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), WORKERS: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const output: string[] = [];
