@@ -8,7 +8,7 @@ import { type SegmentLocks, segmentKey } from '../../src/inventory/segment-locks
 import type { LockLease } from '../../src/lock/distributed-lock.js';
 import { readSegmentStates, type SegmentState } from '../../src/orders/batch-statements.js';
 import { BatchWriter } from '../../src/orders/order-writes.js';
-import { giveBack } from '../../src/reservations/lifecycle.repository.js';
+import { expireReservations, giveBack } from '../../src/reservations/lifecycle.repository.js';
 import { addToSegmentsFenced, deleteSegmentsFenced, insertSku } from '../../src/stock/stock.repository.js';
 import { type CriticalSection, findConcurrentEffectiveWriters } from './lock-history.js';
 import { segmentLocksProcess } from './segment-locks.js';
@@ -91,6 +91,19 @@ export const stockWriters: StockWriter[] = [
       );
       const units = [{ ...sku, segment, quantity: 1, fence: lease.fence }];
       return (await giveBack(trx, orderId, 'cancelled', units)) === 1;
+    },
+  },
+  {
+    name: 'expired reservations (expireReservations)',
+    stores: 'a change',
+    async write(trx, { sku, segment, lease }) {
+      const orderId = randomUUID();
+      await sql`insert into orders (id, sku_id, quantity, status, expires_at)
+                values (${orderId}, ${sku.skuId}, 1, 'reserved', now() - interval '1 second')`.execute(trx);
+      await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+                values (${orderId}, ${sku.skuId}, ${segment}, ${sku.layoutVersion}, 1, ${lease.fence})`.execute(trx);
+      const fences = [{ ...sku, segment, fence: lease.fence }];
+      return (await expireReservations(trx, [orderId], fences, false)).written === 1;
     },
   },
   {
