@@ -63,6 +63,8 @@ const configSchema = z.object({
   CUSTOMER_CANCEL_CONFIRMED: flag('0'),
   LOCK_TTL_MS: positiveMs(600_000).default(10_000),
   LOCK_WAIT_MS: positiveMs(600_000).default(2_000),
+  // Joins of a waiting line only with a customer token: without one, a customerId is the caller's claim.
+  LINE_JOINS_REQUIRE_CUSTOMER_TOKEN: flag('0'),
   MAX_ORDER_QUANTITY: z.coerce.number().int().min(1).max(1_000_000_000).default(1000),
   DATA_DIR: z.string().min(1).default('.data'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -146,6 +148,8 @@ export type Config = Readonly<{
   lockTtlMs: number;
   lockWaitMs: number;
   maxOrderQuantity: number;
+  /** A line's joins answer 403 unless the caller holds a customer token. */
+  lineJoinsRequireCustomerToken: boolean;
   dataDir: string;
   logLevel: string;
   pgPoolSize: number;
@@ -264,6 +268,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lockTtlMs: e.LOCK_TTL_MS,
     lockWaitMs: e.LOCK_WAIT_MS,
     maxOrderQuantity: e.MAX_ORDER_QUANTITY,
+    lineJoinsRequireCustomerToken: e.LINE_JOINS_REQUIRE_CUSTOMER_TOKEN,
     dataDir: path.resolve(e.DATA_DIR),
     logLevel: e.LOG_LEVEL,
     pgPoolSize: e.PG_POOL_SIZE,

@@ -97,7 +97,11 @@ export function buildHttpApp(parts: HttpParts): express.Express {
   // Before /skus, whose router would otherwise look at every line request first.
   app.use(
     '/skus/:sku/line',
-    lineRoutes(parts.lines, access, { maxOrderQuantity: config.maxOrderQuantity, limitOrders }),
+    lineRoutes(parts.lines, access, {
+      maxOrderQuantity: config.maxOrderQuantity,
+      requireCustomerToken: config.lineJoinsRequireCustomerToken,
+      limitOrders,
+    }),
   );
   app.use('/line-tickets', ticketRoutes(parts.lines, parts.ticketStreams, access));
   app.use(

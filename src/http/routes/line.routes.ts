@@ -20,12 +20,13 @@ const HEARTBEAT_MS = 15_000;
 /**
  * A SKU's waiting line, under `/skus/:sku/line`: `PUT` gives the SKU a line or changes it (stock:admin), `GET` reads
  * it (any credential), `POST` joins it (orders:place; a customer token joins as its own customer). Rate limited per
- * caller as orders are: a join counts as an order.
+ * caller as orders are: a join counts as an order. Without customer tokens a named customerId is only a claim, so
+ * invented customers can take a line's places; `requireCustomerToken` lets only a customer token join.
  */
 export function lineRoutes(
   lines: Lines,
   access: Access,
-  options: { maxOrderQuantity: number; limitOrders: RequestHandler | undefined },
+  options: { maxOrderQuantity: number; requireCustomerToken: boolean; limitOrders: RequestHandler | undefined },
 ): Router {
   const router = Router({ mergeParams: true });
   const join = joinLineBody(options.maxOrderQuantity);
@@ -43,7 +44,11 @@ export function lineRoutes(
     .post(access.require(['orders:place'], { openUntilKeys: true }), jsonBody, ...limitOrders, async (req, res) => {
       const sku = skuOf(req);
       const { customerId: named, quantity = 1 } = parseOr400(join, req.body ?? {}, 'body');
-      const customerId = actingFor(access.principalOf(res), named, 'orders:place');
+      const principal = access.principalOf(res);
+      if (options.requireCustomerToken && principal.kind !== 'customer') {
+        throw new AppError('forbidden', 'joining this line needs a customer token', { scope: 'orders:place' });
+      }
+      const customerId = actingFor(principal, named, 'orders:place');
       if (customerId === undefined) {
         throw new AppError('customer_required', 'a line holds one ticket per customer: name the customerId');
       }
