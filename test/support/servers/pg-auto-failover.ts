@@ -199,6 +199,15 @@ export class PgAutoFailoverFormation {
 
   /** A planned switchover: the monitor demotes the primary and promotes the standby; resolves when it is done. */
   async switchover(): Promise<void> {
+    // The monitor refuses a switchover until it sees a primary: right after the standby joins, the first node may
+    // still be passing through wait_primary.
+    const settled = () =>
+      this.states().then((nodes) =>
+        ['primary', 'secondary'].every((state) => nodes.some((n) => n.reported === state && n.assigned === state)),
+      );
+    if ((await waitFor(settled, READY_WITHIN_MS, 200)) === Infinity) {
+      throw new Error(`no primary and secondary to switch over: ${JSON.stringify(await this.states())}`);
+    }
     await this.autoctl(['perform', 'switchover', '--pgdata', this.monitor.pgdata, '--formation', 'default'], 120_000);
   }
 
