@@ -8,10 +8,11 @@ import base from './vitest.config.ts';
  * - fault, fuzz, checker and browser files;
  * - other lock backends (Postgres, ZooKeeper, Redlock) and other topologies (Redis Cluster, a Postgres standby);
  * - fleets: several service processes at once (cross-process, the waiting line's fleet, a customer on two
- *   instances, the shared rate limit, clocks that disagree), and the fleet series over an hour of blocks;
+ *   instances, the shared rate limit, clocks that disagree, adjustments beside a flood on two instances), and the
+ *   fleet series over an hour of blocks;
  * - the README read as a contract (its examples run, and checked through Prism) and `npm start` itself;
  * - the checks of the lint rules (layers, knip), which `npm run lint` runs, and the slow-client bounds, which wait
- *   out the server's request timeouts.
+ *   out the server's request timeouts, and the never-reading streams' memory, watched over a minute.
  * Its files share one worker and its loaded modules (`isolate: false`): the service is imported once, not once a
  * file. Every file starts its own services and makes its own SKUs, so none depends on what another left behind.
  */
@@ -28,10 +29,10 @@ export default mergeConfig(
         'test/browser/**',
         'test/lock/{postgres,zookeeper,redlock,order-flow-backends,cross-backend-fencing}.test.ts',
         'test/integration/{redis-cluster,postgres-listed-hosts,cross-process,npm-start}.test.ts',
-        'test/integration/{line-fleet,shared-rate-limit,sale-window-clocks,fleet-series}.test.ts',
+        'test/integration/{line-fleet,shared-rate-limit,sale-window-clocks,fleet-series,stock-reconcile-fleet}.test.ts',
         'test/security/customer-fleet.test.ts',
         'test/integration/readme-examples.test.ts',
-        'test/security/{readme-contract,slow-clients}.test.ts',
+        'test/security/{readme-contract,slow-clients,slow-stream-readers}.test.ts',
         'test/unit/{layers,knip}.test.ts',
       ],
     },
