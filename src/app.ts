@@ -147,7 +147,6 @@ export class StockService {
     );
     const lineMetrics = new LineMetrics(this.metrics.registry, { db: this.db, clock: this.clock });
     this.lines = new Lines(this.db, this.directory, placement, this.clock, log, outbox, lineMetrics.hooks);
-    this.ticketStreams = new TicketStreams(this.lines);
     const eventMetrics = new EventMetrics(this.metrics.registry, (n) => this.metrics.fleetTally.events(n));
     this.sequencer = new EventSequencer(this.db, config.events.pollMs, log, (type, n) =>
       eventMetrics.sequenced(type, n),
@@ -156,6 +155,7 @@ export class StockService {
       this.access.callerKey(req, res),
     );
     this.streams = new EventStreams(this.db, config.events.pollMs, streamGate);
+    this.ticketStreams = new TicketStreams(this.lines, streamGate);
     this.saleEdges = outbox.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
     this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);

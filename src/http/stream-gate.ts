@@ -16,9 +16,9 @@ export interface StreamBounds {
 const LAGGING_FLUSH_MS = 10_000;
 
 /**
- * Where the event and dashboard streams open: at most `perCaller` open streams per caller (the caller's customer,
- * service key or, without a credential, address), and every stream bounded in what it buffers for its reader, so
- * the memory streams take stays bounded however slowly, or whether at all, their readers read.
+ * Where the event, dashboard and ticket streams open: at most `perCaller` open streams per caller (the caller's
+ * customer, service key or, without a credential, address), and every stream bounded in what it buffers for its
+ * reader, so the memory streams take stays bounded however slowly, or whether at all, their readers read.
  */
 export class StreamGate {
   private readonly openByCaller = new Map<string, number>();

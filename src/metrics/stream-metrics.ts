@@ -1,7 +1,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 /** The server-sent-event streams a bound applies to (src/http/stream-gate.ts). */
-export type StreamKind = 'events' | 'dashboard';
+export type StreamKind = 'events' | 'dashboard' | 'tickets';
 
 /** What the stream gate reports: streams opened and ended, callers refused at their cap, readers cut for lagging. */
 export interface StreamHooks {
@@ -18,7 +18,7 @@ export class StreamMetrics {
   constructor(registry: Registry) {
     const open = new Gauge({
       name: 'stock_streams_open',
-      help: 'Server-sent-event streams open on this instance, by stream (events, dashboard).',
+      help: 'Server-sent-event streams open on this instance, by stream (events, dashboard, tickets).',
       labelNames: ['stream'] as const,
       registers: [registry],
     });
@@ -34,7 +34,7 @@ export class StreamMetrics {
       labelNames: ['stream'] as const,
       registers: [registry],
     });
-    for (const stream of ['events', 'dashboard'] as const) {
+    for (const stream of ['events', 'dashboard', 'tickets'] as const) {
       open.set({ stream }, 0);
       refused.inc({ stream }, 0);
       behind.inc({ stream }, 0);

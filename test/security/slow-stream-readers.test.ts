@@ -72,6 +72,10 @@ function openStream(url: string, path: string, headers: Record<string, string> =
     get ended() {
       return ended;
     },
+    /** What arrived so far. */
+    get text() {
+      return text;
+    },
     /** Each complete event: its id, its event type and data. */
     events() {
       return text
@@ -205,24 +209,36 @@ describe('open streams per caller', () => {
     const scrape = () => MetricsSnapshot.scrape(`${svc.url}/metrics`, ADMIN);
     const refusals = async () => (await scrape()).sum('stock_stream_refusals_total');
     const before = await refusals();
+    // A ticket stream counts against the same cap: a caller holding tickets cannot open one stream per ticket.
+    const made = await call(svc.url, 'POST', '/skus', { sku: 'capped', stock: 5, segments: 1 }, auth);
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect((await call(svc.url, 'PUT', '/skus/capped/line', { capacity: 5 }, auth)).status).toBe(200);
+    const joined = await call(svc.url, 'POST', '/skus/capped/line', { customerId: 'reader' }, auth);
+    const ticketStream = `/line-tickets/${(joined.body as { ticketId: string }).ticketId}/stream`;
     const streams = [
       openStream(svc.url, '/events/stream?sku=capped'),
       openStream(svc.url, `/dashboard/events?sku=capped`),
     ];
     const open = async () => (await scrape()).sum('stock_streams_open');
     expect(await waitFor(async () => (await open()) === 2, 10_000, 50)).not.toBe(Infinity);
-    for (const path of ['/events/stream?sku=capped', '/dashboard/events?sku=capped']) {
+    for (const path of ['/events/stream?sku=capped', '/dashboard/events?sku=capped', ticketStream]) {
       const refused = await call(svc.url, 'GET', path, undefined, auth);
       expect(refused.status, path).toBe(429);
       expect(refused.headers.get('content-type'), path).toMatch(/^application\/problem\+json/);
       expect(refused.body, path).toMatchObject({ code: 'too_many_streams', limit: 2 });
     }
-    expect((await refusals()) - before).toBe(2);
+    expect((await refusals()) - before).toBe(3);
     streams[0]!.close();
     expect(await waitFor(async () => (await open()) === 1, 10_000, 50)).not.toBe(Infinity);
     const again = openStream(svc.url, '/events/stream?sku=capped');
     expect(await waitFor(async () => (await open()) === 2, 10_000, 50)).not.toBe(Infinity);
     again.close();
     streams[1]!.close();
+    expect(await waitFor(async () => (await open()) === 0, 10_000, 50)).not.toBe(Infinity);
+    const ticket = openStream(svc.url, ticketStream);
+    ticket.resume();
+    expect(await waitFor(async () => ticket.text.includes('event: ticket'), 10_000, 50)).not.toBe(Infinity);
+    expect(await open()).toBe(1);
+    ticket.close();
   });
 });

@@ -8,6 +8,7 @@ import { actingFor, boundCustomer } from '../auth/principal.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
 import { joinLineBody, lineSettingsBody, skuName, ticketId } from '../schemas.js';
+import type { StreamGate, StreamOutlet } from '../stream-gate.js';
 import { parseOr400 } from '../validate.js';
 
 /** How often an instance reads the tickets its open streams watch: all of them in one query. */
@@ -84,38 +85,40 @@ export function ticketRoutes(lines: Lines, streams: TicketStreams, access: Acces
 }
 
 /**
- * The open ticket streams of this instance. One timer reads every watched ticket in one query each 250 ms and writes
- * a `ticket` event to each stream whose ticket changed; a stream ends once its ticket's status is final.
+ * The open ticket streams of this instance, opened through the stream gate (its per-caller cap and buffer bound, as
+ * the event streams). One timer reads every watched ticket in one query each 250 ms and writes a `ticket` event to
+ * each stream whose ticket changed; a stream ends once its ticket's status is final. A reader that falls behind is
+ * cut with `stream.closed` and reads the ticket again: a ticket stream has no history to resume.
  */
 export class TicketStreams {
-  private readonly watching = new Map<Response, { ticket: TicketView; sent: string }>();
+  private readonly watching = new Map<StreamOutlet, { ticket: TicketView; sent: string }>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly lines: Lines) {}
+  constructor(
+    private readonly lines: Lines,
+    private readonly gate: StreamGate,
+  ) {}
 
   async serve(req: Request, res: Response, first: TicketView): Promise<void> {
-    res
-      .status(200)
-      .set({ 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
-    res.flushHeaders();
-    const sent = send(res, first);
-    if (FINAL_STATUSES.has(first.status)) return void res.end();
-    this.watching.set(res, { ticket: first, sent });
+    const outlet = this.gate.open('tickets', req, res);
+    const sent = send(outlet, first);
+    if (FINAL_STATUSES.has(first.status) || sent === undefined) return outlet.end();
+    this.watching.set(outlet, { ticket: first, sent });
     this.timer ??= setInterval(() => void this.poll(), STREAM_POLL_MS);
     const gone = new AbortController();
     req.on('close', () => gone.abort());
     res.on('close', () => gone.abort());
-    while (!gone.signal.aborted && this.watching.has(res)) {
+    while (!gone.signal.aborted && this.watching.has(outlet)) {
       await sleep(HEARTBEAT_MS, undefined, { signal: gone.signal }).catch(() => undefined);
-      if (this.watching.has(res) && !gone.signal.aborted) res.write(': still here\n\n');
+      if (this.watching.has(outlet) && !gone.signal.aborted && !outlet.send(': still here\n\n')) break;
     }
-    this.forget(res);
-    res.end();
+    this.forget(outlet);
+    outlet.end();
   }
 
   /** Ends every stream, so that shutdown does not wait for watchers to leave. */
   close(): void {
-    for (const res of this.watching.keys()) res.end();
+    for (const outlet of this.watching.keys()) outlet.end();
     this.watching.clear();
     clearInterval(this.timer);
     this.timer = undefined;
@@ -125,20 +128,26 @@ export class TicketStreams {
     const ids = [...new Set([...this.watching.values()].map((w) => w.ticket.ticketId))];
     const views = await this.lines.tickets(ids).catch(() => undefined);
     if (!views) return;
-    for (const [res, watch] of this.watching) {
+    for (const [outlet, watch] of this.watching) {
       const view = views.get(watch.ticket.ticketId);
       if (!view) continue;
-      const text = JSON.stringify(view);
-      if (text !== watch.sent) watch.sent = send(res, view);
+      if (JSON.stringify(view) !== watch.sent) {
+        const sent = send(outlet, view);
+        if (sent === undefined) {
+          this.forget(outlet);
+          continue;
+        }
+        watch.sent = sent;
+      }
       if (FINAL_STATUSES.has(view.status)) {
-        this.forget(res);
-        res.end();
+        this.forget(outlet);
+        outlet.end();
       }
     }
   }
 
-  private forget(res: Response): void {
-    this.watching.delete(res);
+  private forget(outlet: StreamOutlet): void {
+    this.watching.delete(outlet);
     if (this.watching.size === 0) {
       clearInterval(this.timer);
       this.timer = undefined;
@@ -146,11 +155,10 @@ export class TicketStreams {
   }
 }
 
-/** Writes the ticket as one event; answers the text written, to tell the next change from it. */
-function send(res: Response, ticket: TicketView): string {
+/** Writes the ticket as one event; answers the text written, or undefined once the stream is closed. */
+function send(outlet: StreamOutlet, ticket: TicketView): string | undefined {
   const text = JSON.stringify(ticket);
-  res.write(`event: ticket\ndata: ${text}\n\n`);
-  return text;
+  return outlet.send(`event: ticket\ndata: ${text}\n\n`) ? text : undefined;
 }
 
 const skuOf = (req: Request) => parseOr400(skuName, req.params.sku, 'sku');
