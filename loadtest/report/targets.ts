@@ -10,7 +10,7 @@ import { type Answers, expectedSafe, isOurs, median, msPerAnswer, oversellName, 
 type Target = { met: boolean } & Record<string, unknown>;
 
 /** Targets a quick run judges: its correctness, which a short run shows as well as a long one, not its ratios. */
-export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order']);
+export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order', 'expiry']);
 
 export function judgeTargets(f: RunFigures): Record<string, Target> {
   const { run } = f;
@@ -75,6 +75,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
   const safe = (c: (typeof run.oversell)[number]) =>
     expectedSafe(c) ? c.books.ok && c.books.oversold === 0 : c.books.oversold > 0;
   const drop = run.drop[0];
+  const expiry = run.expiry[0];
   const failedChecks = Object.entries(drop?.checks ?? {}).flatMap(([name, ok]) => (ok ? [] : [name]));
   const { lockCell: cell, fastest } = f;
   const lockOurs = fastest(cell(1, 0), true);
@@ -141,6 +142,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
       ratio: drop.perSecond / drop.echo.perSecond,
       met: drop.perSecond >= 0.5 * drop.echo.perSecond,
     },
+    expiry: expiry && { ...expiry, met: expiry.lagMs <= 2_000 && expiry.booksExact },
     'drop-order': drop && {
       ...drop,
       failed: failedChecks.join(', ') || 'none',

@@ -170,6 +170,7 @@ function tableRows(f: RunFigures) {
       { ...direct, ratio: 1 },
       { ...reserved, ratio: reserved.perSecond / direct.perSecond },
     ]),
+    expiry: run.expiry,
     // What an order costs each server, counted by the servers.
     costed: run.perOrder
       .filter((c) => c.serverCost)

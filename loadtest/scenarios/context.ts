@@ -30,6 +30,8 @@ const full = {
   /** Rounds of each comparison of the product with a yardstick, sides alternating. */
   comparisonRounds: 3,
   dashboardWatchers: 20,
+  /** Reservations of the expiry case, all reaching expiresAt in the same second. */
+  expiringReservations: 10_000,
   /** Stock of each oversell-demonstration SKU; three times as many one-unit orders are sent. */
   oversellStock: 500,
   /** Ledger sizes of the growth scenario (0 = empty), and each of its rounds (SKU view, then orders). */

@@ -9,6 +9,7 @@ import { type LocalServiceOptions, type ServiceTarget, startService } from '../i
 import * as cases from './cases.js';
 import type { RunContext, RunSettings } from './context.js';
 import { runDrop } from './drop.js';
+import { runExpiry } from './expiry.js';
 import { delayedBacking, FLEET_ENV, fleetLabel, measureFleet } from './fleet.js';
 import { type LockCell, runCell } from './locks.js';
 import { compareSales, measureSales, measureWithWebhook, WARMUP_STOCK } from './sales.js';
@@ -16,8 +17,8 @@ import type { Profile, SalesCase, SalesSpec } from './sales.js';
 
 export const scenarioNames = [
   ...['ceiling', 'segments', 'alternative', 'spread', 'bare-echo', 'business-step', 'cluster', 'oversell'],
-  ...['sold-out', 'sale-window', 'lifecycle', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth', 'auth'],
-  ...['events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention', 'drop', 'fleet'],
+  ...['sold-out', 'sale-window', 'lifecycle', 'expiry', 'dashboard', 'per-order', 'lock-free', 'memory', 'growth'],
+  ...['auth', 'events', 'locks', 'lock-backends', 'lock-order-flow', 'event-retention', 'drop', 'fleet'],
 ] as const;
 export type ScenarioName = (typeof scenarioNames)[number];
 /** Run only when named: they start servers beyond the run's own (Redlock's nodes, ZooKeeper), or take ten minutes. */
@@ -37,6 +38,7 @@ export const emptyCases = () => ({
   oversell: [] as Result<typeof cases.runOversell>[],
   soldOut: [] as Result<typeof cases.runRefusals>[],
   lifecycle: [] as Result<typeof cases.runLifecycle>[],
+  expiry: [] as Result<typeof runExpiry>[],
   bareEcho: [] as Result<typeof cases.measureCeiling>[],
   dashboard: [] as Result<typeof cases.runDashboardCost>[],
   growth: [] as Result<typeof cases.runGrowth>,
@@ -160,6 +162,7 @@ function plan(s: RunSettings, r: RunCases): Row[] {
   sweep('business-step', { label: `${s.businessStepMs} ms business step`, env: step }, endpoints);
 
   add('lifecycle', r.lifecycle, REAL, (c, service) => cases.runLifecycle(c, service, n));
+  add('expiry', r.expiry, REAL, (c, service) => runExpiry(c, service, s.expiringReservations, n));
   add('dashboard', r.dashboard, REAL, (c, service) => cases.runDashboardCost(c, service, n, s.dashboardWatchers));
   for (const [id, label, route, segments] of [
     ['pg-row', 'Postgres conditional UPDATE, 1 row', 'pg-conditional', 1],
