@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { createLogger } from '../../src/logger.js';
-import { checkFaultCase, type FaultCaseReport } from '../support/fault-books.js';
+import { checkAnswers, checkFaultCase, type FaultCaseReport } from '../support/fault-books.js';
 import { checkLifecycle, LifecycleLoad, type LifecycleReport } from '../support/lifecycle-load.js';
 import { OrderLoad } from '../support/order-load.js';
 import {
@@ -81,6 +81,8 @@ class FailoverBench {
       sku,
       targets,
       workers: 16,
+      readers: 2,
+      stock: STOCK,
       maxQuantity: 3,
       maxIntents: 20_000,
       maxDurationMs: 120_000,
@@ -119,11 +121,12 @@ class FailoverBench {
         load: loads.orders,
         apiView: view.status === 200 ? view.body : undefined,
       });
+      const linearizability = await checkAnswers(label, loads.sku, loads.orders, orders);
       const lifecycle = await checkLifecycle(db, loads.lifecycle);
       const { violations: _v, statuses, ...numbers } = orders;
       const { violations: _w, statuses: lifecycleStatuses, ...lifecycleNumbers } = lifecycle;
       console.log(
-        `[fault] ${label} ${JSON.stringify({ ...extra, orders: { ...numbers, statuses }, lifecycle: { ...lifecycleNumbers, statuses: lifecycleStatuses }, monitor: MONITOR_SETTINGS })}`,
+        `[fault] ${label} ${JSON.stringify({ ...extra, orders: { ...numbers, statuses, linearizability }, lifecycle: { ...lifecycleNumbers, statuses: lifecycleStatuses }, monitor: MONITOR_SETTINGS })}`,
       );
       return { orders, lifecycle };
     } finally {

@@ -1,5 +1,3 @@
-import { writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createDatabase, type Db } from '../../src/db/database.js';
@@ -13,8 +11,7 @@ import {
   RedisServer,
 } from './servers/index.js';
 import { createLogger } from '../../src/logger.js';
-import { checkFaultCase, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
-import { checkHistory } from './linearizability.js';
+import { checkAnswers, checkFaultCase, type FaultCaseReport, locksWithoutExpiry } from './fault-books.js';
 import { OrderLoad, type OrderLoadOptions } from './order-load.js';
 import { call, uniqueSku } from './service.js';
 import { ServiceFleet } from './service-fleet.js';
@@ -167,9 +164,7 @@ export class FaultBench {
 
   /**
    * Waits for the load to end, then checks the books against what the clients were told, and every answer the
-   * clients were given for linearizability, and prints the numbers. A history found not linearizable is a violation;
-   * one the checker cannot decide within its bound is kept and reported, not failed: the Redis failovers' histories,
-   * with many answers lost while the replica is promoted, are beyond the search today (docs/testing.md).
+   * clients were given for linearizability (`checkAnswers`), and prints the numbers.
    */
   async finish(
     label: string,
@@ -188,23 +183,7 @@ export class FaultBench {
     if (view.status !== 200) report.violations.push(`GET /skus/${sku} answered ${view.status}`);
     const eternalLocks = await this.locksWithoutExpiry();
     if (eternalLocks.length > 0) report.violations.push(`${eternalLocks.length} lock key(s) without expiry`);
-    const history = checkHistory(load.history, { timeBudgetMs: 20_000 });
-    if (history.verdict !== 'ok') {
-      // Kept for checking again offline (`checkOperations` over its operations and initial state).
-      const kept = path.join(os.tmpdir(), `history-${sku}.json`);
-      await writeFile(
-        kept,
-        JSON.stringify({ initial: [...load.history.initial], operations: load.history.operations }),
-      );
-      const finding = `history ${history.verdict} (kept in ${kept}):\n${history.report}`;
-      if (history.verdict === 'violation') report.violations.push(finding);
-      else console.log(`[fault] ${label}: ${finding}`);
-    }
-    const linearizability = {
-      operations: load.history.operations.length,
-      verdict: history.verdict,
-      checkMs: Math.round(history.elapsedMs),
-    };
+    const linearizability = await checkAnswers(label, sku, load, report);
     console.log(`[fault] ${label} ${JSON.stringify({ ...summarize(report), linearizability, ...extra })}`);
     if (report.violations.length > 0)
       console.log(

@@ -1,7 +1,11 @@
+import { writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/database.js';
 import { auditSku, booksViolations } from './invariants.js';
+import { checkHistory } from './linearizability.js';
 import { type OrderLoad, statusCounts } from './order-load.js';
 
 export interface FaultCaseReport {
@@ -179,6 +183,28 @@ function upperBound(sorted: number[], value: number): number {
 }
 
 /** The Redis keys of every segment lock (see redisKeys.lock and redisKeys.segmentLock). */
+/**
+ * Checks every answer the load's clients were given for linearizability (per SKU, test/support/linearizability.ts):
+ * a history found not linearizable is a violation in `report`; one the search cannot decide within 20 s is kept in
+ * the temporary directory for checking again offline and reported, not failed (no fault case's history is today).
+ */
+export async function checkAnswers(label: string, sku: string, load: OrderLoad, report: FaultCaseReport) {
+  const history = checkHistory(load.history, { timeBudgetMs: 20_000 });
+  if (history.verdict !== 'ok') {
+    // Kept for checking again offline (`checkOperations` over its operations and initial state).
+    const kept = path.join(os.tmpdir(), `history-${sku}.json`);
+    await writeFile(kept, JSON.stringify({ initial: [...load.history.initial], operations: load.history.operations }));
+    const finding = `history ${history.verdict} (kept in ${kept}):\n${history.report}`;
+    if (history.verdict === 'violation') report.violations.push(finding);
+    else console.log(`[fault] ${label}: ${finding}`);
+  }
+  return {
+    operations: load.history.operations.length,
+    verdict: history.verdict,
+    checkMs: Math.round(history.elapsedMs),
+  };
+}
+
 export const SEGMENT_LOCK_KEYS = 'lock:{stock/*';
 
 /** Lock keys left in Redis without an expiry would block their segment forever. */

@@ -266,6 +266,27 @@ function reach(op: Operation): [number, number][] {
   }
 }
 
+/**
+ * What makes two operations interchangeable in a linearization, or undefined for one that has no twin: a place whose
+ * order nothing else names, by its quantity, hold and answer (a refusal with the availability it reported), and a
+ * restock or adjustment by its change and answer. Two alike operations step the model the same way from any state.
+ */
+function likeness(op: Operation, orders: OrderIndex): string | undefined {
+  const { call, answer } = op;
+  const said = answer.kind === 'out_of_stock' ? `${answer.kind}:${answer.available ?? ''}` : answer.kind;
+  switch (call.kind) {
+    case 'place':
+      if (answer.kind === 'placed' && orders.has(answer.orderId)) return undefined;
+      return `place:${call.quantity}:${call.hold}|${said}`;
+    case 'restock':
+      return `restock:${call.quantity}|${said}`;
+    case 'adjust':
+      return `adjust:${call.delta}|${said}`;
+    default:
+      return undefined;
+  }
+}
+
 interface Budget {
   steps: number;
   maxSteps: number;
@@ -335,11 +356,25 @@ function search(ops: Operation[], initial: State, orders: OrderIndex, budget: Bu
   // tried in the order of their returns: the one that must be placed soonest first (a read overlapping many orders
   // is tried before them, not after every subset of them). One without an answer is tried at its invoke, first as
   // not applied, so that it does not wait at the head of the list to be tried after all the others.
+  //
+  // Of operations alike (`likeness`), only the first in that order is a candidate: a linearization that takes a later
+  // one first stays one with the two swapped, since the earlier is invoked already and returns no later. Without this
+  // the search tries every subset of the alike orders in flight (two dozen one-to-three-unit orders overlapping a
+  // read that fixes only their sum), which no memo keeps small.
   const order = (e: Entry) => (e.match!.time === Infinity ? e.time : e.match!.time);
+  const alike = ops.map((op) => likeness(op, orders));
   const candidatesNow = () => {
     const candidates: Entry[] = [];
     for (let e = head.next; e && e.call; e = e.next) candidates.push(e);
-    return candidates.sort((a, b) => order(a) - order(b));
+    candidates.sort((a, b) => order(a) - order(b));
+    const taken = new Set<string>();
+    return candidates.filter((e) => {
+      const kind = alike[e.op];
+      if (kind === undefined) return true;
+      if (taken.has(kind)) return false;
+      taken.add(kind);
+      return true;
+    });
   };
   // A read still to be placed must find its counters where it says: if no order of the operations that may come
   // before it can bring them there, this branch is dead however it goes on (a read after orders that took too much).
@@ -447,6 +482,8 @@ function checkSku(
     ? { available: known(start.available), reserved: known(start.reserved), sold: known(start.sold), orders: statuses }
     : { available: free(), reserved: free(), sold: free(), orders: statuses };
   const stepsBefore = budget.steps;
+  const impossible = start && readOutOfReach(ops, start);
+  if (impossible) return { sku, verdict: 'violation', operations: ops.length, steps: 0, window: impossible };
   const result = search(ops, initial, index, budget);
   const verdict: SkuVerdict = {
     sku,
@@ -456,6 +493,40 @@ function checkSku(
   };
   if (result.verdict === 'violation') verdict.window = narrow(ops, result.best, index, budget);
   return verdict;
+}
+
+/**
+ * A read no order of the operations can explain, found before any search: its counters outside what the operations
+ * that must come before it (answered before it was sent) and those that may (sent before its answer) can bring them
+ * to from the SKU's start. A stale read that misses an acknowledged order is found this way at once, where proving
+ * that no linearization explains it would mean trying every one of the orders in flight before it.
+ */
+function readOutOfReach(ops: Operation[], start: { available: number; reserved: number; sold: number }) {
+  const reaches = ops.map(reach);
+  for (const read of ops) {
+    if (read.answer.kind !== 'read') continue;
+    const sentAt = read.invokedAt - (read.lagMs ?? 0);
+    const lo = [start.available, start.reserved, start.sold];
+    const hi = [...lo];
+    ops.forEach((op, i) => {
+      if (op === read || op.invokedAt >= read.returnedAt) return;
+      const must = op.returnedAt < sentAt;
+      reaches[i]!.forEach(([least, most], k) => {
+        lo[k]! += must ? least : Math.min(0, least);
+        hi[k]! += must ? most : Math.max(0, most);
+      });
+    });
+    const said = [read.answer.available, read.answer.reserved, read.answer.sold];
+    if (said.some((v, k) => v < lo[k]! || v > hi[k]!)) {
+      const range = (k: number) => `${lo[k]}…${hi[k]}`;
+      return {
+        from: `the SKU's start, available ${start.available}, reserved ${start.reserved}, sold ${start.sold}; the operations around this read can bring them only to available ${range(0)}, reserved ${range(1)}, sold ${range(2)}`,
+        linearizedBefore: 0,
+        operations: [read],
+      };
+    }
+  }
+  return undefined;
 }
 
 /**
