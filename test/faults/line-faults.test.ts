@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultBench, type FaultBenchOptions } from '../support/fault-bench.js';
 import { checkLine, LineOrderSampler } from '../support/line-books.js';
 import { type Join, joinLine, LineCustomers, readTickets } from '../support/line-drop.js';
+import { lineHistory, type SkuRead } from '../support/line-history.js';
+import { checkHistory } from '../support/linearizability.js';
 import { call, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -57,6 +59,20 @@ async function dropThrough(bench: FaultBench, fault: () => Promise<Record<string
     behaviour: (position) => (position <= 150 && position % 3 === 0 ? 'cancel' : 'confirm'),
     actionsPerRound: 5,
   }).start(joins);
+  // Two clients reading the SKU throughout, for the history's check.
+  const reads: SkuRead[] = [];
+  let reading = true;
+  const readers = Promise.all(
+    [0, 1].map(async (turn) => {
+      while (reading) {
+        const sentAt = Date.now();
+        const urls = targets();
+        const answer = await call(urls[turn++ % urls.length]!, 'GET', `/skus/${sku}`).catch(() => undefined);
+        reads.push({ sentAt, receivedAt: Date.now(), status: answer?.status ?? 0, body: answer?.body });
+        await sleep(20);
+      }
+    }),
+  );
   expect(await waitFor(() => Date.now() >= opening + 50, 5_000, 5)).toBeLessThan(Infinity);
   const joining = joinLine(sku, customers.slice(PRE_LINE), { ...joinOptions, concurrency: 16, perSecond: 100 }).then(
     (done) => (postLine = done),
@@ -71,18 +87,25 @@ async function dropThrough(bench: FaultBench, fault: () => Promise<Record<string
     100,
   );
   await joining;
-  await Promise.all([buyers.stop(), sampler.stop()]);
+  reading = false;
+  await Promise.all([buyers.stop(), sampler.stop(), readers]);
 
   const crashed = bench.fleet.members.filter((m) => m.child.exitCode !== null && m.child.exitCode !== 0);
   const report = await checkLine(bench.db, sku, joins());
   const acknowledged = [...new Set(joins().flatMap((j) => (j.ticketId ? [j.ticketId] : [])))];
   const views = await readTickets(acknowledged, targets, 32);
+  // Every answer the customers and readers got, checked for linearizability: a reservation no read named while the
+  // drop ran is named by this last reading of every ticket.
+  for (const view of views.values()) if (view.status === 200) buyers.saw(view);
+  const history = lineHistory(sku, STOCK, [...buyers.reservations.values()], buyers.actions, reads);
+  const linearizability = checkHistory(history, { timeBudgetMs: 20_000 });
+  if (linearizability.verdict === 'unknown') console.log(`[line fault] history ${linearizability.report}`);
   const statuses: Record<string, number> = {};
   for (const view of views.values()) statuses[view.body?.status] = (statuses[view.body?.status] ?? 0) + 1;
   const joinedAfterFault = postLine.filter((j) => j.ticketId && j.attempts[0]!.sentAt > faultAt).length;
   const retried = joins().filter((j) => j.attempts.length > 1).length;
   console.log(
-    `[line fault] ${JSON.stringify({ ...observed, soldOutMs, joinedAfterFault, retried, samples: sampler.samples, statuses, ...report, violations: report.violations.slice(0, 10) })}`,
+    `[line fault] ${JSON.stringify({ ...observed, soldOutMs, joinedAfterFault, retried, samples: sampler.samples, statuses, ...report, violations: report.violations.slice(0, 10), linearizability: { operations: history.operations.length, verdict: linearizability.verdict, checkMs: Math.round(linearizability.elapsedMs) } })}`,
   );
 
   expect(crashed).toEqual([]);
@@ -98,6 +121,7 @@ async function dropThrough(bench: FaultBench, fault: () => Promise<Record<string
   // Nothing lost or doubled, nobody out of turn, books exact, and the line sold out.
   expect(sampler.violations).toEqual([]);
   expect(report.violations).toEqual([]);
+  expect(linearizability.verdict === 'violation' ? linearizability.report : '').toBe('');
   expect(soldOutMs).toBeLessThan(Infinity);
   expect(report.sold).toBe(STOCK);
   expect(report.orderStatuses.cancelled).toBeGreaterThan(0);

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { OrderStatus } from './history.js';
+import type { SeenReservation } from './line-history.js';
 
 // A drop as its customers live it, over HTTP: they join a SKU's line (joinLine), the admitted ones confirm, cancel or
 // let their reservation run out (LineCustomers), and some watch their ticket until it reads sold out (SoldOutWatch).
@@ -152,8 +154,8 @@ export interface CustomerAction {
   receivedAt: number;
   status: number;
   code?: string;
-  /** The order's status in the answer: a cancel that came after the hold ran out answers it expired. */
-  orderStatus?: string;
+  /** The order's status in the answer (a 409's `orderStatus`): a cancel after the hold ran out answers it expired. */
+  orderStatus?: OrderStatus;
 }
 
 /** Ticket statuses after which its customer has nothing left to do. */
@@ -168,6 +170,8 @@ const SETTLED = new Set(['purchased', 'expired', 'cancelled', 'sold_out', 'close
  */
 export class LineCustomers {
   readonly actions: CustomerAction[] = [];
+  /** Each admission's reservation, as a read of its ticket first named it. */
+  readonly reservations = new Map<string, SeenReservation>();
   /** Ticket reads that failed (503, no answer). */
   failedReads = 0;
   /** What kept the customers from finding their places. */
@@ -235,6 +239,7 @@ export class LineCustomers {
     await inParallel(due, 32, async ([position, ticketId]) => {
       const read = await request(`${pick(this.options.targets)}/line-tickets/${ticketId}`, 'GET');
       if (read.status !== 200) return void this.failedReads++;
+      this.saw(read);
       const status = read.body.status as string;
       if (SETTLED.has(status)) return void this.settled.add(ticketId);
       if (status !== 'admitted') return;
@@ -255,8 +260,20 @@ export class LineCustomers {
         receivedAt: answer.receivedAt,
         status: answer.status,
         code: answer.body?.code,
-        orderStatus: answer.body?.status,
+        orderStatus: answer.status === 409 ? answer.body?.orderStatus : answer.body?.status,
       });
+    });
+  }
+
+  /** Notes the reservation a ticket's answer names, the first time one names it. */
+  saw(read: Answer): void {
+    const reservation = read.body?.reservation as { orderId: string; expiresAt: string | null } | null | undefined;
+    if (!reservation || this.reservations.has(reservation.orderId)) return;
+    this.reservations.set(reservation.orderId, {
+      orderId: reservation.orderId,
+      quantity: read.body.quantity as number,
+      expiresAt: reservation.expiresAt === null ? null : Date.parse(reservation.expiresAt),
+      seenAt: read.receivedAt,
     });
   }
 
