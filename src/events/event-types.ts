@@ -25,6 +25,7 @@ export const EVENT_TYPES = [
   'line.opened',
   'line.admitted',
   'line.sold_out',
+  'line.reopened',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

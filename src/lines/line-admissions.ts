@@ -13,7 +13,9 @@ import {
   markSoldOut,
   readAdmitting,
   readHead,
+  readRestockedLines,
   readSellingLines,
+  reopenLine,
   recordAdmissions,
   recordRefusal,
   settleAdmissions,
@@ -77,10 +79,11 @@ export class LineAdmissions {
     return this.passes.stop();
   }
 
-  /** One pass over every line selling. */
+  /** One pass over every line selling, after opening again the sold-out lines whose SKU got units back. */
   async pass(): Promise<void> {
     let lines: LineRow[];
     try {
+      await this.reopenRestocked();
       lines = await readSellingLines(this.db, new Date(this.clock.now()));
     } catch (error) {
       this.log.warn({ err: (error as Error).message }, 'line pass could not read the lines');
@@ -101,6 +104,24 @@ export class LineAdmissions {
       } catch (error) {
         this.log.warn({ err: (error as Error).message, sku: line.sku }, 'line pass failed; retried on the next');
       }
+    }
+  }
+
+  /**
+   * A sold-out line whose SKU holds units again (a restock, an adjustment, a count) opens again, under its lock: its
+   * units would otherwise be sold through nothing, for orders need the line and joins find it closed.
+   */
+  private async reopenRestocked(): Promise<void> {
+    const now = new Date(this.clock.now());
+    for (const candidate of await readRestockedLines(this.db, now)) {
+      await this.db.transaction().execute(async (trx) => {
+        const line = await lockLine(trx, candidate.skuId);
+        // Another instance's pass may have opened it first.
+        if (!line || (await readRestockedLines(trx, now, line.skuId)).length === 0) return;
+        const toldSoldOut = await reopenLine(trx, line.skuId);
+        await this.events.reopened(trx, line, now, toldSoldOut);
+      });
+      this.log.info({ sku: candidate.sku }, 'sold-out line opened again: its SKU holds units again');
     }
   }
 

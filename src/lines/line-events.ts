@@ -48,4 +48,10 @@ export class LineEvents {
     const data = { line: { soldOutAt: at.toISOString(), tickets, admittedThrough, waiting } };
     return this.outbox.write(trx, [{ skuId: line.skuId, type: 'line.sold_out', data }]);
   }
+
+  /** `line.reopened`: units came back to a sold-out line's SKU; the tickets it told sold out stay so. */
+  reopened(trx: Trx, line: LineRow, at: Date, toldSoldOut: number): Promise<void> {
+    const data = { line: { reopenedAt: at.toISOString(), tickets: line.tickets, toldSoldOut } };
+    return this.outbox.write(trx, [{ skuId: line.skuId, type: 'line.reopened', data }]);
+  }
 }

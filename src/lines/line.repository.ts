@@ -103,6 +103,39 @@ export async function readSellingLines(db: Db, now: Date): Promise<LineRow[]> {
 }
 
 /**
+ * Sold-out lines, not past their window, whose SKU holds units again: a restock, an adjustment or a count added them
+ * after the line sold out.
+ */
+export async function readRestockedLines(db: Db | Trx, now: Date, skuId?: number): Promise<LineRow[]> {
+  const { rows } = await sql<LineRow>`
+    select ${lineColumns} from sku_lines l join skus k on k.id = l.sku_id
+     where l.sold_out_at is not null and (k.sale_ends_at is null or k.sale_ends_at > ${now})
+       and ${skuId === undefined ? sql`true` : sql`l.sku_id = ${skuId}`}
+       and exists (select 1 from stock_segments s
+                    where s.sku_id = l.sku_id and s.layout_version = k.layout_version and s.available > 0)`.execute(db);
+  return rows;
+}
+
+/**
+ * Opens a sold-out line again, under its lock: the tickets still waiting were told sold out and stay so (refused out
+ * of stock, final), the head moves past every number given, and joins from now on queue for the units that came
+ * back. Answers how many tickets were told sold out.
+ */
+export async function reopenLine(trx: Trx, skuId: number): Promise<number> {
+  const { rows } = await sql<{ toldSoldOut: number }>`
+    with told as (
+      update line_tickets set status = 'refused', refusal = 'out_of_stock'
+       where sku_id = ${skuId} and status = 'waiting'
+      returning id
+    )
+    update sku_lines set sold_out_at = null, admitted_through = numbers_given, units_admitted = units_given,
+           final_tickets = final_tickets + (select count(*) from told), updated_at = now()
+     where sku_id = ${skuId}
+    returning (select count(*) from told)::int as "toldSoldOut"`.execute(trx);
+  return rows[0]?.toldSoldOut ?? 0;
+}
+
+/**
  * The draw, at the opening, under the line's lock: the pre-line's tickets are numbered 1…n in the order of the SHA-256
  * of a fresh random seed followed by the ticket's id. The seed is kept with the line, so anyone with the tickets' ids
  * can repeat the draw and check every number. Answers the line as it is after the draw.

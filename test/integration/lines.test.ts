@@ -117,6 +117,30 @@ describe('waiting lines', () => {
     expect(late.body.code, JSON.stringify(late.body)).toBe('line_closed');
   });
 
+  it('opens a sold-out line again when its SKU gets units back: those told sold out stay so, new joiners buy', async () => {
+    const sku = await linedSku(1, { holdSeconds: 60 });
+    const first = (await join(sku, 'r-0')).body.ticketId as string;
+    const told = (await join(sku, 'r-1')).body.ticketId as string;
+    await waitFor(async () => (await ticket(first)).status === 'admitted', 5_000);
+    const { reservation } = await ticket(first);
+    expect((await call(svc.url, 'POST', `/orders/${reservation.orderId}/confirm`)).status).toBe(200);
+    await waitFor(async () => (await ticket(told)).status === 'sold_out', 5_000);
+    expect((await join(sku, 'r-2')).body.code).toBe('line_closed');
+
+    expect((await call(svc.url, 'POST', `/skus/${sku}/restock`, { quantity: 2 })).status).toBe(200);
+    const lineOpen = async () => (await call(svc.url, 'GET', `/skus/${sku}/line`)).body.status === 'open';
+    expect(await waitFor(lineOpen, 5_000)).toBeLessThan(Infinity);
+    expect((await ticket(told)).status).toBe('sold_out');
+    const next = await join(sku, 'r-2');
+    expect(next.status, JSON.stringify(next.body)).toBe(201);
+    const admitted = async () => (await ticket(next.body.ticketId as string)).status === 'admitted';
+    expect(await waitFor(admitted, 5_000)).toBeLessThan(Infinity);
+    const second = await ticket(next.body.ticketId as string);
+    expect((await call(svc.url, 'POST', `/orders/${second.reservation.orderId}/confirm`)).status).toBe(200);
+    expect((await call(svc.url, 'GET', `/skus/${sku}`)).body).toMatchObject({ available: 1, reserved: 0, sold: 2 });
+    expect(booksViolations(await auditSku(own.db, sku))).toEqual([]);
+  });
+
   it('admits the next ticket when an admission is cancelled or runs out', async () => {
     const sku = await linedSku(1, { holdSeconds: 1 });
     const ids: string[] = [];
