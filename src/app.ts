@@ -8,7 +8,7 @@ import type { Config } from './config.js';
 import { createDatabase, type Db, openOrderPath } from './db/database.js';
 import type { Endpoints } from './endpoints.js';
 import { readAuditReport } from './audit/audit-report.js';
-import { BooksAudit } from './audit/books-audit.js';
+import { BooksAudit, DEFAULT_AUDIT_BOUNDS } from './audit/books-audit.js';
 import { EventMetrics } from './events/event-metrics.js';
 import { Outbox } from './events/outbox.js';
 import { EventRetention } from './events/retention.js';
@@ -158,7 +158,10 @@ export class StockService {
     this.ticketStreams = new TicketStreams(this.lines, streamGate);
     this.saleEdges = outbox.enabled ? new SaleEdgeAnnouncer(this.db, () => this.clock.now(), log) : undefined;
     this.retention = new EventRetention(this.db, config.events.retentionMs, log);
-    this.audit = new BooksAudit(this.db, config.auditIntervalMs, log);
+    this.audit = new BooksAudit(this.db, config.auditIntervalMs, log, {
+      ...DEFAULT_AUDIT_BOUNDS,
+      sweepShare: config.auditSweepShare,
+    });
     this.destinations = new DestinationGuard(config.events.webhookAllowPrivateDestinations);
     this.deliveries = new WebhookDelivery(
       this.db,

@@ -121,6 +121,9 @@ const configSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE_DESTINATIONS: flag('0'),
   // How often the books audit checks SKUs' books (src/audit, docs/operations.md#the-books-audit); 0 turns it off.
   AUDIT_INTERVAL_MS: z.coerce.number().int().min(0).max(3_600_000).default(2_000),
+  // The share of the time the audit's sweep of whole books may take, in per cent: its full pass takes longer as the
+  // ledger grows, instead of its cost.
+  AUDIT_SWEEP_PERCENT: z.coerce.number().min(1).max(100).default(5),
   // Renew held segment locks every LOCK_TTL_MS / 3 while their holder lives; off, a lease simply expires.
   LOCK_WATCHDOG: flag('1'),
 });
@@ -169,6 +172,7 @@ export type Config = Readonly<{
   lockWatchdog: boolean;
   /** Milliseconds between books audit passes; 0: no audit. */
   auditIntervalMs: number;
+  auditSweepShare: number;
   events: EventsConfig;
   streams: StreamsConfig;
 }>;
@@ -285,6 +289,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     zookeeperConnect: e.ZOOKEEPER_CONNECT,
     lockWatchdog: e.LOCK_WATCHDOG,
     auditIntervalMs: e.AUDIT_INTERVAL_MS,
+    auditSweepShare: e.AUDIT_SWEEP_PERCENT / 100,
     events: Object.freeze({
       enabled: e.EVENTS === 'on',
       retentionMs: e.EVENTS_RETENTION_SECONDS * 1000,

@@ -216,6 +216,8 @@ export interface AuditStateTable {
   /** The sweep over every SKU goes on after this SKU id; 0: a new sweep starts. */
   sweep_after: number;
   sweep_started_at: Date | null;
+  /** The sweep's next slice is not due before this (it keeps to its share of the time). */
+  sweep_due_at: Date | null;
   last_pass_at: Date | null;
   last_full_pass_started_at: Date | null;
   last_full_pass_at: Date | null;

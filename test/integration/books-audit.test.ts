@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BooksAudit } from '../../src/audit/books-audit.js';
-import { booksStatement } from '../../src/audit/books.js';
+import { BooksAudit, DEFAULT_AUDIT_BOUNDS } from '../../src/audit/books-audit.js';
+import { booksStatement, recentBooksStatement } from '../../src/audit/books.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { createLogger } from '../../src/logger.js';
 import { MetricsSnapshot } from '../support/scrape-metric.js';
@@ -115,7 +115,8 @@ describe('two auditors', () => {
   let first: Db;
   let second: Db;
   const log = createLogger('silent');
-  const bounds = { sweepSkus: 2, changedSkus: 10, feedEvents: 1000 };
+  // Two SKUs a sweep's slice, with no rest between slices (the rest has a test of its own).
+  const bounds = { ...DEFAULT_AUDIT_BOUNDS, sweepSkus: 2, sweepShare: 1, changedSkus: 10, feedEvents: 1000 };
 
   beforeAll(async () => {
     own = await createOwnDatabase('books_auditors');
@@ -204,6 +205,88 @@ describe('two auditors', () => {
     const found = await own.db.selectFrom('audit_findings').select('sku').execute();
     expect(found.map((row) => row.sku)).toContain(last);
   });
+
+  const feedRead = () =>
+    waitFor(
+      async () => (await svc.service.db.selectFrom('event_outbox').select('id').executeTakeFirst()) === undefined,
+      5_000,
+    );
+  const auditState = () => own.db.selectFrom('audit_state').selectAll().where('id', '=', 1).executeTakeFirstOrThrow();
+
+  it('the sweep rests to keep to its share of the time, while changed SKUs are still checked', async () => {
+    // One SKU a slice (any time spent ends it), and a share of 0.1 %: a rest of 999 × the slice's time.
+    const paced = new BooksAudit(first, 0, log, { ...bounds, sweepSkus: 100, sweepSliceMs: 0, sweepShare: 0.001 });
+    for (const i of [0, 1, 2])
+      expect(
+        (await call(svc.url, 'POST', '/skus', { sku: uniqueSku(`paced${i}`), stock: 5, segments: 1 })).status,
+      ).toBe(201);
+    await feedRead();
+    await sql`update audit_state set sweep_due_at = null`.execute(own.db);
+    expect(await paced.runPass()).toMatchObject({ ran: true });
+    const sliced = await auditState();
+    expect(sliced.sweep_due_at!.getTime()).toBeGreaterThan(sliced.last_pass_at!.getTime());
+
+    // A SKU changed meanwhile, its stock corrupted: the next pass checks it, and leaves the sweep where it was.
+    const sku = uniqueSku('changed-while-resting');
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 5, segments: 1 })).status).toBe(201);
+    await sql`update skus set total_stock = total_stock + 1 where sku = ${sku}`.execute(own.db);
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1 })).status).toBe(201);
+    await feedRead();
+    expect(await paced.runPass()).toMatchObject({ ran: true, fullPass: false });
+    const found = await own.db
+      .selectFrom('audit_findings')
+      .select(['sku', 'problems'])
+      .where('sku', '=', sku)
+      .execute();
+    expect(found).toEqual([{ sku, problems: [expect.objectContaining({ check: 'units_add_up' })] }]);
+    const rested = await auditState();
+    expect(rested.sweep_after).toBe(sliced.sweep_after);
+    expect(rested.sweep_due_at).toEqual(sliced.sweep_due_at);
+
+    // Once the rest is over, the sweep goes on from there.
+    await sql`update audit_state set sweep_due_at = now() - interval '1 second'`.execute(own.db);
+    await paced.runPass();
+    expect((await auditState()).sweep_after).toBeGreaterThan(sliced.sweep_after);
+  });
+
+  it("a check of recent changes adds to a SKU's finding and leaves clearing it to a whole check", async () => {
+    const a = new BooksAudit(first, 0, log, bounds);
+    const sku = uniqueSku('ledger-off');
+    expect((await call(svc.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
+    const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 1 });
+    expect(placed.status).toBe(201);
+    // The order's ledger row says 2 units: only its whole books show it (the counters still add up).
+    await sql`update stock_deductions set quantity = 2 where order_id = ${placed.body.orderId}`.execute(own.db);
+    await feedRead();
+    const problemsOf = async () =>
+      (
+        (await own.db.selectFrom('audit_findings').select('problems').where('sku', '=', sku).executeTakeFirst())
+          ?.problems as { check: string }[] | undefined
+      )?.map((problem) => problem.check);
+    await sql`update audit_state set sweep_due_at = null`.execute(own.db);
+    for (let done = false; !done;) {
+      const pass = await a.runPass();
+      done = pass.ran && pass.fullPass;
+    }
+    const whole = await problemsOf();
+    expect(whole).toContain('orders_match_ledger');
+
+    // Another order: its recent check finds nothing, with the sweep resting. The finding stays as the sweep left it.
+    await sql`update audit_state set sweep_due_at = now() + interval '1 hour'`.execute(own.db);
+    expect((await call(svc.url, 'POST', '/orders', { sku, quantity: 1 })).status).toBe(201);
+    await feedRead();
+    expect(await a.runPass()).toMatchObject({ ran: true, fullPass: false });
+    expect(await problemsOf()).toEqual(whole);
+
+    // Put right, the next whole check clears it.
+    await sql`update stock_deductions set quantity = 1 where order_id = ${placed.body.orderId}`.execute(own.db);
+    await sql`update audit_state set sweep_due_at = null`.execute(own.db);
+    for (let done = false; !done;) {
+      const pass = await a.runPass();
+      done = pass.ran && pass.fullPass;
+    }
+    expect(await problemsOf()).toBeUndefined();
+  });
 });
 
 describe("a SKU's books read that SKU's rows only", () => {
@@ -235,7 +318,9 @@ describe("a SKU's books read that SKU's rows only", () => {
       select id, sku_id, 0, 1, 1, 1 from placed`.execute(db);
     await sql`analyze`.execute(db);
     const quietId = await skuIdOf(db, 'quiet');
-    const audit = new BooksAudit(db, 0, createLogger('silent'));
+    // Every SKU in one slice: the sweep's pace has a test of its own.
+    const wholeSweep = { ...DEFAULT_AUDIT_BOUNDS, sweepSliceMs: 60_000, sweepShare: 1 };
+    const audit = new BooksAudit(db, 0, createLogger('silent'), wholeSweep);
     expect(await audit.runPass()).toMatchObject({ ran: true, fullPass: true });
     expect(await db.selectFrom('audit_findings').selectAll().execute()).toEqual([]);
 
@@ -245,5 +330,18 @@ describe("a SKU's books read that SKU's rows only", () => {
     // Its three orders and their three ledger rows, each looked at by the few subqueries that read them.
     expect(rowsRead('orders')).toBeLessThanOrEqual(3 * 2);
     expect(rowsRead('stock_deductions')).toBeLessThanOrEqual(3 * 2);
+
+    // The busy SKU's recent books, three of its orders named: those orders' rows, not its 20,000 of history.
+    const busyId = await skuIdOf(db, 'busy');
+    const named = await db.selectFrom('orders').select('id').where('sku_id', '=', busyId).limit(3).execute();
+    const recent = recentBooksStatement(
+      busyId,
+      named.map((row) => row.id),
+    ).compile(db);
+    const recentScans = await explainScans(db, recent);
+    expect(recentScans('orders').rowsRead).toBeLessThanOrEqual(3 * 2);
+    expect(recentScans('stock_deductions').rowsRead).toBeLessThanOrEqual(3 * 2);
+    const { rows } = await db.executeQuery<Record<string, unknown>>(recent);
+    expect(rows[0]).toMatchObject({ recentOrders: 3, ordersLedgerMismatch: 0 });
   });
 });
