@@ -49,8 +49,8 @@ export interface PlanningView {
   isWaitedFor?(entry: SkuEntry): boolean;
   /** False when a batch of this instance holds the segment, or another instance was just found holding it. */
   isFree(key: string): boolean;
-  /** What this instance last knew the segment held; undefined when it never saw it. */
-  estimate(key: string): number | undefined;
+  /** What this instance last knew the segment held (segment `segment` of `entry`); undefined when it never saw it. */
+  estimate(key: string, entry: SkuEntry, segment: number): number | undefined;
 }
 
 /**
@@ -111,7 +111,7 @@ function pickSegments<O extends PlannableOrder>(
     const key = keys[segment]!;
     let planned = plan.segments.get(key);
     if (!planned) {
-      planned = { ref: refOf(entry, segment), key, entry, left: view.estimate(key) ?? Infinity };
+      planned = { ref: refOf(entry, segment), key, entry, left: view.estimate(key, entry, segment) ?? Infinity };
       plan.segments.set(key, planned);
       let ofSku = plan.bySku.get(entry);
       if (!ofSku) plan.bySku.set(entry, (ofSku = []));
@@ -131,7 +131,8 @@ function pickSegments<O extends PlannableOrder>(
     for (let i = 0; i < open.length; i++) {
       const segment = open[(start + i) % open.length]!;
       const key = keys[segment]!;
-      if (plan.segments.has(key) || !view.isFree(key) || (view.estimate(key) ?? Infinity) < quantity) continue;
+      if (plan.segments.has(key) || !view.isFree(key) || (view.estimate(key, entry, segment) ?? Infinity) < quantity)
+        continue;
       const chosen = take(segment);
       chosen.left -= quantity;
       return { keys: [chosen.key], cover: false };

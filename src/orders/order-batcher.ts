@@ -96,7 +96,7 @@ export class OrderBatcher {
         this.startInOrderRuns();
         const plan = planBatch(this.pending, this.options.combineMaxBatch, {
           isFree: (key) => held.has(key) || this.locks.isFree(key),
-          estimate: (key) => this.memory.peek(key),
+          estimate: (key, entry, segment) => this.memory.peek(key, entry, segment),
           isWaitedFor: (entry) => this.waitedFor.has(entry.sku),
         });
         this.plannedNothing = plan.orders.length === 0;

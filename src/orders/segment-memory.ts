@@ -44,9 +44,16 @@ export class SegmentMemory {
     return { available: entry.loadedAvailable[segment]!, fence: previous };
   }
 
-  /** What this process last saw the segment hold, whoever held it since: a guess for planning, never for writing. */
-  peek(key: string): number | undefined {
-    return this.known.get(key)?.available;
+  /**
+   * A guess for planning, never for writing: what this process last saw the segment hold under the SKU's current
+   * `entry`, whoever held it since; else what the segment held when the entry was loaded. Without the second, the first
+   * order of a SKU whose segments hold less than it asks for would try one unknown segment per round trip, and on a
+   * SKU of a thousand one-unit segments run out of time before it tried them all.
+   */
+  peek(key: string, entry: SkuEntry, segment: number): number | undefined {
+    const known = this.known.get(key);
+    if (known?.entry === entry) return known.available;
+    return entry.loadedAvailable[segment] ?? known?.available;
   }
 
   /**

@@ -70,6 +70,16 @@ describe('placing orders', () => {
     expect((await auditSku(svc.service.db, sku)).available).toBe(5);
   });
 
+  it('covers an order larger than every segment at its first try on a SKU of a thousand one-unit segments', async () => {
+    // The segments' stock as loaded with the SKU tells planning at once that no single segment holds 3 units; guessing
+    // one unknown segment per round trip ran out of the wait budget (503 lock_busy) before it found out.
+    const sku = await createSku(1000, 1000);
+    const placed = await call(svc.url, 'POST', '/orders', { sku, quantity: 3 });
+    expect(placed.status, JSON.stringify(placed.body)).toBe(201);
+    expect(placed.body.deductions).toHaveLength(3);
+    expect((await auditSku(svc.service.db, sku)).available).toBe(997);
+  });
+
   it('sells every unit before saying sold out: 40 units over 20 segments, orders of 5', async () => {
     const sku = await createSku(40, 20); // 2 units per segment: every order of 5 spans segments
     const statuses: number[] = [];
