@@ -4,7 +4,7 @@ import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { PeriodicJob } from '../events/periodic-job.js';
 import type { Logger } from '../logger.js';
-import { type BooksProblem, booksProblems, readBooks, readRecentBooks } from './books.js';
+import { type BooksProblem, booksProblems, readBooks, readRecentBooks, type RecentBooks } from './books.js';
 
 /** What one pass may check: its share of the sweep, the SKUs changed since the last pass, and the feed it reads. */
 export interface AuditBounds {
@@ -101,7 +101,8 @@ export class BooksAudit {
         .where('id', '=', 1)
         .executeTakeFirstOrThrow();
       const changed = await this.changedSince(trx, state.feed_position);
-      for (const [skuId, orderIds] of changed.orders) await this.checkRecent(trx, skuId, orderIds);
+      for (const [skuId, books] of await readRecentBooks(trx, changed.orders))
+        await this.checkRecent(trx, skuId, books);
       const sweep = state.sweep_due ? await this.sweep(trx, state.sweep_after) : undefined;
       const fullPass = sweep?.ended ?? false;
       const sweepStartedAt = state.sweep_after === 0 ? sql<Date>`now()` : sql<Date | null>`sweep_started_at`;
@@ -191,10 +192,10 @@ export class BooksAudit {
    * A check of one SKU's recent changes: what it finds joins the SKU's finding (a problem of the same check replaced,
    * the others kept); it clears nothing, as it cannot see the whole books a finding may be about.
    */
-  private async checkRecent(trx: Transaction<Database>, skuId: number, orderIds: readonly string[]): Promise<void> {
-    const books = await readRecentBooks(trx, skuId, orderIds);
-    const problems = books ? booksProblems(books) : [];
-    if (!books || problems.length === 0) return;
+  /** Adds what a SKU's recent books show to its finding, if they show anything. */
+  private async checkRecent(trx: Transaction<Database>, skuId: number, books: RecentBooks): Promise<void> {
+    const problems = booksProblems(books);
+    if (problems.length === 0) return;
     const found = await trx
       .selectFrom('audit_findings')
       .select('problems')

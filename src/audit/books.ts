@@ -45,7 +45,7 @@ export interface Books {
  * orders, whatever the other SKUs have sold.
  */
 export async function readBooks(db: Db, sku: string | number): Promise<Books | undefined> {
-  return numbers(await booksStatement(sku).execute(db));
+  return numbers((await booksStatement(sku).execute(db)).rows[0]);
 }
 
 /**
@@ -69,21 +69,33 @@ export interface RecentBooks extends Pick<
   recentOrders: number;
 }
 
+/** SKUs whose recent books one statement reads: a pass's few hundred changed SKUs in a few round trips. */
+const RECENT_SKUS_PER_STATEMENT = 100;
+
 /**
- * A SKU's recent books (`RecentBooks`) in one statement: O(its segments + the orders named), however long its ledger.
- * Every named order is looked up by its key, one at a time (aggregates in lateral subqueries, which Postgres never
- * turns into a join over the SKU's rows).
+ * SKUs' recent books (`RecentBooks`), by SKU id, from the orders named for each: O(their segments + those orders),
+ * however long their ledgers. Every named order is looked up by its key, one at a time (aggregates in lateral
+ * subqueries, which Postgres never turns into a join over the SKU's rows). Up to RECENT_SKUS_PER_STATEMENT SKUs go in
+ * one statement: a round trip per SKU cost the service as much CPU as the check (each write to Postgres's socket is a
+ * system call, and on loopback the receiver's side of it too). A SKU that no longer exists is left out.
  */
 export async function readRecentBooks(
   db: Db,
-  skuId: number,
-  orderIds: readonly string[],
-): Promise<RecentBooks | undefined> {
-  return numbers(await recentBooksStatement(skuId, orderIds).execute(db));
+  changed: ReadonlyMap<number, readonly string[]>,
+): Promise<Map<number, RecentBooks>> {
+  const books = new Map<number, RecentBooks>();
+  const skus = [...changed];
+  for (let at = 0; at < skus.length; at += RECENT_SKUS_PER_STATEMENT) {
+    const { rows } = await recentBooksStatement(new Map(skus.slice(at, at + RECENT_SKUS_PER_STATEMENT))).execute(db);
+    for (const row of rows) {
+      const { skuId, ...recent } = numbers<RecentBooks & { skuId: number }>(row)!;
+      books.set(skuId, recent);
+    }
+  }
+  return books;
 }
 
-function numbers<T>({ rows }: { rows: Record<string, string | number>[] }): T | undefined {
-  const row = rows[0];
+function numbers<T>(row: Record<string, string | number> | undefined): T | undefined {
   return row && (Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as T);
 }
 
@@ -143,12 +155,18 @@ export function booksStatement(sku: string | number): RawBuilder<Record<keyof Bo
       from skus s where s.id = (select id from target)`;
 }
 
-/** The statement of `readRecentBooks`; exported for the test of its plan. */
+/** The statement of `readRecentBooks`, a row per SKU that exists (by id, with the ids of its orders to check); exported for the test of its plan. */
 export function recentBooksStatement(
-  skuId: number,
-  orderIds: readonly string[],
-): RawBuilder<Record<keyof RecentBooks, string | number>> {
-  return sql<Record<keyof RecentBooks, string | number>>`
+  changed: ReadonlyMap<number, readonly string[]>,
+): RawBuilder<Record<keyof RecentBooks | 'skuId', string | number>> {
+  return sql.join(
+    [...changed].map(([skuId, orderIds]) => recentBooksOfSku(skuId, orderIds)),
+    sql` union all `,
+  );
+}
+
+function recentBooksOfSku(skuId: number, orderIds: readonly string[]): RawBuilder<unknown> {
+  return sql`(
     with named as (select distinct id from unnest(${orderIds}::uuid[]) as n(id)), taken as (
       -- The named orders' ledger rows on this SKU, with the order's status (null: no such order).
       select n.id as order_id, l.rows as ledger_rows, l.quantity,
@@ -172,8 +190,8 @@ export function recentBooksStatement(
        where r.quantity is not null
     ), ${confirmedUnits(sql`${skuId}`)}
     select ${runningTotals},
-           (select count(*) from taken where status is not null)::int as "recentOrders"
-      from skus s where s.id = ${skuId}`;
+           (select count(*) from taken where status is not null)::int as "recentOrders", s.id as "skuId"
+      from skus s where s.id = ${skuId})`;
 }
 
 /** One thing off in a SKU's books: which check failed (a stable name) and the figures that disagree. */
