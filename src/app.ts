@@ -27,6 +27,7 @@ import { buildHttpApp } from './http/http-app.js';
 import { Lines } from './lines/lines.js';
 import { OrderLifecycle } from './reservations/order-lifecycle.js';
 import { OrderPlacement } from './orders/order-placement.js';
+import type { WhileHeld } from './orders/batch-steps.js';
 import { SegmentLocks } from './inventory/segment-locks.js';
 import { SharedClock } from './inventory/shared-clock.js';
 import { SkuDirectory } from './inventory/sku-directory.js';
@@ -41,10 +42,14 @@ import { ServiceMetrics } from './metrics/service-metrics.js';
 import { createRedisConnections, type RedisClient, type RedisConnections } from './redis/connections.js';
 
 /**
- * The one extension point: routes built from the running service, mounted after the product's own and before the
- * 404. The load test mounts its benchmark routes here (loadtest/bench); the product mounts none.
+ * The one extension point, for the load test (loadtest/bench); the product sets neither. `routes`: built from the
+ * running service, mounted after the product's own and before the 404 (the benchmark routes). `whileHeld`: a step
+ * every batch that takes stock runs while it holds its segments (a simulated business step).
  */
-export type ExtraRoutes = (service: StockService) => express.Router;
+export interface Extensions {
+  routes?: (service: StockService) => express.Router;
+  whileHeld?: WhileHeld;
+}
 
 /** Configuration changes and returned units may wait this many times longer than an order for their segment locks. */
 const ADMIN_WAIT_FACTOR = 5;
@@ -93,7 +98,7 @@ export class StockService {
     readonly config: Config,
     private readonly log: Logger,
     endpoints: Endpoints,
-    private readonly extraRoutes?: ExtraRoutes,
+    private readonly extensions: Extensions = {},
   ) {
     this.db = createDatabase(endpoints.databaseUrl, config.pgPoolSize, config.batchesInFlight);
     this.connections = createRedisConnections(endpoints.redis, (err) =>
@@ -122,7 +127,7 @@ export class StockService {
       this.clock,
       {
         lockWaitMs: config.lockWaitMs,
-        criticalSectionDelayMs: config.criticalSectionDelayMs,
+        whileHeld: extensions.whileHeld,
         combineMaxBatch: config.combineMaxBatch,
         batchesInFlight: config.batchesInFlight,
         outbox,
@@ -214,7 +219,7 @@ export class StockService {
       dashboard: this.dashboard,
       unreadiness: () => this.unreadiness(),
       stopping: () => this.stopping,
-      extraRoutes: extraRoutes && (() => extraRoutes(this)),
+      extraRoutes: extensions.routes && (() => extensions.routes!(this)),
     });
   }
 

@@ -69,8 +69,6 @@ const configSchema = z.object({
   DATA_DIR: z.string().min(1).default('.data'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PG_POOL_SIZE: z.coerce.number().int().min(1).max(500).default(20),
-  // Benchmark knob: a simulated business step held inside the segment lock (0 in production).
-  CRITICAL_SECTION_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(0),
   COMBINE_MAX_BATCH: z.coerce.number().int().min(1).max(1_000).default(64),
   // Batches of orders one instance runs at once, each on segments none of the others holds; each reads and writes on
   // one connection of the order path's own Postgres pool, which has this many (src/db/database.ts).
@@ -156,7 +154,6 @@ export type Config = Readonly<{
   dataDir: string;
   logLevel: string;
   pgPoolSize: number;
-  criticalSectionDelayMs: number;
   /** Most orders in one batch: locked, decided and written together (1 places every order on its own). */
   combineMaxBatch: number;
   batchesInFlight: number;
@@ -276,7 +273,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(e.DATA_DIR),
     logLevel: e.LOG_LEVEL,
     pgPoolSize: e.PG_POOL_SIZE,
-    criticalSectionDelayMs: e.CRITICAL_SECTION_DELAY_MS,
     combineMaxBatch: e.COMBINE_MAX_BATCH,
     batchesInFlight: e.BATCHES_IN_FLIGHT,
     processClockSkewMs: e.PROCESS_CLOCK_SKEW_MS,

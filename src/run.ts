@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { availableParallelism } from 'node:os';
-import { type ExtraRoutes, StockService } from './app.js';
+import { type Extensions, StockService } from './app.js';
 import { type Config, loadConfig } from './config.js';
 import { ConfigError } from './errors.js';
 import { migrateToLatest } from './db/migrator.js';
@@ -16,17 +16,17 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
  * clean stop on SIGTERM or SIGINT. With WORKERS above 1 this process is the cluster's primary: it starts the embedded
  * servers once, forks the workers (each this same program, a full instance on the same port) and on a signal stops
  * every worker before the embedded servers. src/main.ts runs it as is; the load test's entry point adds its
- * benchmark routes.
+ * extensions (benchmark routes, a business step).
  */
-export function runService(extraRoutes?: ExtraRoutes): void {
-  launch(extraRoutes).catch((error: unknown) => {
+export function runService(extensions?: Extensions): void {
+  launch(extensions).catch((error: unknown) => {
     if (error instanceof EmbeddedDefaultError) console.error(error.message);
     else console.error(error);
     process.exit(1);
   });
 }
 
-async function launch(extraRoutes: ExtraRoutes | undefined): Promise<void> {
+async function launch(extensions: Extensions | undefined): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   // Listening from the first moment: a signal that arrives while the embedded servers start still stops them, once
@@ -37,10 +37,10 @@ async function launch(extraRoutes: ExtraRoutes | undefined): Promise<void> {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
   });
-  if (cluster.isWorker) return start(config, log, signalled, extraRoutes);
+  if (cluster.isWorker) return start(config, log, signalled, extensions);
   const workers = workerCount(config);
   log.info(workers, `workers: ${workers.workers}`);
-  if (workers.workers === 1) return start(config, log, signalled, extraRoutes);
+  if (workers.workers === 1) return start(config, log, signalled, extensions);
   return startWorkers(config, log, signalled, workers.workers);
 }
 
@@ -62,12 +62,12 @@ async function start(
   config: Config,
   log: Logger,
   signalled: Promise<NodeJS.Signals>,
-  extraRoutes: ExtraRoutes | undefined,
+  extensions: Extensions | undefined,
 ): Promise<void> {
   const host = listenHost(config, log);
   const endpoints = await resolveEndpoints(config, log);
-  const service = new StockService(config, log, endpoints, extraRoutes);
-  if (extraRoutes) log.warn('extra routes mounted: for benchmarks only, never in production');
+  const service = new StockService(config, log, endpoints, extensions);
+  if (extensions) log.warn('load-test extensions in use: for benchmarks only, never in production');
   const started = (async () => {
     await migrateToLatest(service.db, log);
     return service.start(config.port, host);

@@ -7,6 +7,7 @@ import type { SkuRow } from '../../src/db/schema.js';
 import { AppError } from '../../src/errors.js';
 import { outOfStock } from '../../src/orders/outcome.js';
 import { readSkuStock } from '../../src/stock/stock.repository.js';
+import { businessStepMs } from './business-step.js';
 
 /** What guards the oversell demonstration's read-decide-write: nothing, a process-local mutex, or the segment lock. */
 export const guardModes = ['none', 'local-mutex', 'redis-lock'] as const;
@@ -33,6 +34,8 @@ const segmentOf = ({ sku, segment }: BenchSale) =>
 
 /** Sales the product never makes: the oversell demonstration and lock-free designs, writing the product's rows. */
 export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 'db' | 'redis' | 'locks' | 'config'>) {
+  // The same business step as the product's batches hold (CRITICAL_SECTION_DELAY_MS).
+  const stepMs = businessStepMs();
   const skus = new Map<string, SkuRow>();
   /** The lock a single-instance service might use: a process-local mutex per SKU, first come first served. */
   const mutexes = new Map<string, Mutex>();
@@ -65,7 +68,7 @@ export function unguardedSales({ db, redis, locks, config }: Pick<StockService, 
       if (!row) throw new AppError('sku_not_found', `SKU '${sku.sku}' has no segment 0`);
       const available = Number(row.available);
       if (available < quantity) throw outOfStock(sku.sku, quantity, available);
-      if (config.criticalSectionDelayMs > 0) await sleep(config.criticalSectionDelayMs);
+      if (stepMs > 0) await sleep(stepMs);
       // The write stores the stock computed from the read: fenced, only if no later holder wrote the row (the
       // product's rule); unfenced, blindly, which loses updates when nothing serialises the callers.
       const fenced = fence === null ? sql`true` : sql`fence_token < ${fence}`;

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../db/database.js';
 import type { LockLease } from '../lock/distributed-lock.js';
 import type { OrderItem, OrderRecord } from './order.repository.js';
@@ -33,6 +32,12 @@ export interface BatchHooks {
   onSegmentsRead?(count: number): void;
 }
 
+/**
+ * A step run inside the hold of a batch's segments, after deciding and before writing (`Extensions.whileHeld`), given
+ * a signal that fires when one of those leases is lost. Errors are ignored: the write is then tried as without it.
+ */
+export type WhileHeld = (lockLost: AbortSignal) => Promise<void>;
+
 /** Told when a batch falls asleep in its business step, and when it wakes. */
 export interface Napping {
   asleep(): void;
@@ -65,8 +70,8 @@ export class BatchSteps {
     private readonly db: Db,
     private readonly directory: SkuDirectory,
     private readonly memory: SegmentMemory,
-    /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
-    private readonly criticalSectionDelayMs: number,
+    /** The load test's business step inside the segments' hold; none in the product. */
+    private readonly whileHeld: WhileHeld | undefined,
     private readonly outbox: Outbox,
     private readonly hooks: BatchHooks,
   ) {
@@ -150,11 +155,11 @@ export class BatchSteps {
 
     const used = [...new Set(taking.flatMap(({ takes }) => takes.map((t) => t.key)))];
     const usedLeases = used.map((key) => leaseOf.get(key)!);
-    if (this.criticalSectionDelayMs > 0) {
-      // The business steps of the orders taken are independent of each other: they run side by side.
+    if (this.whileHeld) {
+      // The business steps of the orders taken are independent of each other: one step for the batch.
       const lockLost = AbortSignal.any(usedLeases.map((lease) => lease.signal));
       napping?.asleep();
-      await sleep(this.criticalSectionDelayMs, undefined, { signal: lockLost })
+      await this.whileHeld(lockLost)
         .catch(() => undefined)
         .finally(() => napping?.awake());
     }

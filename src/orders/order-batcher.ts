@@ -48,7 +48,7 @@ export class OrderBatcher {
     private readonly options: OrderPlacementOptions,
     private readonly hooks: BatchHooks = {},
   ) {
-    this.steps = new BatchSteps(db, directory, this.memory, options.criticalSectionDelayMs, options.outbox, hooks);
+    this.steps = new BatchSteps(db, directory, this.memory, options.whileHeld, options.outbox, hooks);
   }
 
   /** Queues the order for the next batch that can take it, in the order of its ticket (SegmentLocks.ticket). */

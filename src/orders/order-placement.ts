@@ -3,7 +3,7 @@ import type { Db } from '../db/database.js';
 import { timeOrderedUuid } from '../db/time-ordered-uuid.js';
 import { AppError } from '../errors.js';
 import { findOrder } from './order.repository.js';
-import type { BatchHooks, OrderTrace } from './batch-steps.js';
+import type { BatchHooks, OrderTrace, WhileHeld } from './batch-steps.js';
 import { OrderBatcher } from './order-batcher.js';
 import { type Ending, lineRequired, type PlacedOrder, refusalBeforeLocks } from './outcome.js';
 import type { SegmentLocks } from '../inventory/segment-locks.js';
@@ -36,8 +36,8 @@ export interface OrderPlacementOptions {
   combineMaxBatch: number;
   /** Batches running at once (BATCHES_IN_FLIGHT): each holds its own segments. */
   batchesInFlight: number;
-  /** Benchmark knob: a simulated business step inside the segments' hold (CRITICAL_SECTION_DELAY_MS). */
-  criticalSectionDelayMs: number;
+  /** A step each batch that takes stock runs inside its segments' hold (the load test's business step); none in the product. */
+  whileHeld?: WhileHeld;
   /** Where placed orders' events go (the outbox knows whether events are written at all). */
   outbox: Outbox;
 }

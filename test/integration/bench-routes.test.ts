@@ -18,7 +18,7 @@ describe('benchmark routes', () => {
   let sku: string;
   beforeAll(async () => {
     plain = await startService();
-    bench = await startService({}, benchRoutes);
+    bench = await startService({}, { routes: benchRoutes });
     sku = uniqueSku('bench');
     expect((await call(plain.url, 'POST', '/skus', { sku, stock: 10, segments: 1 })).status).toBe(201);
   });
@@ -59,7 +59,7 @@ describe('benchmark routes', () => {
   });
 
   it('refuse the unlocked modes without the admin token when one is set', async () => {
-    const guarded = await startService({ ADMIN_TOKEN: 'a-long-enough-admin-token' }, benchRoutes);
+    const guarded = await startService({ ADMIN_TOKEN: 'a-long-enough-admin-token' }, { routes: benchRoutes });
     try {
       expect((await call(guarded.url, 'POST', '/bench/oversell/none', { sku, quantity: 1 })).status).toBe(401);
       expect((await call(guarded.url, 'POST', '/bench/lock-free/pg-conditional', { sku, quantity: 1 })).status).toBe(

@@ -11,6 +11,7 @@ import { scrapeCounter } from '../support/scrape-metric.js';
 import { segmentLocksProcess } from '../support/segment-locks.js';
 import { call, startService, testEndpoints, uniqueSku } from '../support/service.js';
 import { waitFor } from '../support/wait-for.js';
+import { businessStep } from '../../loadtest/bench/business-step.js';
 
 describe('fencing: a holder whose lease expired cannot write stale stock', () => {
   let db: Db;
@@ -170,7 +171,7 @@ describe('fencing: a holder whose lease expired cannot write stale stock', () =>
 
 describe('watchdog: a holder that loses its lease abandons the write', () => {
   it('stops the critical section when the lock vanishes, retries under a new lease, and deducts once', async () => {
-    const svc = await startService({ LOCK_TTL_MS: '300', CRITICAL_SECTION_DELAY_MS: '500', LOCK_WATCHDOG: '1' });
+    const svc = await startService({ LOCK_TTL_MS: '300', LOCK_WATCHDOG: '1' }, { whileHeld: businessStep(500) });
     try {
       const sku = uniqueSku('lost');
       await call(svc.url, 'POST', '/skus', { sku, stock: 5, segments: 1 });

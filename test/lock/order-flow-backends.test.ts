@@ -4,6 +4,7 @@ import { createDatabase, type Db } from '../../src/db/database.js';
 import { RedisServer, ZooKeeperServer, zookeeperMissing } from '../support/servers/index.js';
 import { auditSku } from '../support/invariants.js';
 import { call, ServiceProcess, startService, testEndpoints, uniqueSku } from '../support/service.js';
+import { businessStep } from '../../loadtest/bench/business-step.js';
 
 const zkMissing = zookeeperMissing();
 if (zkMissing && process.env.CI) throw new Error(`ZooKeeper order-flow test cannot run: ${zkMissing}`);
@@ -71,7 +72,7 @@ describe('the order flow on each lock backend', () => {
     it.skipIf(backend === 'zookeeper' && zkMissing !== undefined)(
       `sells exactly the stock on ${backend}, every sale in the ledger`,
       async () => {
-        const service = await startService({ ...env(), LOCK_WAIT_MS: '15000', CRITICAL_SECTION_DELAY_MS: '2' });
+        const service = await startService({ ...env(), LOCK_WAIT_MS: '15000' }, { whileHeld: businessStep(2) });
         try {
           const sku = uniqueSku(`flow-${backend}`);
           expect((await call(service.url, 'POST', '/skus', { sku, stock: 60, segments: 4 })).status).toBe(201);

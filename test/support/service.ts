@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import { type ExtraRoutes, StockService } from '../../src/app.js';
+import { type Extensions, StockService } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { redisTopology } from '../../src/redis/connections.js';
@@ -22,11 +22,8 @@ export function testEndpoints() {
   return { redisUrl: inject('redisUrl'), databaseUrl: inject('databaseUrl') };
 }
 
-/** The service in this process on a free port, against the test Redis and Postgres (plus `extraRoutes`, if given). */
-export async function startService(
-  env: Record<string, string> = {},
-  extraRoutes?: ExtraRoutes,
-): Promise<RunningService> {
+/** The service in this process on a free port, against the test Redis and Postgres (with the load test's `extensions`, if given). */
+export async function startService(env: Record<string, string> = {}, extensions?: Extensions): Promise<RunningService> {
   const endpoints = testEndpoints();
   const config = loadConfig({
     LOG_LEVEL: 'silent',
@@ -42,19 +39,23 @@ export async function startService(
       // The test Postgres, unless `env` names a database of the test's own.
       databaseUrl: config.databaseUrl!,
     },
-    extraRoutes,
+    extensions,
   );
   const port = await service.start(0, '127.0.0.1');
   return { url: `http://127.0.0.1:${port}`, service, stop: () => service.stop() };
 }
 
-/** The compiled service as its own OS process (`node dist/src/main.js`), as production runs it. */
+/**
+ * The compiled service as its own OS process (`node dist/src/main.js`), as production runs it; with a business step
+ * held in the lock (`CRITICAL_SECTION_DELAY_MS` in `env`), the load test's entry point, which alone adds one.
+ */
 export type ServiceProcess = SpawnedService;
 export const ServiceProcess = {
   /** Against the test Redis and Postgres, at log level info (tests read its lines), with `env` on top. */
   spawn(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const { redisUrl, databaseUrl } = testEndpoints();
-    return SpawnedService.start('dist/src/main.js', {
+    const script = env.CRITICAL_SECTION_DELAY_MS ? 'dist/loadtest/bench/bench-main.js' : 'dist/src/main.js';
+    return SpawnedService.start(script, {
       LOG_LEVEL: 'info',
       REDIS_URL: redisUrl,
       DATABASE_URL: databaseUrl,
