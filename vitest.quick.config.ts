@@ -12,7 +12,8 @@ import base from './vitest.config.ts';
  *   fleet series over an hour of blocks;
  * - the README read as a contract (its examples run, and checked through Prism) and `npm start` itself;
  * - the checks of the lint rules (layers, knip), which `npm run lint` runs, and the slow-client bounds, which wait
- *   out the server's request timeouts, and the never-reading streams' memory, watched over a minute.
+ *   out the server's request timeouts, and the never-reading streams' memory, watched over a minute;
+ * - sizes a property is about: ten thousand reservations expiring together.
  * Its files share one worker and its loaded modules (`isolate: false`): the service is imported once, not once a
  * file. Every file starts its own services and makes its own SKUs, so none depends on what another left behind.
  */
@@ -31,7 +32,7 @@ export default mergeConfig(
         'test/integration/{redis-cluster,postgres-listed-hosts,cross-process,npm-start}.test.ts',
         'test/integration/{line-fleet,shared-rate-limit,sale-window-clocks,fleet-series,stock-reconcile-fleet}.test.ts',
         'test/security/customer-fleet.test.ts',
-        'test/integration/readme-examples.test.ts',
+        'test/integration/{readme-examples,bulk-expiry}.test.ts',
         'test/security/{readme-contract,slow-clients,slow-stream-readers}.test.ts',
         'test/unit/{layers,knip}.test.ts',
       ],

@@ -292,7 +292,7 @@ describe('linearizability checker: size and bounds', () => {
       return h;
     };
     const big = undecidable(40);
-    const bounded = checkOperations(big.operations, big.initial, { maxSteps: 200_000 });
+    const bounded = checkOperations(big.operations, big.initial, { maxSteps: 20_000 });
     console.log(bounded.report);
     expect(bounded.verdict).toBe('unknown');
     expect(bounded.report).toContain('undecided within the bound');
