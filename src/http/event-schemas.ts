@@ -45,6 +45,9 @@ const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
  * A URL the WHATWG parser reads, as the delivery client will: an IPv6 zone id (`[fe80::1%25eth0]`) is not one. The
  * checks after it run only on such a URL.
  */
+/** A user part in a URL's text: `@` before its path, query or fragment (the same rule as migrations/20261204120000). */
+const USER_PART = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#\\]*@/;
+
 const webhookUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
@@ -54,9 +57,10 @@ const webhookUrl = z
     return protocol === 'https:' || LOOPBACK.test(hostname) || (isIP(hostname) === 4 && hostname.startsWith('127.'));
   }, 'must be https (plain http only for a loopback receiver)')
   // A password in the URL would be shown back by every GET /webhooks; a receiver checks the signature instead.
+  // The text's own authority too, as the table's check reads it: `https://@host` parses with no user, but is refused there.
   .refine((url) => {
     const { username, password } = new URL(url);
-    return username === '' && password === '';
+    return username === '' && password === '' && !USER_PART.test(url);
   }, 'must not carry credentials (user:password@): receivers check the signature');
 
 const webhookTypes = z
