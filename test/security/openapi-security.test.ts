@@ -5,7 +5,11 @@ import { serviceKey, writeKeysFile } from './credentials.js';
 
 type Operation = { security?: Record<string, string[]>[] };
 
-/** The status a caller without a credential gets, reading no further than the status (a stream never ends). */
+/**
+ * The status a caller without a credential gets. A stream never ends: it is cut once its status is in. Any other
+ * answer is read to its end, as a client does: one left unread holds its connection open, and stopping the service
+ * then waits out SHUTDOWN_GRACE_MS for it.
+ */
 async function statusWithoutCredential(base: string, method: string, path: string): Promise<number> {
   const abort = new AbortController();
   const hasBody = ['POST', 'PUT', 'PATCH'].includes(method);
@@ -14,7 +18,8 @@ async function statusWithoutCredential(base: string, method: string, path: strin
     signal: abort.signal,
     ...(hasBody && { headers: { 'content-type': 'application/json' }, body: '{}' }),
   });
-  abort.abort();
+  if (response.headers.get('content-type')?.startsWith('text/event-stream')) abort.abort();
+  else await response.arrayBuffer();
   return response.status;
 }
 
