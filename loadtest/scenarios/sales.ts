@@ -192,6 +192,10 @@ function lockStats(before: MetricsSnapshot, after: MetricsSnapshot, seconds: num
     acquisitionsPerSecond: delta('stock_lock_acquisitions_total') / seconds,
     lockUtilisation: hold.sum / (seconds * segments),
     fencedOut: delta('stock_fenced_out_total'),
+    // What spreads an order's Postgres and Redis round trips over others: the orders one batch wrote together, and the
+    // segment states it had to read under the lock rather than recall.
+    ordersPerBatch: histogramDelta(before, after, 'stock_batch_orders').mean,
+    segmentReadsPerOrder: perOrder('stock_segment_reads_total'),
   };
 }
 
