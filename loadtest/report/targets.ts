@@ -33,13 +33,14 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     const refused = c.measured.statusCounts[503] ?? 0;
     return { c, bound, refused, met: c.measured.latencyMs.max <= bound && !refused };
   };
-  const refusals = (why: string) => {
+  // Refusals against the product's own echo beside them; sold-out ones against the bare express echo of their round too.
+  const refusals = (why: string, bareBound = 0) => {
     const c = f.refusals.find((x) => x.why === why);
     const rounds = run.soldOut.filter((x) => x.why === why);
     const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
     const share = c && f.refusalShare(c);
     const bareShare = c && f.overEcho(c);
-    return c && { c, share, bareShare, rounds: rounds.map(f.refusalShare), met: share! >= 0.9 && reopened };
+    return c && { c, share, bareShare, rounds: rounds.map(f.refusalShare), met: share! >= 0.9 && (bareShare ?? NaN) >= bareBound && reopened };
   };
   // The rate with `on` against the rate with `base` in the same round: the median round's share.
   const events = (on: string, base = 'off', bound = 0.9) => {
@@ -88,9 +89,9 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
   const judged: Record<string, Target | undefined | null | 0 | false> = {
     alternative: against('alternative', f.hotBeside ?? f.at('real'), 1.5),
     'alternative-single': against('alternative', f.at('real', 1), 1.2),
-    spread: against('alternative', f.traffic('spread'), 0.8),
+    spread: against('alternative', f.traffic('spread'), 1.2),
     mixed: against('alternative', f.traffic('mixed'), 1.0),
-    echo: against('echo', f.hotOverEcho, 0.55),
+    echo: against('echo', f.hotOverEcho, 0.7),
     step: stepSingle &&
       stepHeadline && {
         ours: stepHeadline,
@@ -115,7 +116,7 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     utilisation: single && { lock: single, met: single.lockUtilisation >= 0.8 },
     'fair-real': fairness(f.at('real', 1)),
     'fair-step': fairness(stepSingle),
-    'sold-out': refusals('sold-out'),
+    'sold-out': refusals('sold-out', 0.9),
     'not-on-sale': refusals('not-on-sale'),
     'events-on': events('on'),
     'events-webhook': events('webhook'),
