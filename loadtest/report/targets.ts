@@ -40,7 +40,15 @@ export function judgeTargets(f: RunFigures): Record<string, Target> {
     const reopened = rounds.every((x) => x.reopen.firstOrderStatus === 201 && !x.lockAttemptsPerRequest);
     const share = c && f.refusalShare(c);
     const bareShare = c && f.overEcho(c);
-    return c && { c, share, bareShare, rounds: rounds.map(f.refusalShare), met: share! >= 0.9 && (bareShare ?? NaN) >= bareBound && reopened };
+    return (
+      c && {
+        c,
+        share,
+        bareShare,
+        rounds: rounds.map(f.refusalShare),
+        met: share! >= 0.9 && (bareShare ?? NaN) >= bareBound && reopened,
+      }
+    );
   };
   // The rate with `on` against the rate with `base` in the same round: the median round's share.
   const events = (on: string, base = 'off', bound = 0.9) => {
