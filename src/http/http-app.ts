@@ -12,6 +12,7 @@ import type { RedisClient } from '../redis/connections.js';
 import type { Lines } from '../lines/lines.js';
 import type { OrderLifecycle } from '../reservations/order-lifecycle.js';
 import { listSkus } from '../stock/sku-listing.js';
+import { readMovements } from '../stock/movement-history.js';
 import type { StockAdmin } from '../stock/stock-admin.js';
 import type { Access } from './auth/access.js';
 import type { DashboardFeed } from './dashboard/dashboard-feed.js';
@@ -106,7 +107,14 @@ export function buildHttpApp(parts: HttpParts): express.Express {
   app.use('/line-tickets', ticketRoutes(parts.lines, parts.ticketStreams, access));
   app.use(
     '/skus',
-    skuRoutes(parts.admin, (query) => listSkus(db, parts.clock, query), access),
+    skuRoutes(
+      parts.admin,
+      {
+        listSkus: (query) => listSkus(db, parts.clock, query),
+        readMovements: (sku, query) => readMovements(db, sku, query),
+      },
+      access,
+    ),
   );
   app.use('/events', eventRoutes(db, parts.streams, access.require(['events:read'])));
   app.use('/webhooks', webhookRoutes(db, parts.destinations, access.require(['webhooks:manage'])));

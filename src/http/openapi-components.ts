@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { type ErrorCode, errorCatalog } from '../errors.js';
 import { EVENT_TYPES } from '../events/event-types.js';
+import { MOVEMENT_KINDS } from '../stock/movement.js';
 import { createWebhookBody, eventCursor, replayWebhookBody, updateWebhookBody } from './event-schemas.js';
 import { problemType } from './problem.js';
 import {
@@ -40,15 +41,36 @@ const skuView = z.object({
 
 const movement = z.object({
   id: z.string(),
-  kind: z.enum(['create', 'restock', 'adjustment', 'count']),
-  quantity: z.number().int().describe("Units added to the SKU's stock; negative: removed."),
-  reason: z.string(),
+  kind: z.enum(MOVEMENT_KINDS),
+  quantity: z.number().int().describe('Units added to what is available; negative: taken or removed.'),
+  reason: z
+    .string()
+    .nullable()
+    .describe(
+      "An adjustment's or a count's reason; a create's or a restock's kind; a cancel's `cancelled`, or `refund` " +
+        "when the order had been confirmed; an expiry's `expired`; null for an order.",
+    ),
   actor: z.string().nullable().describe('The credential: `key:<name>`, `customer:<id>` or `anonymous`.'),
   note: z.string().nullable(),
   reference: z.string().nullable(),
   orderId: z.string().nullable(),
-  availableAfter: z.number().int().min(0).nullable().describe("The SKU's available right after it."),
+  availableAfter: z
+    .number()
+    .int()
+    .min(0)
+    .nullable()
+    .describe("The SKU's available right after it, where the ledger knows it (creates, adjustments, counts)."),
   at: z.iso.datetime(),
+});
+
+/** A page of a SKU's history, newest first. */
+const movementPage = z.object({
+  sku: skuName,
+  movements: z.array(movement),
+  nextCursor: z
+    .string()
+    .nullable()
+    .describe('Pass as `cursor` for the next (older) page; null once the history is done.'),
 });
 
 /** The SKU after an adjustment or a counted set, with the movement it recorded. */
@@ -271,6 +293,7 @@ components.add(adjustmentBody, { id: 'Adjustment' });
 components.add(countBody, { id: 'CountedStock' });
 components.add(movement, { id: 'Movement' });
 components.add(skuChange, { id: 'SkuChange' });
+components.add(movementPage, { id: 'MovementPage' });
 // Generated with the default MAX_ORDER_QUANTITY; a service configured otherwise accepts up to its own limit.
 components.add(z.union([singleOrderBody(1000), cartOrderBody(1000)]), { id: 'PlaceOrder' });
 components.add(updateSkuBody, { id: 'UpdateSku' });

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { components } from './openapi-components.js';
 import { linePaths } from './openapi-line-paths.js';
+import { movementPaths } from './openapi-movement-paths.js';
 import { servicePaths } from './openapi-service-paths.js';
 import { stockPaths } from './openapi-stock-paths.js';
 
 /**
- * The OpenAPI 3.1 document: its paths (src/http/openapi-stock-paths.ts, src/http/openapi-line-paths.ts, src/http/openapi-service-paths.ts, built from
+ * The OpenAPI 3.1 document: its paths (src/http/openapi-stock-paths.ts, src/http/openapi-movement-paths.ts, src/http/openapi-line-paths.ts, src/http/openapi-service-paths.ts, built from
  * src/http/openapi-operations.ts) over the named schemas of src/http/openapi-components.ts (the zod schemas that
  * validate requests, and the answers' shapes), with every problem code from errorCatalog. Served at GET
  * /openapi.json; `npm run openapi` writes it to docs/api.yaml, and a test fails when that file is stale or when a
@@ -51,6 +52,7 @@ export function buildOpenApi(): Record<string, unknown> {
     ],
     paths: {
       ...stockPaths(),
+      ...movementPaths(),
       ...linePaths(),
       ...servicePaths(),
     },

@@ -85,4 +85,30 @@ describe('migrations', () => {
     expect(sku.map((k) => [Number(k.reserved), Number(k.sold)])).toEqual([[0, 2]]);
     expect((await migrator.migrateToLatest()).error).toBeUndefined();
   });
+  it("dates each order's ledger rows by their order and names every addition's kind, for the movement history", async () => {
+    expect((await migrator.migrateTo('20261209020000_audit_sweep_pace')).error).toBeUndefined();
+    await sql`insert into skus (id, sku, segment_count, total_stock) values (3, 'dated', 2, 10)`.execute(db);
+    // A row of a writer that predates the kind column.
+    await sql`insert into stock_additions (sku_id, quantity, reason) values (3, 10, 'create')`.execute(db);
+    const id = '00000000-0000-0000-0000-000000000021';
+    await sql`insert into orders (id, sku_id, quantity, created_at)
+              values (${id}::uuid, 3, 2, '2026-11-30T12:00:00.123456Z')`.execute(db);
+    await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+              values (${id}::uuid, 3, 0, 1, 1, 1), (${id}::uuid, 3, 1, 1, 1, 1)`.execute(db);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const { rows: taken } = await sql<{ same: boolean }>`
+      select d.created_at = o.created_at as same from stock_deductions d join orders o on o.id = d.order_id
+       where d.order_id = ${id}::uuid`.execute(db);
+    expect(taken).toEqual([{ same: true }, { same: true }]);
+    const { rows: kinds } = await sql<{ kind: string }>`select kind from stock_additions where sku_id = 3`.execute(db);
+    expect(kinds).toEqual([{ kind: 'create' }]);
+    // New ledger rows are dated by their statement.
+    await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+              values ('00000000-0000-0000-0000-000000000022', 3, 0, 1, 1, 1)`.execute(db);
+    const { rows: fresh } = await sql<{ recent: boolean }>`
+      select created_at > now() - interval '1 minute' as recent from stock_deductions
+       where order_id = '00000000-0000-0000-0000-000000000022'`.execute(db);
+    expect(fresh).toEqual([{ recent: true }]);
+  });
 });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { type Request, type Response, Router } from 'express';
 import type { AdminAnswer, AdminRequest } from '../../stock/admin-requests.repository.js';
 import type { SkuListQuery, SkuPage } from '../../stock/sku-listing.js';
+import type { MovementPage, MovementQuery } from '../../stock/movement-history.js';
 import type { Movement } from '../../stock/movement.js';
 import type { SkuView } from '../../stock/sku-view.js';
 import type { StockAdmin } from '../../stock/stock-admin.js';
@@ -10,6 +11,7 @@ import type { Principal } from '../auth/principal.js';
 import { idempotencyKeyOf, scopeOf } from '../idempotency-key.js';
 import { jsonBody } from '../json-body.js';
 import { methodNotAllowed } from '../method-not-allowed.js';
+import { movementsQuery } from '../movement-schemas.js';
 import {
   adjustmentBody,
   countBody,
@@ -24,11 +26,15 @@ import { parseOr400 } from '../validate.js';
 
 /**
  * The SKU routes, under `/skus`. Writes need `stock:admin`; reading or listing SKUs, any credential (none until keys
- * are configured).
+ * are configured). A SKU's movement history needs `stock:admin` too: it names every customer's orders and the
+ * credentials behind each change, and an order's id is all that cancelling it asks of a caller until keys exist.
  */
 export function skuRoutes(
   admin: StockAdmin,
-  listSkus: (query: SkuListQuery) => Promise<SkuPage>,
+  reads: {
+    listSkus: (query: SkuListQuery) => Promise<SkuPage>;
+    readMovements: (sku: string, query: MovementQuery) => Promise<MovementPage>;
+  },
   access: Access,
 ): Router {
   const router = Router();
@@ -39,7 +45,9 @@ export function skuRoutes(
     .route('/')
     .get(mayRead, async (req, res) => {
       const { onSale, soldOut, lowStock, ...query } = parseOr400(skuListQuery, req.query, 'query');
-      res.json(await listSkus({ ...query, onSale: flag(onSale), soldOut: flag(soldOut), lowStock: flag(lowStock) }));
+      res.json(
+        await reads.listSkus({ ...query, onSale: flag(onSale), soldOut: flag(soldOut), lowStock: flag(lowStock) }),
+      );
     })
     .post(requireAdmin, jsonBody, async (req, res) => {
       const input = parseOr400(createSkuBody, req.body, 'body');
@@ -65,6 +73,22 @@ export function skuRoutes(
       send(res, await admin.update(sku, changes, adminRequest(req, access.principalOf(res), asked)));
     })
     .all(methodNotAllowed('GET', 'PATCH'));
+
+  router
+    .route('/:sku/movements')
+    .get(requireAdmin, async (req, res) => {
+      const sku = parseOr400(skuName, req.params.sku, 'sku');
+      const { kind, since, until, ...page } = parseOr400(movementsQuery, req.query, 'query');
+      res.json(
+        await reads.readMovements(sku, {
+          ...page,
+          kinds: kind,
+          since: since === undefined ? undefined : new Date(since),
+          until: until === undefined ? undefined : new Date(until),
+        }),
+      );
+    })
+    .all(methodNotAllowed('GET'));
 
   router
     .route('/:sku/segments')
