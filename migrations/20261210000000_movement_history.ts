@@ -15,8 +15,9 @@ import { type Kysely, sql } from 'kysely';
  * - `stock_additions.kind`: rows of writers that predate the column get their kind from `reason` (as the migration
  *   that added it did), so that every row sits under its kind in the index.
  *
- * `if not exists`: on a large ledger, build the indexes beforehand with `create index concurrently`
- * (docs/operations.md, *The movement history*) and this keeps them.
+ * `if not exists`, and only rows still undated are dated: on a large ledger, add and fill the column and build the
+ * indexes beforehand, online (docs/operations.md, *The movement history*); this then keeps them and dates only the
+ * ledger rows written since, instead of blocking order writes while it rewrites the whole ledger.
  */
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`update stock_additions set kind = reason where kind is null`.execute(db);
@@ -24,9 +25,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     on stock_additions (sku_id, kind, created_at, id) include (quantity)`.execute(db);
   await sql`drop index if exists stock_additions_sku_id_idx`.execute(db);
 
-  await sql`alter table stock_deductions add column created_at timestamptz`.execute(db);
+  await sql`alter table stock_deductions add column if not exists created_at timestamptz`.execute(db);
   await sql`update stock_deductions d
-    set created_at = coalesce((select o.created_at from orders o where o.id = d.order_id), now())`.execute(db);
+    set created_at = coalesce((select o.created_at from orders o where o.id = d.order_id), now())
+    where created_at is null`.execute(db);
   await sql`alter table stock_deductions alter column created_at set default now(),
     alter column created_at set not null`.execute(db);
   await sql`create index if not exists stock_deductions_history_idx

@@ -111,4 +111,56 @@ describe('migrations', () => {
        where order_id = '00000000-0000-0000-0000-000000000022'`.execute(db);
     expect(fresh).toEqual([{ recent: true }]);
   });
+
+  it('keeps a movement history column and indexes built beforehand, as docs/operations.md has a large ledger do', async () => {
+    expect((await migrator.migrateTo('20261209020000_audit_sweep_pace')).error).toBeUndefined();
+    await sql`insert into skus (id, sku, segment_count, total_stock) values (4, 'prepared', 1, 10)`.execute(db);
+    const dated = '00000000-0000-0000-0000-000000000031';
+    const later = '00000000-0000-0000-0000-000000000032';
+    for (const [id, at] of [
+      [dated, '2026-11-30T12:00:00.123456Z'],
+      [later, '2026-11-30T13:00:00.654321Z'],
+    ] as const) {
+      await sql`insert into orders (id, sku_id, quantity, created_at) values (${id}::uuid, 4, 1, ${at})`.execute(db);
+    }
+    await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token)
+              values (${dated}::uuid, 4, 0, 1, 1, 1)`.execute(db);
+    // The upgrade's online steps (docs/operations.md, The movement history), each its own statement.
+    for (const step of [
+      sql`alter table stock_deductions add column if not exists created_at timestamptz`,
+      sql`alter table stock_deductions alter column created_at set default now()`,
+      sql`update stock_deductions d set created_at = o.created_at from orders o
+           where o.id = d.order_id and d.created_at is null`,
+      sql`create index concurrently if not exists stock_additions_history_idx
+            on stock_additions (sku_id, kind, created_at, id) include (quantity)`,
+      sql`create index concurrently if not exists stock_deductions_history_idx
+            on stock_deductions (sku_id, created_at, order_id) include (quantity)`,
+      sql`create index concurrently if not exists stock_returns_history_idx
+            on stock_returns (sku_id, reason, created_at, order_id) include (quantity)`,
+    ]) {
+      await step.execute(db);
+    }
+    const indexes = async () =>
+      (
+        await sql<{ name: string; oid: number }>`
+          select indexrelid::regclass::text as name, indexrelid::int as oid from pg_index
+           where indexrelid::regclass::text like '%history_idx' order by 1`.execute(db)
+      ).rows;
+    const built = await indexes();
+    expect(built.map((index) => index.name)).toEqual([
+      'stock_additions_history_idx',
+      'stock_deductions_history_idx',
+      'stock_returns_history_idx',
+    ]);
+    // A ledger row still undated when the migration runs: written before the column had its default.
+    await sql`insert into stock_deductions (order_id, sku_id, segment, layout_version, quantity, fence_token, created_at)
+              values (${later}::uuid, 4, 0, 1, 1, 2, null)`.execute(db);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await indexes()).toEqual(built);
+    const { rows: taken } = await sql<{ same: boolean }>`
+      select d.created_at = o.created_at as same from stock_deductions d join orders o on o.id = d.order_id
+       where d.sku_id = 4 order by d.order_id`.execute(db);
+    expect(taken).toEqual([{ same: true }, { same: true }]);
+  });
 });
