@@ -14,7 +14,7 @@ export const JUDGED_WHEN_QUICK = new Set(['books', 'oversell', 'drop-order', 'ex
 
 export function judgeTargets(f: RunFigures): Record<string, Target> {
   const { run } = f;
-  // Issue 17's ratios: the product against the alternative on the same traffic, or against the bare echo, in the same
+  // The targets' ratios: the product against the alternative on the same traffic, or against the bare echo, in the same
   // round, every round's too; on spread traffic its p99 no worse either.
   const against = (yardstick: 'alternative' | 'echo', ours: SalesCase | undefined, factor: number) => {
     const theirs = ours && (yardstick === 'echo' ? f.echoFor(ours) : f.alternativeFor(ours));

@@ -99,7 +99,7 @@ const meta = (mode: 'quick' | 'full') => ({
 describe('the report and the verdict a run ends with', () => {
   it('open with the headline, then count the targets judged and name each one not met with its figure', () => {
     const results = { ...run(), meta: meta('full') } as unknown as RunResults;
-    // The hot SKU falls below 0.55 × the echo in its median round: not met.
+    // The hot SKU falls below 0.7 × the echo in its median round: not met.
     results.bareEcho = rounds('bare-echo', [8_000, 9_000, 9_500]) as unknown as RunResults['bareEcho'];
     const report = renderReport(results, 'results.json');
     expect(
@@ -113,7 +113,7 @@ describe('the report and the verdict a run ends with', () => {
     expect(verdict.slice(verdict.indexOf('Verdict'))).toEqual([
       'Verdict',
       '3 of 4 targets judged in this run met. Not met:',
-      '- real critical section: 20 segments ≥ 0.55 × the bare express echo: 3,900/s vs 9,500/s: ×0.41 (rounds ×0.38, ×0.51, ×0.41)',
+      '- real critical section: 20 segments ≥ 0.7 × the bare express echo: 3,900/s vs 9,500/s: ×0.41 (rounds ×0.38, ×0.51, ×0.41)',
     ]);
     expect(report).not.toContain('No analysis has been written');
   });
